@@ -1,0 +1,28 @@
+/* backend.h: what lib/ asks of the CUDA backend (gpu/).  gpu/gpu_backend.cu
+ * implements it when configure finds CUDA; gpu/gpu_stub.c otherwise, where
+ * every probe answers "no device".  No CUDA type appears here. */
+#ifndef HICP_BACKEND_H
+#define HICP_BACKEND_H
+
+#include "internal.h"
+
+/* A CUDA device as `hicp devices` shows it. */
+typedef struct hicp__gpu_info {
+  int ordinal;
+  char name[128];
+  int cc_major, cc_minor;
+  int sm_count;
+  uint64_t memory_bytes;
+  char pci_bus_id[32];     /* "0000:65:00.0", for hwloc's NUMA lookup */
+} hicp__gpu_info;
+
+/* Number of usable CUDA devices (0 with the reason in `why` when none). */
+int hicp__gpu_count(char *why, size_t why_len);
+/* Describes device `ordinal`. 0 or HICP_ENODEVICE/HICP_EDEVICE. */
+int hicp__gpu_describe(int ordinal, hicp__gpu_info *info);
+/* Frees the context's device state (streams, buffers, uploaded models). */
+void hicp__gpu_release(hicp_context *ctx);
+/* 1 when this build has the CUDA backend. */
+int hicp__gpu_compiled(void);
+
+#endif /* HICP_BACKEND_H */

@@ -1,0 +1,56 @@
+/* cloud.h: the point-cloud object and the file readers' common ground. */
+#ifndef HICP_CLOUD_H
+#define HICP_CLOUD_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+struct hicp_cloud {
+  size_t n;
+  float *xyz;        /* 3n floats, relative to origin */
+  double origin[3];
+  size_t ntri;
+  uint32_t *tri;     /* 3 ntri vertex indices */
+};
+
+/* What a reader produces: coordinates in double (files may hold doubles with
+ * more precision than a float keeps) and triangles. */
+typedef struct hicp__raw_cloud {
+  size_t n;
+  double *xyz;       /* 3n */
+  size_t ntri;
+  uint32_t *tri;     /* 3 ntri */
+} hicp__raw_cloud;
+
+void hicp__raw_cloud_free(hicp__raw_cloud *raw);
+
+/* Turns a raw cloud into a hicp_cloud (takes ownership of raw's arrays, even
+ * on failure).  Rejects NaN/Inf coordinates and empty clouds, naming `name`.
+ * Origin policy: zero when every coordinate is a float already or the
+ * coordinates are small next to the extent; otherwise the bounding-box centre
+ * (docs/design.md, "Coordinates far from the origin"). */
+int hicp__cloud_from_raw(hicp_context *ctx, hicp__raw_cloud *raw, const char *name,
+                         hicp_cloud **out);
+
+/* Parses a file already in memory (the entry point of the fuzz harnesses).
+ * `name` is used in messages only. */
+int hicp__cloud_parse(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,
+                      hicp_format fmt, hicp_cloud **out);
+
+/* Detects the format from the content (then from the name's extension). */
+hicp_format hicp__detect_format(const char *name, const unsigned char *buf, size_t len);
+
+/* Reads a whole file into memory (checked against the memory budget).
+ * *buf is NUL-terminated (one byte past len) for the text parsers. */
+int hicp__read_file(hicp_context *ctx, const char *path, unsigned char **buf, size_t *len);
+
+/* Writes a file atomically: `write` fills a temporary file in the target's
+ * directory, which is then flushed, synced and renamed over `path`.  On any
+ * failure the temporary file is removed and `path` is left as it was. */
+typedef int (*hicp__writer_fn)(hicp_context *ctx, FILE *f, void *arg);
+int hicp__atomic_write(hicp_context *ctx, const char *path, hicp__writer_fn write, void *arg);
+
+#endif /* HICP_CLOUD_H */

@@ -1,0 +1,119 @@
+/* context.c: hicp_context, its options, and cancellation. */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hwloc.h>
+
+#include "backend.h"
+#include "context.h"
+
+void hicp_context_options_init_sized(hicp_context_options *opts, size_t size)
+{
+  hicp_context_options d;
+  memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.threads = 0;
+  d.backend = HICP_BACKEND_AUTO;
+  if (opts == NULL || size < sizeof(size_t))
+    return;
+  memset(opts, 0, size);
+  memcpy(opts, &d, size < sizeof d ? size : sizeof d);
+  opts->struct_size = size;
+}
+
+static int default_threads_value;
+static pthread_once_t default_threads_once = PTHREAD_ONCE_INIT;
+
+/* Cores, not hardware threads: the walk is latency-bound and two hyperthreads
+ * of one core share its load ports, so one worker per core is the default. */
+static void count_cores(void)
+{
+  int n = 0;
+  hwloc_topology_t topo;
+  if (hwloc_topology_init(&topo) == 0) {
+    if (hwloc_topology_load(topo) == 0)
+      n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    hwloc_topology_destroy(topo);
+  }
+  if (n <= 0) {
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    n = c > 0 ? (int)c : 1;
+  }
+  default_threads_value = n;
+}
+
+int hicp__default_threads(void)
+{
+  pthread_once(&default_threads_once, count_cores);
+  return default_threads_value;
+}
+
+int hicp_context_create(const hicp_context_options *user, hicp_context **out)
+{
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  if (out == NULL)
+    return HICP_EINVAL;
+  *out = NULL;
+  if (user != NULL && hicp__copy_sized(&o, sizeof o, user, offsetof(hicp_context_options, flags) + sizeof(unsigned), "hicp_context_options", NULL) != 0)
+    return HICP_EINVAL;
+  if (o.threads < 0 || o.threads > 4096 || (unsigned)o.backend > HICP_BACKEND_HYBRID ||
+      o.flags != 0 || o.ndevices < 0 || o.ndevices > 1024 || (o.ndevices > 0 && o.devices == NULL))
+    return HICP_EINVAL;
+  for (int i = 0; i < o.ndevices; i++)
+    if (o.devices[i] < 0)
+      return HICP_EINVAL;
+
+  hicp_context *ctx = calloc(1, sizeof *ctx);
+  if (ctx == NULL)
+    return HICP_ENOMEM;
+  ctx->threads = o.threads > 0 ? o.threads : hicp__default_threads();
+  ctx->backend = o.backend;
+  ctx->memory_limit = o.memory_limit;
+  atomic_init(&ctx->cancel, 0);
+  if (o.ndevices > 0) {
+    ctx->devices = malloc(sizeof(int) * (size_t)o.ndevices);
+    if (ctx->devices == NULL) {
+      free(ctx);
+      return HICP_ENOMEM;
+    }
+    memcpy(ctx->devices, o.devices, sizeof(int) * (size_t)o.ndevices);
+    ctx->ndevices = o.ndevices;
+  }
+  *out = ctx;
+  return HICP_OK;
+}
+
+void hicp_context_destroy(hicp_context *ctx)
+{
+  if (ctx == NULL)
+    return;
+  hicp__gpu_release(ctx);
+  free(ctx->devices);
+  free(ctx);
+}
+
+int hicp_context_threads(const hicp_context *ctx)
+{
+  return ctx != NULL ? ctx->threads : 0;
+}
+
+void hicp_context_cancel(hicp_context *ctx)
+{
+  if (ctx != NULL)
+    atomic_store(&ctx->cancel, 1);
+}
+
+struct hicp__gpu **hicp__context_gpu_slot(hicp_context *ctx)
+{
+  return &ctx->gpu;
+}
+
+int hicp__canceled(const hicp_context *ctx)
+{
+  return ctx != NULL && atomic_load(&((hicp_context *)ctx)->cancel) != 0;
+}

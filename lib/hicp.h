@@ -1,0 +1,531 @@
+/**
+ * @file hicp.h
+ * @brief hicp: exact rigid point-set registration (ICP) on CPUs and NVIDIA GPUs.
+ *
+ * A **model** is built once from a reference cloud: the 3-D Delaunay
+ * triangulation of its points (Qhull) flattened into a neighbour graph, plus a
+ * kd-tree for cold starts.  A **registration** aligns a sensed cloud (the
+ * scan) to the model with point-to-point ICP (Besl & McKay, Horn's quaternion
+ * solve); each nearest-neighbour query is a greedy walk on the Delaunay graph
+ * started from the previous iteration's match, and is exact.
+ *
+ * Conventions
+ * - Every function that can fail returns 0 (::HICP_OK) or a negative
+ *   ::hicp_error code.  Functions that take a context also leave a one-line
+ *   description of the failure in it (hicp_context_error()).
+ * - The library never prints, never exits and never aborts.
+ * - Options structs are filled with defaults by their `*_init()` macro before
+ *   use; the macro records the caller's struct size so that later versions of
+ *   the library can add fields without breaking older programs.  Likewise
+ *   result structs are prepared with hicp_result_init().
+ * - `*_destroy(NULL)` is a no-op.
+ * - Transforms are 4x4 row-major doubles mapping scan coordinates into model
+ *   coordinates: x = R p + t.
+ *
+ * Thread safety
+ * - A ::hicp_model is immutable once built or loaded: any number of threads
+ *   and contexts may use one model at the same time.  Destroy it only when no
+ *   call using it is running.
+ * - A ::hicp_context holds scratch memory, device state and the last error: it
+ *   may be used by one thread at a time.  Use one context per thread.  The one
+ *   exception is hicp_context_cancel(), which any thread may call at any time.
+ * - A ::hicp_cloud is read-only after creation and may be shared like a model.
+ * - hicp_strerror(), hicp_version() and the name helpers are always safe.
+ */
+#ifndef HICP_H
+#define HICP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hicp_version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Marks the exported functions; everything else in libhicp is hidden. */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define HICP_API __attribute__((visibility("default")))
+#else
+#define HICP_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/** @name Errors and version */
+/** @{ */
+
+/**
+ * The error table: name, value, message.  One table generates the enum and
+ * hicp_strerror(), so the two cannot drift apart.
+ */
+#define HICP_ERROR_TABLE(X)                                                  \
+  X(HICP_OK, 0, "success")                                                   \
+  X(HICP_EINVAL, -1, "invalid argument")                                     \
+  X(HICP_ENOMEM, -2, "out of memory")                                        \
+  X(HICP_EIO, -3, "input/output error")                                      \
+  X(HICP_EFORMAT, -4, "malformed file")                                      \
+  X(HICP_EUNSUPPORTED, -5, "unsupported format or feature")                  \
+  X(HICP_ENONFINITE, -6, "non-finite coordinate")                            \
+  X(HICP_ELIMIT, -7, "resource limit exceeded")                              \
+  X(HICP_ENODEVICE, -8, "no CUDA device")                                    \
+  X(HICP_EDEVICE, -9, "CUDA device error")                                   \
+  X(HICP_EQHULL, -10, "Delaunay triangulation failed")                       \
+  X(HICP_EEMPTY, -11, "empty point set")                                     \
+  X(HICP_ECANCELED, -12, "canceled")                                         \
+  X(HICP_ETIMEOUT, -13, "time budget exhausted")                             \
+  X(HICP_EINTERNAL, -14, "internal error")
+
+/** Error codes returned by hicp functions (0 or negative). */
+typedef enum hicp_error {
+#define HICP_X_ENUM_(name, value, msg) name = value,
+  HICP_ERROR_TABLE(HICP_X_ENUM_)
+#undef HICP_X_ENUM_
+} hicp_error;
+
+/** Static English description of an error code ("unknown error" if none). */
+HICP_API const char *hicp_strerror(int code);
+
+/** Version string of the library in use, e.g. "0.1.0". */
+HICP_API const char *hicp_version(void);
+
+/** Version number of the library in use (see HICP_VERSION_NUMBER). */
+HICP_API int hicp_version_number(void);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Enumerations */
+/** @{ */
+
+/** Where the work runs. */
+typedef enum hicp_backend {
+  HICP_BACKEND_AUTO = 0, /**< GPU when one is usable, else CPU */
+  HICP_BACKEND_CPU = 1,  /**< OpenMP on the host */
+  HICP_BACKEND_CUDA = 2, /**< CUDA devices only; fails without one */
+  HICP_BACKEND_HYBRID = 3 /**< CPU workers and CUDA streams together */
+} hicp_backend;
+
+/** Nearest-neighbour method.  All are exact; they differ only in speed. */
+typedef enum hicp_nn_method {
+  HICP_NN_PNN_OPT = 0, /**< kdann on a first query, pnn afterwards (default) */
+  HICP_NN_BRUTE = 1,   /**< every model point (reference) */
+  HICP_NN_KDTREE = 2,  /**< kd-tree with backtracking */
+  HICP_NN_ZERO = 3,    /**< Delaunay walk from the vertex nearest the centroid */
+  HICP_NN_KDANN = 4,   /**< Delaunay walk from a kd-tree descent (no backtracking) */
+  HICP_NN_PNN = 5      /**< Delaunay walk from the query's previous match */
+} hicp_nn_method;
+
+/** Why a registration stopped. */
+typedef enum hicp_stop {
+  HICP_STOP_MAX_ITER = 0,   /**< iteration limit reached (not converged) */
+  HICP_STOP_MSE_CHANGE = 1, /**< |change in MSE| below tol (Besl's criterion) */
+  HICP_STOP_MSE_ABS = 2,    /**< MSE below the absolute threshold */
+  HICP_STOP_INCREMENT = 3,  /**< transform increment below both thresholds */
+  HICP_STOP_NO_PAIRS = 4,   /**< fewer than one pair left after filtering */
+  HICP_STOP_CANCELED = 5,   /**< hicp_context_cancel() was called */
+  HICP_STOP_TIMEOUT = 6     /**< the time budget ran out */
+} hicp_stop;
+
+/** Parses "auto", "cpu", "cuda" or "hybrid"; 0 or HICP_EINVAL. */
+HICP_API int hicp_backend_from_name(const char *name, hicp_backend *out);
+/** Name of a backend ("auto", "cpu", ...), or "unknown". */
+HICP_API const char *hicp_backend_name(hicp_backend backend);
+/** Parses "brute", "kdtree", "zero", "kdann", "pnn" or "pnn-opt". */
+HICP_API int hicp_nn_method_from_name(const char *name, hicp_nn_method *out);
+/** Name of a nearest-neighbour method, or "unknown". */
+HICP_API const char *hicp_nn_method_name(hicp_nn_method method);
+/** Name of a stop reason ("max-iter", "mse-change", ...), or "unknown". */
+HICP_API const char *hicp_stop_name(hicp_stop stop);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Context */
+/** @{ */
+
+/** Per-thread working state: threads, backend, devices, scratch, last error. */
+typedef struct hicp_context hicp_context;
+
+/** Options for hicp_context_create(); fill with hicp_context_options_init(). */
+typedef struct hicp_context_options {
+  size_t struct_size;   /**< set by hicp_context_options_init() */
+  int threads;          /**< CPU worker threads; 0 = one per core (default) */
+  hicp_backend backend; /**< default ::HICP_BACKEND_AUTO */
+  const int *devices;   /**< CUDA device ordinals to use, copied; NULL = all.
+                             A device may be listed more than once: each entry
+                             is one logical device with its own streams. */
+  int ndevices;         /**< entries in @c devices */
+  uint64_t memory_limit; /**< bytes one call may allocate for input and
+                              scratch; 0 = 3/4 of physical memory (default) */
+  unsigned flags;       /**< reserved, must be 0 */
+} hicp_context_options;
+
+/** Fills @p opts with defaults.  Always use this before setting fields. */
+#define hicp_context_options_init(opts) \
+  hicp_context_options_init_sized((opts), sizeof *(opts))
+/** Implementation of hicp_context_options_init(); call the macro instead. */
+HICP_API void hicp_context_options_init_sized(hicp_context_options *opts, size_t size);
+
+/**
+ * Creates a context.  @p opts may be NULL for defaults.
+ * @return 0, ::HICP_EINVAL (bad option; the message cannot be stored since
+ *         there is no context: use hicp_strerror()), ::HICP_ENOMEM.
+ *         Asking for ::HICP_BACKEND_CUDA on a host without a usable device is
+ *         not an error here; registrations then fail with ::HICP_ENODEVICE.
+ */
+HICP_API int hicp_context_create(const hicp_context_options *opts, hicp_context **ctx);
+
+/** Frees a context and everything it owns; NULL is a no-op. */
+HICP_API void hicp_context_destroy(hicp_context *ctx);
+
+/**
+ * The message of the last failed call on @p ctx ("" if none).  Valid until
+ * the next call on the context.
+ */
+HICP_API const char *hicp_context_error(const hicp_context *ctx);
+
+/** The number of CPU worker threads the context uses. */
+HICP_API int hicp_context_threads(const hicp_context *ctx);
+
+/**
+ * Asks the registration or batch running on @p ctx to stop at its next
+ * iteration boundary; it returns what it completed, with ::HICP_STOP_CANCELED.
+ * Safe to call from any thread, also when nothing is running (then the next
+ * call starts normally: the request is cleared when a call begins).
+ */
+HICP_API void hicp_context_cancel(hicp_context *ctx);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Transforms */
+/** @{ */
+
+/** Rigid transform as a 4x4 row-major matrix [R t; 0 0 0 1]. */
+typedef struct hicp_transform {
+  double m[16];
+} hicp_transform;
+
+/** Sets @p t to the identity. */
+HICP_API void hicp_transform_identity(hicp_transform *t);
+/** Sets @p out to the inverse of the rigid transform @p t ([R^T, -R^T t]). */
+HICP_API void hicp_transform_invert(const hicp_transform *t, hicp_transform *out);
+/**
+ * Checks that @p t is a rigid transform (finite, R orthonormal with det +1
+ * within 1e-6, last row 0 0 0 1).  0 or ::HICP_EINVAL.
+ */
+HICP_API int hicp_transform_check(const hicp_transform *t);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Point clouds and files */
+/** @{ */
+
+/**
+ * A point cloud read from a file or copied from memory: float coordinates
+ * relative to a double-precision origin (the true point is origin + xyz), and
+ * triangles when the file was a mesh.  The origin is zero unless the
+ * coordinates are far from zero compared with their extent (for example UTM
+ * coordinates), where keeping them as plain floats would lose detail; then
+ * the cloud is centred on its bounding box and the origin says where.
+ */
+typedef struct hicp_cloud hicp_cloud;
+
+/** File formats. */
+typedef enum hicp_format {
+  HICP_FORMAT_AUTO = 0, /**< detect from content, then extension */
+  HICP_FORMAT_PLY = 1,  /**< Stanford PLY: ascii, binary little/big endian */
+  HICP_FORMAT_PCD = 2,  /**< PCL PCD: ascii, binary, binary_compressed */
+  HICP_FORMAT_OFF = 3,  /**< OFF, COFF, NOFF, ... (comments allowed) */
+  HICP_FORMAT_XYZ = 4,  /**< text: first three numeric columns (xyz/txt/csv) */
+  HICP_FORMAT_MODEL = 5 /**< a prebuilt hicp model file (hicp_model_save()) */
+} hicp_format;
+
+/** How hicp_cloud_write() encodes a PLY file. */
+typedef enum hicp_ply_encoding {
+  HICP_PLY_BINARY = 0, /**< binary little endian (default) */
+  HICP_PLY_ASCII = 1
+} hicp_ply_encoding;
+
+/**
+ * Reads a point cloud (or mesh vertices and faces) from @p path.
+ * @param fmt ::HICP_FORMAT_AUTO to detect.
+ * @return 0; ::HICP_EIO (cannot open/read), ::HICP_EFORMAT (malformed: the
+ *         message names the file and the problem, with a line number for text
+ *         formats), ::HICP_EUNSUPPORTED, ::HICP_ENONFINITE (NaN/Inf
+ *         coordinate), ::HICP_EEMPTY (no points), ::HICP_ELIMIT (the header
+ *         asks for more memory than the context allows), ::HICP_ENOMEM.
+ */
+HICP_API int hicp_cloud_read(hicp_context *ctx, const char *path, hicp_format fmt,
+                             hicp_cloud **out);
+
+/**
+ * Copies @p n points from memory.  @p stride is the distance in bytes between
+ * consecutive points (0 = 3 * sizeof(float)); each point is three floats x, y, z.
+ * @return 0, ::HICP_EINVAL, ::HICP_ENONFINITE, ::HICP_EEMPTY, ::HICP_ENOMEM.
+ */
+HICP_API int hicp_cloud_from_xyz(hicp_context *ctx, const float *xyz, size_t n,
+                                 size_t stride, hicp_cloud **out);
+
+/** Number of points. */
+HICP_API size_t hicp_cloud_size(const hicp_cloud *cloud);
+/** Packed x, y, z floats (3 per point), relative to the origin. */
+HICP_API const float *hicp_cloud_xyz(const hicp_cloud *cloud);
+/** The origin the coordinates are relative to. */
+HICP_API void hicp_cloud_origin(const hicp_cloud *cloud, double origin[3]);
+/** Number of triangles (faces of a mesh file, fan-triangulated; 0 for clouds). */
+HICP_API size_t hicp_cloud_triangle_count(const hicp_cloud *cloud);
+/** Triangle vertex indices, 3 per triangle, or NULL if none. */
+HICP_API const uint32_t *hicp_cloud_triangles(const hicp_cloud *cloud);
+
+/**
+ * Writes the points of @p cloud, moved by @p transform (NULL = as they are),
+ * to a PLY file.  Coordinates are written as float, or as double when the
+ * cloud's origin is not zero.  The file is written to a temporary file beside
+ * @p path and renamed into place, so a failed write never leaves a truncated
+ * file and never destroys an existing one.
+ * @return 0, ::HICP_EIO, ::HICP_EINVAL, ::HICP_ENOMEM.
+ */
+HICP_API int hicp_cloud_write_ply(hicp_context *ctx, const hicp_cloud *cloud,
+                                  const hicp_transform *transform, const char *path,
+                                  hicp_ply_encoding encoding);
+
+/** Frees a cloud; NULL is a no-op. */
+HICP_API void hicp_cloud_destroy(hicp_cloud *cloud);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Models */
+/** @{ */
+
+/** Immutable, thread-shareable search structure for one reference cloud. */
+typedef struct hicp_model hicp_model;
+
+/** Options for building a model; fill with hicp_model_options_init(). */
+typedef struct hicp_model_options {
+  size_t struct_size; /**< set by hicp_model_options_init() */
+  int delaunay;       /**< 1 = build the Delaunay graph (default); 0 = kd-tree
+                           only (the walk methods then use the kd-tree) */
+  int validate;       /**< 1 = check the built graph (symmetry, reachability,
+                           duplicate mapping) before returning; default 0 */
+  unsigned flags;     /**< reserved, must be 0 */
+} hicp_model_options;
+
+/** Fills @p opts with defaults. */
+#define hicp_model_options_init(opts) \
+  hicp_model_options_init_sized((opts), sizeof *(opts))
+/** Implementation of hicp_model_options_init(); call the macro instead. */
+HICP_API void hicp_model_options_init_sized(hicp_model_options *opts, size_t size);
+
+/**
+ * Builds a model from @p n points (@p stride bytes apart, 0 = packed).
+ * Duplicate points are kept as one vertex answering with the smallest index.
+ * Coplanar, collinear and tiny inputs (where a 3-D Delaunay triangulation
+ * does not exist) are served exactly by the kd-tree.
+ * @return 0, ::HICP_EINVAL, ::HICP_ENONFINITE, ::HICP_EEMPTY, ::HICP_EQHULL,
+ *         ::HICP_ELIMIT, ::HICP_ENOMEM.
+ */
+HICP_API int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t stride,
+                              const hicp_model_options *opts, hicp_model **out);
+
+/** Builds a model from a cloud (keeps the cloud's origin). */
+HICP_API int hicp_model_build_cloud(hicp_context *ctx, const hicp_cloud *cloud,
+                                    const hicp_model_options *opts, hicp_model **out);
+
+/**
+ * Saves a model to @p path (atomically, as hicp_cloud_write_ply() does).
+ * The file has a versioned header, records its byte order and carries a
+ * checksum.
+ */
+HICP_API int hicp_model_save(hicp_context *ctx, const hicp_model *model, const char *path);
+
+/**
+ * Loads a model saved by hicp_model_save().  Corrupted, truncated or foreign
+ * files (other version, other byte order) are refused with ::HICP_EFORMAT.
+ */
+HICP_API int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out);
+
+/**
+ * Opens @p path as a model: loads it if it is a model file, otherwise reads
+ * it as a point cloud and builds the model (with @p opts, NULL = defaults).
+ */
+HICP_API int hicp_model_open(hicp_context *ctx, const char *path,
+                             const hicp_model_options *opts, hicp_model **out);
+
+/** Frees a model; NULL is a no-op. */
+HICP_API void hicp_model_destroy(hicp_model *model);
+
+/** Number of degree-histogram bins in ::hicp_model_info (last bin: larger). */
+#define HICP_DEGREE_BINS 64
+
+/** Facts about a model; fill with hicp_model_info_init() before the call. */
+typedef struct hicp_model_info {
+  size_t struct_size;      /**< set by hicp_model_info_init() */
+  uint64_t points;         /**< points given */
+  uint64_t vertices;       /**< distinct points */
+  uint64_t duplicates;     /**< points - vertices */
+  uint64_t edges;          /**< directed Delaunay edges (each edge twice) */
+  int has_delaunay;        /**< 0 when the kd-tree serves all methods */
+  uint32_t max_degree;
+  double mean_degree;
+  uint64_t degree_hist[HICP_DEGREE_BINS]; /**< vertices per degree */
+  uint64_t bytes_total;    /**< memory of the whole model */
+  uint64_t bytes_graph;    /**< CSR rows and neighbour lists */
+  uint64_t bytes_points;   /**< vertex coordinates and index maps */
+  uint64_t bytes_kdtree;
+  double build_ms;         /**< whole build, wall clock */
+  double qhull_ms;         /**< of which Qhull */
+  double origin[3];        /**< coordinates are relative to this */
+  double bbox_min[3], bbox_max[3]; /**< bounding box, absolute coordinates */
+  char fallback_reason[128]; /**< why there is no Delaunay graph, or "" */
+} hicp_model_info;
+
+/** Prepares @p info for hicp_model_get_info(). */
+#define hicp_model_info_init(info) hicp_model_info_init_sized((info), sizeof *(info))
+/** Implementation of hicp_model_info_init(); call the macro instead. */
+HICP_API void hicp_model_info_init_sized(hicp_model_info *info, size_t size);
+/** Fills @p info.  0 or ::HICP_EINVAL. */
+HICP_API int hicp_model_get_info(const hicp_model *model, hicp_model_info *info);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Nearest-neighbour queries */
+/** @{ */
+
+/** Options for hicp_nn_query(); fill with hicp_nn_options_init(). */
+typedef struct hicp_nn_options {
+  size_t struct_size;      /**< set by hicp_nn_options_init() */
+  hicp_nn_method method;   /**< default ::HICP_NN_PNN_OPT */
+  size_t query_stride;     /**< bytes between queries; 0 = packed xyz */
+  int warm_start;          /**< 1: @c index holds each query's previous match
+                                (model index, or UINT32_MAX for none) on entry;
+                                pnn starts there.  0 (default): a first call. */
+  unsigned flags;          /**< reserved, must be 0 */
+} hicp_nn_options;
+
+/** Fills @p opts with defaults. */
+#define hicp_nn_options_init(opts) hicp_nn_options_init_sized((opts), sizeof *(opts))
+/** Implementation of hicp_nn_options_init(); call the macro instead. */
+HICP_API void hicp_nn_options_init_sized(hicp_nn_options *opts, size_t size);
+
+/** Walk statistics of a batch of queries. */
+typedef struct hicp_walk_stats {
+  uint64_t queries;  /**< queries answered by a walk */
+  uint64_t steps;    /**< vertices moved to, summed over queries */
+  uint32_t max_steps;
+  uint64_t hist[16]; /**< queries per step count; the last bin is 15 or more */
+} hicp_walk_stats;
+
+/**
+ * For each of @p n queries (coordinates relative to the model's origin, see
+ * hicp_model_get_info()), finds the nearest model point: @p index receives the
+ * smallest original index among the nearest points, @p d2 (may be NULL) the
+ * squared distance computed in float as ((dx*dx + dy*dy) + dz*dz).  Results
+ * are the same for every method and thread count.
+ * @param stats may be NULL.
+ */
+HICP_API int hicp_nn_query(hicp_context *ctx, const hicp_model *model, const float *queries,
+                           size_t n, const hicp_nn_options *opts, uint32_t *index, float *d2,
+                           hicp_walk_stats *stats);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Registration */
+/** @{ */
+
+/** Registration options; fill with hicp_reg_options_init(). */
+typedef struct hicp_reg_options {
+  size_t struct_size;    /**< set by hicp_reg_options_init() */
+  hicp_nn_method nn;     /**< default ::HICP_NN_PNN_OPT */
+  int max_iter;          /**< transform updates at most; default 50 */
+  double tol;            /**< stop when |MSE change| < tol (squared model
+                              units); default -1 = automatic, 1e-12 times the
+                              squared model diagonal; 0 = never */
+  double mse_abs;        /**< stop when MSE < this; default 0 (off) */
+  double min_step_trans; /**< stop when the translation increment is below
+                              this and the rotation increment below
+                              min_step_rot_deg; default 0 (off) */
+  double min_step_rot_deg;
+  double max_dist;       /**< ignore pairs farther apart than this; 0 = off */
+  double trim;           /**< keep the best fraction (0, 1] of pairs; 1 = off */
+  int filter_start;      /**< iteration from which the sigma filter runs;
+                              -1 = off (default) */
+  double filter_sigma;   /**< drop pairs whose distance is more than this many
+                              standard deviations from the mean (default 3) */
+  size_t scan_stride;    /**< bytes between scan points; 0 = packed xyz */
+  int chunk_points;      /**< points per reduction chunk, a power of two from
+                              256 to 65536; 0 = 2048.  Results are bit-identical
+                              for a given chunk size whatever the threads,
+                              backend or split. */
+  double time_budget_ms; /**< stop after this much time; 0 = none */
+  unsigned flags;        /**< reserved, must be 0 */
+} hicp_reg_options;
+
+/** Fills @p opts with defaults. */
+#define hicp_reg_options_init(opts) hicp_reg_options_init_sized((opts), sizeof *(opts))
+/** Implementation of hicp_reg_options_init(); call the macro instead. */
+HICP_API void hicp_reg_options_init_sized(hicp_reg_options *opts, size_t size);
+
+/** The outcome of one registration; prepare with hicp_result_init(). */
+typedef struct hicp_result {
+  size_t struct_size;       /**< set by hicp_result_init() */
+  hicp_transform transform; /**< scan -> model: x = R p + t */
+  hicp_transform inverse;   /**< model -> scan: the object's pose in the sensor frame */
+  double rmse;              /**< RMS distance of all pairs at the final transform */
+  double inlier_rmse;       /**< RMS distance of the pairs kept by the filters */
+  double fitness;           /**< inliers / points */
+  uint64_t points;          /**< scan points */
+  uint64_t inliers;         /**< pairs used by the last solve */
+  int iterations;           /**< transform updates performed */
+  int converged;            /**< 1 if a convergence test stopped it */
+  hicp_stop stop;           /**< which test stopped it */
+  int degenerate;           /**< 1 if the rotation was not fully determined
+                                 (identical or collinear scan points); the
+                                 smallest rotation consistent with the data
+                                 was returned */
+  hicp_backend backend;     /**< where it ran */
+  hicp_nn_method nn;        /**< method used */
+  double time_ms;           /**< registration wall time (no I/O, no model build) */
+  double correspond_ms;     /**< of which: apply + nearest neighbour */
+  double reduce_ms;         /**< filtering and reductions */
+  double solve_ms;          /**< 4x4 eigen-solve and convergence tests */
+  hicp_walk_stats walk;     /**< over all iterations */
+} hicp_result;
+
+/** Prepares @p result for a registration call. */
+#define hicp_result_init(result) hicp_result_init_sized((result), sizeof *(result))
+/** Implementation of hicp_result_init(); call the macro instead. */
+HICP_API void hicp_result_init_sized(hicp_result *result, size_t size);
+
+/**
+ * Registers @p n scan points to @p model with point-to-point ICP.
+ * @param scan  x, y, z floats in the model's coordinate system conventions
+ *              (absolute coordinates; opts->scan_stride bytes apart).
+ * @param opts  NULL for defaults.
+ * @param init  initial scan -> model transform; NULL = identity.
+ * @param result prepared with hicp_result_init().
+ * @return 0 when the registration ran (converged or not: see result->converged),
+ *         ::HICP_EINVAL, ::HICP_ENONFINITE, ::HICP_EEMPTY, ::HICP_ENODEVICE,
+ *         ::HICP_EDEVICE, ::HICP_ELIMIT, ::HICP_ENOMEM.
+ */
+HICP_API int hicp_register(hicp_context *ctx, const hicp_model *model, const float *scan,
+                           size_t n, const hicp_reg_options *opts, const hicp_transform *init,
+                           hicp_result *result);
+
+/** hicp_register() for a cloud (its origin is taken into account). */
+HICP_API int hicp_register_cloud(hicp_context *ctx, const hicp_model *model,
+                                 const hicp_cloud *scan, const hicp_reg_options *opts,
+                                 const hicp_transform *init, hicp_result *result);
+
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HICP_H */

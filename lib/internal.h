@@ -1,0 +1,68 @@
+/* internal.h: declarations shared by the library's own files (not installed).
+ *
+ * Naming: exported functions are hicp_*, internal non-static functions
+ * hicp__*, both listed in the public or in internal headers. */
+#ifndef HICP_INTERNAL_H
+#define HICP_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hicp.h"
+
+#if defined(__GNUC__)
+#define HICP_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#define HICP_UNUSED __attribute__((unused))
+#else
+#define HICP_PRINTF(fmt, args)
+#define HICP_UNUSED
+#endif
+
+#define HICP_ERRMSG_MAX 512
+
+struct hicp__gpu; /* CUDA backend state (gpu/), opaque to lib/ */
+
+/* The context's device-state slot, for gpu/ (which cannot see the C11
+ * struct: nvcc compiles C++). */
+struct hicp__gpu **hicp__context_gpu_slot(hicp_context *ctx);
+/* 1 if hicp_context_cancel() was called since the current call began. */
+int hicp__canceled(const hicp_context *ctx);
+
+/* Records a printf-style message in ctx (when ctx is not NULL) and returns
+ * code, so that callers can write `return hicp__fail(ctx, HICP_EINVAL, ...)`. */
+int hicp__fail(hicp_context *ctx, int code, const char *fmt, ...) HICP_PRINTF(3, 4);
+int hicp__vfail(hicp_context *ctx, int code, const char *fmt, va_list ap);
+/* Prefixes the context's message with "what: " (keeps the code). */
+int hicp__fail_prefix(hicp_context *ctx, int code, const char *what);
+void hicp__clear_error(hicp_context *ctx);
+
+/* Memory accounting: returns 0 when `bytes` fits the context's limit, else
+ * HICP_ELIMIT with a message naming `what`.  Callers check before allocating
+ * anything sized by input, so hostile headers fail before any allocation. */
+int hicp__check_budget(hicp_context *ctx, uint64_t bytes, const char *what);
+/* Overflow-checked size arithmetic: 0 on success, -1 on overflow. */
+int hicp__mul_size(size_t a, size_t b, size_t *out);
+int hicp__add_size(size_t a, size_t b, size_t *out);
+
+/* Allocation helpers returning NULL on failure (no message). */
+void *hicp__malloc(size_t size);
+void *hicp__calloc(size_t n, size_t size);
+void *hicp__aligned_alloc(size_t alignment, size_t size); /* free with hicp__aligned_free */
+void hicp__aligned_free(void *p);
+
+/* Monotonic wall clock in milliseconds. */
+double hicp__now_ms(void);
+
+/* Default worker count: cores online (hwloc, falling back to sysconf). */
+int hicp__default_threads(void);
+/* Physical memory in bytes, 0 if unknown. */
+uint64_t hicp__physical_memory(void);
+
+/* Sized option structs: copies the caller's struct (which may come from an
+ * older header and be shorter) over library defaults.  Returns 0 or
+ * HICP_EINVAL when struct_size is missing or too small. */
+int hicp__copy_sized(void *dst, size_t dst_size, const void *src, size_t min_size,
+                     const char *what, hicp_context *ctx);
+
+#endif /* HICP_INTERNAL_H */

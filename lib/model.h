@@ -1,0 +1,65 @@
+/* model.h: the model object.  Built by model_build.c (Delaunay graph from
+ * delaunay_qhull.c, kd-tree from kdtree.c), saved and memory-mapped back by
+ * model_file.c, checked by model_validate.c. */
+#ifndef HICP_MODEL_H
+#define HICP_MODEL_H
+
+#include "internal.h"
+#include "pp/types.h"
+
+struct hicp_model {
+  uint64_t npoints;        /* points given */
+  uint32_t nv;             /* distinct points = graph vertices */
+  uint64_t nedges;         /* directed edges (each undirected edge twice) */
+  hicp__vtx *vtx;          /* nv: coordinates; id = smallest original index */
+  uint32_t *vertex_of;     /* npoints: original index -> vertex */
+  uint32_t *row;           /* nv + 1, or NULL without a Delaunay graph */
+  uint32_t *nbr;           /* nedges */
+  hicp__kdnode *kd;        /* nkd nodes */
+  uint32_t nkd;
+  hicp__vtx *kd_pts;       /* nv, leaf order, id = vertex index */
+  uint32_t zero_start;     /* vertex nearest the centroid */
+  double origin[3];        /* coordinates are relative to this */
+  double bbox_min[3], bbox_max[3]; /* of the relative coordinates */
+  double diag;             /* bounding-box diagonal */
+  int has_delaunay;
+  char fallback[128];      /* why there is no graph */
+  double build_ms, qhull_ms;
+  uint64_t uid;            /* process-unique id (device caches key on it) */
+  /* Storage: either owned heap blocks or one mapping of a model file. */
+  void *map;
+  size_t map_len;
+  void *owned[8];
+  int nowned;
+};
+
+/* The per-point code's view of a model. */
+hicp__mview hicp__model_view(const hicp_model *m);
+
+/* Allocates an empty model with a fresh uid. */
+hicp_model *hicp__model_new(void);
+/* Records a heap block as owned by the model (freed with it). */
+void *hicp__model_own(hicp_model *m, void *block);
+
+/* Delaunay neighbour lists of nv distinct points (delaunay_qhull.c, the only
+ * file that includes Qhull).  On success *row (nv + 1) and *nbr are heap
+ * arrays, sorted by neighbour index within each row.  Returns HICP_EQHULL
+ * with Qhull's message when no 3-D triangulation exists (flat or tiny
+ * input): the caller falls back to the kd-tree. */
+int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, uint32_t **row,
+                         uint32_t **nbr, uint64_t *nedges, double *qhull_ms);
+
+/* Builds the kd-tree over the model's vertices (kdtree.c). */
+int hicp__kdtree_build(hicp_context *ctx, hicp_model *m);
+
+/* Checks the model's invariants: neighbour lists sorted, in range, symmetric,
+ * without self-loops or repeats; every vertex reachable from vertex 0;
+ * duplicates mapped to a vertex with identical coordinates and the smallest
+ * original index; kd-tree leaves covering every vertex once.  0 or
+ * HICP_EINTERNAL with a message. */
+int hicp__model_validate(hicp_context *ctx, const hicp_model *m);
+
+/* Loads or saves the model file format (model_file.c). */
+int hicp__model_is_file(const unsigned char *buf, size_t len);
+
+#endif /* HICP_MODEL_H */

@@ -1,0 +1,35 @@
+/* pp/hd.h: what lets the per-point headers compile as C (gcc, cpu/) and as
+ * CUDA (nvcc, gpu/).
+ *
+ * Bit-identical results depend on both compilers evaluating the same
+ * expressions with the same IEEE operations: the build passes
+ * -ffp-contract=off to gcc and -fmad=false to nvcc (no fused multiply-add),
+ * never fast-math, and the per-point code uses only + - * / and sqrt, which
+ * IEEE 754 rounds correctly on both sides.  Expressions are written with the
+ * intended association made explicit where it matters. */
+#ifndef HICP_PP_HD_H
+#define HICP_PP_HD_H
+
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define HICP_PP static __host__ __device__ __forceinline__
+#define HICP_RESTRICT __restrict__
+#else
+#define HICP_PP static inline
+#define HICP_RESTRICT restrict
+#endif
+
+#if defined(__CUDA_ARCH__)
+#define HICP_SQRT(x) __dsqrt_rn(x)
+#else
+#include <math.h>
+#define HICP_SQRT(x) sqrt(x)
+#endif
+
+#define HICP_FLT_EPS 1.19209290e-07f /* 2^-23 */
+#define HICP_FLT_MIN 1.17549435e-38f /* smallest normal float */
+#define HICP_FLT_INF (__builtin_inff())
+#define HICP_NONE UINT32_MAX        /* "no vertex" */
+
+#endif /* HICP_PP_HD_H */

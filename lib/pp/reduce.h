@@ -1,0 +1,140 @@
+/* pp/reduce.h: per-point contributions to an ICP iteration and the fixed
+ * summation shape that makes results independent of who computes them.
+ *
+ * Shape (docs/design.md, "Bit-identical results"): the scan is cut into
+ * chunks of C points (a power of two, 256..65536).  Within chunk c, lane l
+ * (0..255) sums the points c*C + l + 256*j for j = 0, 1, ... in order of j;
+ * the 256 lane sums are combined by the halving tree
+ *     for s = 128, 64, ..., 1:  lane[i] += lane[i + s]   (i < s)
+ * and the chunk partials by the same tree over chunk indices, skipping
+ * missing partners (hicp__partial_tree).  All sums are in double.  A CPU
+ * thread and a GPU block (256 threads, then shared memory and warp shuffles
+ * in the same pairing) therefore produce identical bits, whatever the split. */
+#ifndef HICP_PP_REDUCE_H
+#define HICP_PP_REDUCE_H
+
+#include "pp/types.h"
+
+#define HICP_LANES 256
+
+/* Fields of a partial sum. */
+enum {
+  HICP_PF_N_ALL,  /* pairs */
+  HICP_PF_E2_ALL, /* sum of squared distances, all pairs */
+  HICP_PF_N_C,    /* candidates: pairs within max_dist */
+  HICP_PF_E_C,    /* sum of distances of candidates (sigma filter only) */
+  HICP_PF_E2_C,   /* sum of squared distances of candidates */
+  HICP_PF_N_IN,   /* inliers: candidates kept by the filters */
+  HICP_PF_E2_IN,
+  HICP_PF_SP,     /* 3: sum of scan points p0 (inliers) */
+  HICP_PF_SY = HICP_PF_SP + 3, /* 3: sum of matched model points */
+  HICP_PF_SPY = HICP_PF_SY + 3, /* 9: sum of p0 y^T, row-major */
+  HICP_PF_COUNT = HICP_PF_SPY + 9
+};
+
+typedef struct hicp__partial {
+  double v[HICP_PF_COUNT];
+} hicp__partial;
+
+/* Which pairs count.  Candidates: e2 <= max_d2.  Inliers: candidates with
+ * e_lo <= e <= e_hi (sigma filter, when sigma_on) and e2 <= trim_e2 (trimmed
+ * ICP, when trim_on).  `want_e` asks for the distance e = sqrt(e2), needed
+ * only for the sigma filter's statistics. */
+typedef struct hicp__select {
+  double max_d2;
+  double e_lo, e_hi;
+  double trim_e2;
+  int sigma_on;
+  int trim_on;
+  int want_e;
+} hicp__select;
+
+/* Rigid transform in double: x = r p + t, r row-major. */
+typedef struct hicp__xf {
+  double r[9];
+  double t[3];
+} hicp__xf;
+
+HICP_PP void hicp__partial_zero(hicp__partial *a)
+{
+  for (int i = 0; i < HICP_PF_COUNT; i++)
+    a->v[i] = 0.0;
+}
+
+HICP_PP void hicp__partial_add(hicp__partial *a, const hicp__partial *b)
+{
+  for (int i = 0; i < HICP_PF_COUNT; i++)
+    a->v[i] = a->v[i] + b->v[i];
+}
+
+/* Apply: qd = r p + t in double (p's floats are exact in double). */
+HICP_PP void hicp__apply(const hicp__xf *T, const float p[3], double qd[3])
+{
+  double x = p[0], y = p[1], z = p[2];
+  for (int i = 0; i < 3; i++)
+    qd[i] = ((T->r[3 * i] * x + T->r[3 * i + 1] * y) + T->r[3 * i + 2] * z) + T->t[i];
+}
+
+/* Squared distance in double between the transformed point and its match. */
+HICP_PP double hicp__pair_e2(const double qd[3], const hicp__vtx *y)
+{
+  double dx = qd[0] - (double)y->x;
+  double dy = qd[1] - (double)y->y;
+  double dz = qd[2] - (double)y->z;
+  return (dx * dx + dy * dy) + dz * dz;
+}
+
+/* Adds one pair (scan point p, match y, squared distance e2) to a lane. */
+HICP_PP void hicp__partial_add_pair(hicp__partial *a, const float p[3], const hicp__vtx *y,
+                                    double e2, const hicp__select *s)
+{
+  a->v[HICP_PF_N_ALL] += 1.0;
+  a->v[HICP_PF_E2_ALL] += e2;
+  if (!(e2 <= s->max_d2))
+    return;
+  double e = s->want_e ? HICP_SQRT(e2) : 0.0;
+  a->v[HICP_PF_N_C] += 1.0;
+  a->v[HICP_PF_E_C] += e;
+  a->v[HICP_PF_E2_C] += e2;
+  if (s->sigma_on && (e < s->e_lo || e > s->e_hi))
+    return;
+  if (s->trim_on && e2 > s->trim_e2)
+    return;
+  double pd[3] = {p[0], p[1], p[2]};
+  double yd[3] = {y->x, y->y, y->z};
+  a->v[HICP_PF_N_IN] += 1.0;
+  a->v[HICP_PF_E2_IN] += e2;
+  for (int i = 0; i < 3; i++) {
+    a->v[HICP_PF_SP + i] += pd[i];
+    a->v[HICP_PF_SY + i] += yd[i];
+  }
+  /* float * float is exact in double (24 + 24 bits < 53). */
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++)
+      a->v[HICP_PF_SPY + 3 * i + j] += pd[i] * yd[j];
+}
+
+/* The halving tree over n partials (n >= 1): the result is left in a[0].
+ * For s = the largest power of two below n, then s/2, ..., 1:
+ * a[i] += a[i + s] for every i < s with i + s < n. */
+HICP_PP void hicp__partial_tree(hicp__partial *a, uint32_t n)
+{
+  uint32_t s = 1;
+  while (s < n)
+    s <<= 1;
+  for (s >>= 1; s >= 1; s >>= 1)
+    for (uint32_t i = 0; i < s; i++)
+      if (i + s < n)
+        hicp__partial_add(&a[i], &a[i + s]);
+}
+
+/* Walk statistics of a chunk: integers, so any order gives the same sums. */
+#define HICP_WALK_BINS 16
+typedef struct hicp__walkpart {
+  uint64_t queries;
+  uint64_t steps;
+  uint32_t max_steps;
+  uint32_t hist[HICP_WALK_BINS];
+} hicp__walkpart;
+
+#endif /* HICP_PP_REDUCE_H */

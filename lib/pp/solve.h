@@ -1,0 +1,224 @@
+/* pp/solve.h: from the combined sums to the next transform, and the stop
+ * tests; shared by the host driver and the GPU's on-device loop so both make
+ * the same decisions from the same bits.  Only + - * / and sqrt are used.
+ *
+ * Horn's closed form (B. K. P. Horn, "Closed-form solution of absolute
+ * orientation using unit quaternions", JOSA A 4(4), 1987), as in Besl &
+ * McKay 1992 and thesis Algorithms 4-5: with centroids mp, my and the
+ * cross-covariance S = sum(p y^T)/n - mp my^T, the rotation is the unit
+ * quaternion maximising q^T Q q, where
+ *     Q = [ tr S      D^T               ]     D = (A23, A31, A12), A = S - S^T
+ *         [ D    S + S^T - tr(S) I3 ]
+ * i.e. the eigenvector of the largest eigenvalue of the symmetric 4x4 Q,
+ * found here by cyclic Jacobi rotations.  t = my - R mp. */
+#ifndef HICP_PP_SOLVE_H
+#define HICP_PP_SOLVE_H
+
+#include "pp/reduce.h"
+
+/* Symmetric 4x4 eigen-decomposition by cyclic Jacobi: on return the diagonal
+ * of a holds the eigenvalues and column k of v the eigenvector of a[k][k].
+ * Fixed sweep order, so the result is a pure function of the input bits. */
+HICP_PP void hicp__jacobi4(double a[4][4], double v[4][4])
+{
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++)
+      v[i][j] = i == j ? 1.0 : 0.0;
+  for (int sweep = 0; sweep < 64; sweep++) {
+    int rotated = 0;
+    for (int p = 0; p < 3; p++) {
+      for (int q = p + 1; q < 4; q++) {
+        double apq = a[p][q];
+        double scale = (a[p][p] < 0 ? -a[p][p] : a[p][p]) + (a[q][q] < 0 ? -a[q][q] : a[q][q]);
+        double mag = apq < 0 ? -apq : apq;
+        /* Negligible against the diagonal: rotating would not change it. */
+        if (mag == 0.0 || mag <= scale * 1e-18)
+          continue;
+        double theta = (a[q][q] - a[p][p]) / (2.0 * apq);
+        double at = theta < 0 ? -theta : theta;
+        double t;
+        if (at > 1e150)
+          t = 1.0 / (2.0 * theta); /* theta^2 would overflow */
+        else
+          t = (theta < 0 ? -1.0 : 1.0) / (at + HICP_SQRT(theta * theta + 1.0));
+        double c = 1.0 / HICP_SQRT(t * t + 1.0);
+        double s = t * c;
+        a[p][p] = a[p][p] - t * apq;
+        a[q][q] = a[q][q] + t * apq;
+        a[p][q] = 0.0;
+        a[q][p] = 0.0;
+        for (int r = 0; r < 4; r++) {
+          if (r != p && r != q) {
+            double arp = a[r][p], arq = a[r][q];
+            a[r][p] = c * arp - s * arq;
+            a[p][r] = a[r][p];
+            a[r][q] = s * arp + c * arq;
+            a[q][r] = a[r][q];
+          }
+          double vrp = v[r][p], vrq = v[r][q];
+          v[r][p] = c * vrp - s * vrq;
+          v[r][q] = s * vrp + c * vrq;
+        }
+        rotated = 1;
+      }
+    }
+    if (!rotated)
+      break;
+  }
+}
+
+/* Rotation matrix (row-major) of a unit quaternion (w, x, y, z). */
+HICP_PP void hicp__quat_to_rot(const double q[4], double r[9])
+{
+  double w = q[0], x = q[1], y = q[2], z = q[3];
+  r[0] = ((w * w + x * x) - y * y) - z * z;
+  r[1] = 2.0 * (x * y - w * z);
+  r[2] = 2.0 * (x * z + w * y);
+  r[3] = 2.0 * (x * y + w * z);
+  r[4] = ((w * w - x * x) + y * y) - z * z;
+  r[5] = 2.0 * (y * z - w * x);
+  r[6] = 2.0 * (x * z - w * y);
+  r[7] = 2.0 * (y * z + w * x);
+  r[8] = ((w * w - x * x) - y * y) + z * z;
+}
+
+/* Relative eigenvalue gap under which the rotation is taken as undetermined
+ * (identical or collinear scan points: the top eigenvalues of Q tie). */
+#define HICP_DEGENERATE_GAP 1e-6
+
+/* Solves for the transform from the inlier sums.  Returns 0, or -1 when
+ * there is no inlier pair.  *degenerate is set when the rotation is not
+ * determined by the data; the smallest rotation consistent with it is then
+ * chosen: the projection of the identity quaternion onto the top eigenspace. */
+HICP_PP int hicp__solve_horn(const hicp__partial *tot, hicp__xf *T, int *degenerate)
+{
+  double n = tot->v[HICP_PF_N_IN];
+  *degenerate = 0;
+  if (!(n > 0.0))
+    return -1;
+  double mp[3], my[3], S[3][3];
+  for (int i = 0; i < 3; i++) {
+    mp[i] = tot->v[HICP_PF_SP + i] / n;
+    my[i] = tot->v[HICP_PF_SY + i] / n;
+  }
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++)
+      S[i][j] = tot->v[HICP_PF_SPY + 3 * i + j] / n - mp[i] * my[j];
+  double tr = (S[0][0] + S[1][1]) + S[2][2];
+  double Q[4][4], V[4][4];
+  Q[0][0] = tr;
+  Q[0][1] = Q[1][0] = S[1][2] - S[2][1];
+  Q[0][2] = Q[2][0] = S[2][0] - S[0][2];
+  Q[0][3] = Q[3][0] = S[0][1] - S[1][0];
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++)
+      Q[i + 1][j + 1] = (S[i][j] + S[j][i]) - (i == j ? tr : 0.0);
+  hicp__jacobi4(Q, V);
+
+  int top = 0;
+  double amax = 0.0;
+  for (int k = 0; k < 4; k++) {
+    if (Q[k][k] > Q[top][top])
+      top = k;
+    double a = Q[k][k] < 0 ? -Q[k][k] : Q[k][k];
+    if (a > amax)
+      amax = a;
+  }
+  double q[4];
+  int ntied = 0;
+  for (int k = 0; k < 4; k++)
+    ntied += Q[top][top] - Q[k][k] <= HICP_DEGENERATE_GAP * amax;
+  if (ntied > 1) {
+    /* Project (1, 0, 0, 0) onto the span of the tied eigenvectors. */
+    *degenerate = 1;
+    for (int i = 0; i < 4; i++)
+      q[i] = 0.0;
+    for (int k = 0; k < 4; k++) {
+      if (Q[top][top] - Q[k][k] <= HICP_DEGENERATE_GAP * amax) {
+        double c = V[0][k];
+        for (int i = 0; i < 4; i++)
+          q[i] = q[i] + c * V[i][k];
+      }
+    }
+    double nq = ((q[0] * q[0] + q[1] * q[1]) + q[2] * q[2]) + q[3] * q[3];
+    if (!(nq > 1e-24)) {
+      for (int i = 0; i < 4; i++)
+        q[i] = V[i][top];
+    }
+  } else {
+    for (int i = 0; i < 4; i++)
+      q[i] = V[i][top];
+  }
+  /* q and -q are the same rotation: keep the one with q0 >= 0. */
+  int flip = q[0] < 0.0;
+  if (q[0] == 0.0)
+    flip = q[1] < 0.0 || (q[1] == 0.0 && (q[2] < 0.0 || (q[2] == 0.0 && q[3] < 0.0)));
+  double norm = HICP_SQRT(((q[0] * q[0] + q[1] * q[1]) + q[2] * q[2]) + q[3] * q[3]);
+  for (int i = 0; i < 4; i++)
+    q[i] = (flip ? -q[i] : q[i]) / norm;
+  hicp__quat_to_rot(q, T->r);
+  for (int i = 0; i < 3; i++)
+    T->t[i] = my[i] - ((T->r[3 * i] * mp[0] + T->r[3 * i + 1] * mp[1]) + T->r[3 * i + 2] * mp[2]);
+  return 0;
+}
+
+/* Stop tests, in the order they are checked after iteration k's
+ * correspondences (k transform updates so far). */
+typedef struct hicp__conv {
+  double tol;          /* |mse change| < tol; tol <= 0: off */
+  double mse_abs;      /* mse < mse_abs; 0: off */
+  double step_t;       /* translation increment < step_t ... */
+  double step_c;       /* ... and 1 - cos(rotation increment) < step_c; 0: off */
+  int max_iter;
+} hicp__conv;
+
+enum { HICP__GO = -1 }; /* otherwise a hicp_stop value */
+
+/* 1 - cos of the angle of R1 R0^T, from its trace: (3 - tr) / 2. */
+HICP_PP double hicp__rot_step(const double r1[9], const double r0[9])
+{
+  double tr = 0.0;
+  for (int i = 0; i < 9; i++)
+    tr = tr + r1[i] * r0[i];
+  return (3.0 - tr) * 0.5;
+}
+
+HICP_PP double hicp__trans_step(const double t1[3], const double t0[3])
+{
+  double d0 = t1[0] - t0[0], d1 = t1[1] - t0[1], d2 = t1[2] - t0[2];
+  return HICP_SQRT((d0 * d0 + d1 * d1) + d2 * d2);
+}
+
+/* Returns HICP__GO or the hicp_stop reason (values as in hicp.h). */
+HICP_PP int hicp__check_stop(const hicp__conv *c, int k, double mse, double mse_prev,
+                             const hicp__xf *T, const hicp__xf *T_prev)
+{
+  if (k >= 1 && c->tol > 0.0) {
+    double dm = mse_prev - mse;
+    if ((dm < 0 ? -dm : dm) < c->tol)
+      return 1; /* HICP_STOP_MSE_CHANGE */
+  }
+  if (c->mse_abs > 0.0 && mse < c->mse_abs)
+    return 2; /* HICP_STOP_MSE_ABS */
+  if (k >= 1 && (c->step_t > 0.0 || c->step_c > 0.0) &&
+      hicp__trans_step(T->t, T_prev->t) < c->step_t && hicp__rot_step(T->r, T_prev->r) < c->step_c)
+    return 3; /* HICP_STOP_INCREMENT */
+  if (k >= c->max_iter)
+    return 0; /* HICP_STOP_MAX_ITER */
+  return HICP__GO;
+}
+
+/* Filter thresholds for the next phase from the candidates' statistics
+ * (thesis section 3.8): keep |e - mean| <= sigma * std. */
+HICP_PP void hicp__sigma_bounds(const hicp__partial *tot, double sigma, hicp__select *s)
+{
+  double n = tot->v[HICP_PF_N_C];
+  double mean = n > 0.0 ? tot->v[HICP_PF_E_C] / n : 0.0;
+  double var = n > 0.0 ? tot->v[HICP_PF_E2_C] / n - mean * mean : 0.0;
+  double sd = var > 0.0 ? HICP_SQRT(var) : 0.0;
+  s->e_lo = mean - sigma * sd;
+  s->e_hi = mean + sigma * sd;
+  s->sigma_on = 1;
+}
+
+#endif /* HICP_PP_SOLVE_H */

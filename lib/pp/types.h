@@ -1,0 +1,42 @@
+/* pp/types.h: the model as the per-point code sees it (plain pointers, so
+ * the same view works on host memory and on device memory). */
+#ifndef HICP_PP_TYPES_H
+#define HICP_PP_TYPES_H
+
+#include "pp/hd.h"
+
+/* A model vertex: its coordinates (relative to the model origin) and an id.
+ * In the vertex array the id is the smallest original index of the points at
+ * these coordinates; in the kd-tree's leaf array it is the vertex index.
+ * 16 bytes, so the GPU reads one with a single 128-bit load. */
+typedef struct __attribute__((aligned(16))) hicp__vtx {
+  float x, y, z;
+  uint32_t id;
+} hicp__vtx;
+
+/* kd-tree node.  Internal: `dim` 0..2 splits at `split`; points with a
+ * coordinate below split are on the left, above on the right, equal on either
+ * side; children are nodes `first` (left) and `first + 1` (right).
+ * Leaf: dim == HICP_KD_LEAF, points kd_pts[first .. first + count). */
+typedef struct hicp__kdnode {
+  float split;
+  uint32_t dim;
+  uint32_t first;
+  uint32_t count;
+} hicp__kdnode;
+
+#define HICP_KD_LEAF 3u
+#define HICP_KD_MAX_DEPTH 64
+
+/* Read-only view of a model for the nearest-neighbour code. */
+typedef struct hicp__mview {
+  const hicp__vtx *vtx;      /* nv vertices, in original order */
+  const uint32_t *row;       /* nv + 1 CSR offsets into nbr; NULL: no graph */
+  const uint32_t *nbr;       /* Delaunay neighbours (vertex indices) */
+  const hicp__kdnode *kd;    /* kd-tree, root at kd[0] */
+  const hicp__vtx *kd_pts;   /* vertices in leaf order, id = vertex index */
+  uint32_t nv;
+  uint32_t zero_start;       /* vertex nearest the centroid (the "zero" walk) */
+} hicp__mview;
+
+#endif /* HICP_PP_TYPES_H */

@@ -1,0 +1,56 @@
+/* transform.c: small helpers on rigid 4x4 transforms. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+void hicp_transform_identity(hicp_transform *t)
+{
+  if (t == NULL)
+    return;
+  memset(t, 0, sizeof *t);
+  t->m[0] = t->m[5] = t->m[10] = t->m[15] = 1.0;
+}
+
+void hicp_transform_invert(const hicp_transform *t, hicp_transform *out)
+{
+  if (t == NULL || out == NULL)
+    return;
+  hicp_transform r;
+  hicp_transform_identity(&r);
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++)
+      r.m[4 * i + j] = t->m[4 * j + i];
+  for (int i = 0; i < 3; i++)
+    r.m[4 * i + 3] = -(r.m[4 * i] * t->m[3] + r.m[4 * i + 1] * t->m[7] + r.m[4 * i + 2] * t->m[11]);
+  *out = r;
+}
+
+int hicp_transform_check(const hicp_transform *t)
+{
+  if (t == NULL)
+    return HICP_EINVAL;
+  for (int i = 0; i < 16; i++)
+    if (!isfinite(t->m[i]))
+      return HICP_EINVAL;
+  if (t->m[12] != 0.0 || t->m[13] != 0.0 || t->m[14] != 0.0 || t->m[15] != 1.0)
+    return HICP_EINVAL;
+  /* R R^T = I and det R = +1, to 1e-6. */
+  for (int i = 0; i < 3; i++) {
+    for (int j = 0; j < 3; j++) {
+      double s = 0.0;
+      for (int k = 0; k < 3; k++)
+        s += t->m[4 * i + k] * t->m[4 * j + k];
+      if (fabs(s - (i == j ? 1.0 : 0.0)) > 1e-6)
+        return HICP_EINVAL;
+    }
+  }
+  const double *m = t->m;
+  double det = m[0] * (m[5] * m[10] - m[6] * m[9]) - m[1] * (m[4] * m[10] - m[6] * m[8]) +
+               m[2] * (m[4] * m[9] - m[5] * m[8]);
+  if (fabs(det - 1.0) > 1e-6)
+    return HICP_EINVAL;
+  return HICP_OK;
+}

@@ -1,0 +1,92 @@
+/* util.c: allocation, overflow-checked sizes, clocks, sized option structs. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "context.h"
+
+int hicp__mul_size(size_t a, size_t b, size_t *out)
+{
+  if (a != 0 && b > SIZE_MAX / a)
+    return -1;
+  *out = a * b;
+  return 0;
+}
+
+int hicp__add_size(size_t a, size_t b, size_t *out)
+{
+  if (b > SIZE_MAX - a)
+    return -1;
+  *out = a + b;
+  return 0;
+}
+
+void *hicp__malloc(size_t size)
+{
+  return malloc(size != 0 ? size : 1);
+}
+
+void *hicp__calloc(size_t n, size_t size)
+{
+  return calloc(n != 0 ? n : 1, size != 0 ? size : 1);
+}
+
+void *hicp__aligned_alloc(size_t alignment, size_t size)
+{
+  void *p = NULL;
+  if (posix_memalign(&p, alignment, size != 0 ? size : alignment) != 0)
+    return NULL;
+  return p;
+}
+
+void hicp__aligned_free(void *p)
+{
+  free(p);
+}
+
+double hicp__now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+uint64_t hicp__physical_memory(void)
+{
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0)
+    return 0;
+  return (uint64_t)pages * (uint64_t)page;
+}
+
+int hicp__check_budget(hicp_context *ctx, uint64_t bytes, const char *what)
+{
+  uint64_t limit = ctx != NULL ? ctx->memory_limit : 0;
+  if (limit == 0) {
+    uint64_t phys = hicp__physical_memory();
+    limit = phys != 0 ? phys / 4 * 3 : UINT64_C(1) << 40;
+  }
+  if (bytes > limit)
+    return hicp__fail(ctx, HICP_ELIMIT,
+                      "%s would need %.3g GB, over the memory limit of %.3g GB", what,
+                      (double)bytes / 1e9, (double)limit / 1e9);
+  return 0;
+}
+
+int hicp__copy_sized(void *dst, size_t dst_size, const void *src, size_t min_size,
+                     const char *what, hicp_context *ctx)
+{
+  size_t given;
+  memcpy(&given, src, sizeof given); /* every sized struct starts with struct_size */
+  if (given < min_size || given > (size_t)1 << 20)
+    return hicp__fail(ctx, HICP_EINVAL,
+                      "%s: struct_size is %zu; initialise the struct with its _init() macro",
+                      what, given);
+  memcpy(dst, src, given < dst_size ? given : dst_size);
+  memcpy(dst, &dst_size, sizeof dst_size);
+  return 0;
+}

@@ -1,0 +1,172 @@
+/* testhelp.c: see testhelp.h. */
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testhelp.h"
+
+const char *th_data(const char *relpath)
+{
+  static char buf[8][1024];
+  static int slot;
+  const char *root = getenv("HICP_TEST_DATA");
+  if (root == NULL)
+    root = "tests/data";
+  char *p = buf[slot++ % 8];
+  snprintf(p, sizeof buf[0], "%s/%s", root, relpath);
+  return access(p, R_OK) == 0 ? p : NULL;
+}
+
+const char *th_tmpdir(void)
+{
+  static char buf[1024];
+  const char *root = getenv("HICP_TEST_TMP");
+  char base[900];
+  if (root == NULL) {
+    const char *data = getenv("HICP_TEST_DATA");
+    if (data != NULL)
+      snprintf(base, sizeof base, "%s/../tmp", data);
+    else
+      snprintf(base, sizeof base, "/tmp");
+    root = base;
+  }
+  mkdir(root, 0777);
+  snprintf(buf, sizeof buf, "%s/hicp-XXXXXX", root);
+  cr_assert_not_null(mkdtemp(buf), "mkdtemp(%s): %s", buf, strerror(errno));
+  return buf;
+}
+
+const char *th_path(const char *dir, const char *name)
+{
+  static char buf[8][1200];
+  static int slot;
+  char *p = buf[slot++ % 8];
+  snprintf(p, sizeof buf[0], "%s/%s", dir, name);
+  return p;
+}
+
+void th_write(const char *path, const void *data, size_t len)
+{
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f, "cannot create %s", path);
+  cr_assert_eq(fwrite(data, 1, len, f), len);
+  cr_assert_eq(fclose(f), 0);
+}
+
+unsigned char *th_read(const char *path, size_t *len)
+{
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *b = malloc((size_t)n + 1);
+  cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  b[n] = 0;
+  *len = (size_t)n;
+  return b;
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+  return (x << k) | (x >> (64 - k));
+}
+
+void th_rng_seed(th_rng *r, uint64_t seed)
+{
+  /* splitmix64 to fill the state */
+  for (int i = 0; i < 4; i++) {
+    seed += 0x9e3779b97f4a7c15ULL;
+    uint64_t z = seed;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    r->s[i] = z ^ (z >> 31);
+  }
+}
+
+uint64_t th_rng_next(th_rng *r)
+{
+  uint64_t *s = r->s;
+  uint64_t result = rotl(s[1] * 5, 7) * 9;
+  uint64_t t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return result;
+}
+
+double th_uniform(th_rng *r)
+{
+  return (double)(th_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+double th_normal(th_rng *r)
+{
+  double u1 = th_uniform(r), u2 = th_uniform(r);
+  if (u1 < 1e-300)
+    u1 = 1e-300;
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+uint64_t th_run_seed(void)
+{
+  const char *s = getenv("HICP_TEST_SEED");
+  if (s != NULL)
+    return strtoull(s, NULL, 0);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000003u + (uint64_t)ts.tv_nsec;
+}
+
+hicp_cloud *th_load_cloud(const char *path)
+{
+  hicp_context *ctx = NULL;
+  hicp_cloud *c = NULL;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  int rc = hicp_cloud_read(ctx, path, HICP_FORMAT_AUTO, &c);
+  cr_assert_eq(rc, 0, "reading %s: %s", path, hicp_context_error(ctx));
+  hicp_context_destroy(ctx);
+  return c;
+}
+
+void th_rotation(double roll, double pitch, double yaw, double r[9])
+{
+  double a = roll * M_PI / 180, b = pitch * M_PI / 180, c = yaw * M_PI / 180;
+  double ca = cos(a), sa = sin(a), cb = cos(b), sb = sin(b), cc = cos(c), sc = sin(c);
+  /* Rz(c) Ry(b) Rx(a) */
+  r[0] = cc * cb;
+  r[1] = cc * sb * sa - sc * ca;
+  r[2] = cc * sb * ca + sc * sa;
+  r[3] = sc * cb;
+  r[4] = sc * sb * sa + cc * ca;
+  r[5] = sc * sb * ca - cc * sa;
+  r[6] = -sb;
+  r[7] = cb * sa;
+  r[8] = cb * ca;
+}
+
+double th_rotation_error_deg(const double *ma, const double *mb)
+{
+  double tr = 0.0;
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++)
+      tr += ma[4 * i + j] * mb[4 * i + j];
+  double c = (tr - 1.0) / 2.0;
+  if (c > 1.0)
+    c = 1.0;
+  if (c < -1.0)
+    c = -1.0;
+  return acos(c) * 180.0 / M_PI;
+}

@@ -1,0 +1,45 @@
+/* testhelp.h: small helpers shared by the Criterion suites. */
+#ifndef HICP_TESTHELP_H
+#define HICP_TESTHELP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hicp.h"
+
+/* Path of a libcgal-demo file extracted by tests/fetch-data.sh (e.g.
+ * "meshes/bunny00.off"), or NULL when it is not there: the caller then
+ * skips with cr_skip_test (never passes without data). */
+const char *th_data(const char *relpath);
+
+/* A fresh empty directory for one test (removed by `make clean`). */
+const char *th_tmpdir(void);
+/* Joins dir and name into a static buffer (8 rotating slots). */
+const char *th_path(const char *dir, const char *name);
+/* Writes len bytes to path; aborts the test on failure. */
+void th_write(const char *path, const void *data, size_t len);
+/* Reads a whole file; *len receives its size.  Caller frees. */
+unsigned char *th_read(const char *path, size_t *len);
+
+/* Deterministic random numbers (xoshiro256**), seeded per test. */
+typedef struct th_rng {
+  uint64_t s[4];
+} th_rng;
+void th_rng_seed(th_rng *r, uint64_t seed);
+uint64_t th_rng_next(th_rng *r);
+double th_uniform(th_rng *r);              /* [0, 1) */
+double th_normal(th_rng *r);               /* N(0, 1) */
+/* The seed for "randomised each run" tests: $HICP_TEST_SEED if set, else the
+ * time; printed by the caller so a failure can be replayed. */
+uint64_t th_run_seed(void);
+
+/* Reads a cloud with a throwaway context; aborts the test on failure. */
+hicp_cloud *th_load_cloud(const char *path);
+
+/* Rotation matrix (row-major) from roll, pitch, yaw in degrees:
+ * R = Rz(yaw) Ry(pitch) Rx(roll). */
+void th_rotation(double roll, double pitch, double yaw, double r[9]);
+/* Angle in degrees of R_a R_b^T (rotation difference). */
+double th_rotation_error_deg(const double *ma, const double *mb); /* 4x4 row-major */
+
+#endif /* HICP_TESTHELP_H */
