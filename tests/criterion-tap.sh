@@ -3,4 +3,4 @@
 # standard output for automake's TAP driver (its own log goes to stderr).
 prog=$1
 shift
-exec "$prog" --tap=- --ascii "$@"
+exec "$prog" --tap=- "$@"

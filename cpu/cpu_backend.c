@@ -1,0 +1,74 @@
+/* cpu_backend.c: the CPU passes of an ICP iteration.  OpenMP hands chunks
+ * to threads in any order (dynamic schedule): each chunk's partial depends
+ * only on its own points, in the fixed lane shape, so the results are the
+ * same bits for every thread count.  The per-point work is the shared code
+ * of lib/pp/, which the CUDA kernels run too. */
+#include "config.h"
+
+#include <string.h>
+
+#include "icp.h"
+#include "pp/nn.h"
+
+void hicp__chunk_sum(const hicp__mview *view, const hicp__frame *f, const hicp__select *sel,
+                     uint32_t c, hicp__partial *out)
+{
+  hicp__partial lanes[HICP_LANES];
+  const uint32_t base = c * f->chunk;
+  const uint32_t end = base + f->chunk < f->n ? base + f->chunk : f->n;
+  for (int l = 0; l < HICP_LANES; l++)
+    hicp__partial_zero(&lanes[l]);
+  /* Lane l sums points base + l + 256 j in order of j (pp/reduce.h). */
+  for (uint32_t j = base; j < end; j += HICP_LANES) {
+    uint32_t stop = j + HICP_LANES < end ? j + HICP_LANES : end;
+    for (uint32_t i = j; i < stop; i++)
+      hicp__partial_add_pair(&lanes[i - j], &f->p0[3 * (size_t)i], &view->vtx[f->match[i]],
+                             f->e2[i], sel);
+  }
+  hicp__partial_tree(lanes, HICP_LANES);
+  *out = lanes[0];
+}
+
+static void chunk_correspond(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
+                             int method, uint32_t c)
+{
+  const uint32_t base = c * f->chunk;
+  const uint32_t end = base + f->chunk < f->n ? base + f->chunk : f->n;
+  hicp__walkpart w;
+  memset(&w, 0, sizeof w);
+  for (uint32_t i = base; i < end; i++) {
+    double qd[3];
+    hicp__apply(T, &f->p0[3 * (size_t)i], qd);
+    float q[3] = {(float)qd[0], (float)qd[1], (float)qd[2]};
+    hicp__nn_res r = hicp__nn_query(view, q, method, f->match[i]);
+    f->match[i] = r.v;
+    f->e2[i] = hicp__pair_e2(qd, &view->vtx[r.v]);
+    if (r.walked) {
+      w.queries++;
+      w.steps += r.steps;
+      w.max_steps = r.steps > w.max_steps ? r.steps : w.max_steps;
+      w.hist[r.steps < HICP_WALK_BINS - 1 ? r.steps : HICP_WALK_BINS - 1]++;
+    }
+  }
+  f->walk[c] = w;
+}
+
+void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int method,
+                      const hicp__select *sel, uint32_t c0, uint32_t c1, int threads)
+{
+  const long long first = c0, last = c1;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (long long c = first; c < last; c++) {
+    chunk_correspond(view, f, T, method, (uint32_t)c);
+    hicp__chunk_sum(view, f, sel, (uint32_t)c, &f->part[c]);
+  }
+}
+
+void hicp__cpu_pass_b(const hicp__mview *view, hicp__frame *f, const hicp__select *sel,
+                      uint32_t c0, uint32_t c1, int threads)
+{
+  const long long first = c0, last = c1;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (long long c = first; c < last; c++)
+    hicp__chunk_sum(view, f, sel, (uint32_t)c, &f->part[c]);
+}

@@ -1,0 +1,393 @@
+/* delaunay_qhull.c: the 3-D Delaunay neighbour graph, from Qhull.  The only
+ * file that includes Qhull.
+ *
+ * Qhull computes the Delaunay triangulation as the lower convex hull of the
+ * points lifted to the paraboloid z' = x^2 + y^2 + z^2 (option "d"), with
+ *   Qbb  scale the lifted coordinate to the range of the others (precision),
+ *   Qz   add a point "at infinity" (cospherical inputs such as grid-sampled
+ *        CAD or a sphere would otherwise be degenerate),
+ *   Qc   keep points that are not vertices in their facets' coplanar sets,
+ *   Qt   triangulated output.
+ * Joggle (QJ) is never used: the graph must be that of the points as given.
+ *
+ * Where Qhull merged nearly cospherical cells for precision, Qt triangulates
+ * the merged region arbitrarily; such a triangulation may miss an edge of the
+ * exact Delaunay graph of the float points.  The graph therefore makes each
+ * merged region a clique (every pair of its vertices adjacent), a superset
+ * that keeps the greedy walk exact.  Points Qhull dropped as coplanar (nearly
+ * coincident with a vertex or nearly on a circumsphere) are joined to the
+ * vertices of their facet and to those vertices' neighbours.
+ *
+ * Every Qhull call runs under its setjmp trap (qh_new_qhull sets its own;
+ * our facet walk sets one too), Qhull's messages go to a memory stream and
+ * become our error message, and Qhull's memory is freed on every path. */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libqhull_r/qhull_ra.h>
+
+#include "model.h"
+#include "pp/nn.h"
+
+/* Merged regions larger than this are left as Qhull triangulated them
+ * rather than made a clique (a clique of a huge cospherical set would be
+ * quadratic).  The tie-resolving flood of the walk (pp/nn.h) covers the
+ * near-ties inside such regions. */
+#define CLIQUE_MAX 48
+
+typedef struct edge_buf {
+  uint64_t *e; /* (a << 32) | b */
+  size_t n, cap;
+} edge_buf;
+
+static int edge_push(edge_buf *b, uint32_t a, uint32_t c)
+{
+  if (a == c)
+    return 0;
+  if (b->n + 2 > b->cap) {
+    size_t cap = b->cap ? b->cap * 2 : 1 << 16;
+    uint64_t *e = realloc(b->e, cap * sizeof *e);
+    if (e == NULL)
+      return -1;
+    b->e = e;
+    b->cap = cap;
+  }
+  b->e[b->n++] = ((uint64_t)a << 32) | c;
+  b->e[b->n++] = ((uint64_t)c << 32) | a;
+  return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Last non-empty line of Qhull's output, trimmed, for our message. */
+static void qhull_message(char *buf, size_t len, char *out, size_t outlen)
+{
+  out[0] = '\0';
+  if (buf == NULL || len == 0)
+    return;
+  /* Qhull's error starts with "QHnnnn"; keep from the first such tag. */
+  char *tag = strstr(buf, "QH");
+  char *s = tag != NULL ? tag : buf;
+  size_t k = 0;
+  for (; *s != '\0' && k + 1 < outlen; s++) {
+    if (*s == '\n' || *s == '\r') {
+      if (k > 0 && out[k - 1] != ' ')
+        out[k++] = ' ';
+      if (s[1] == '\n' || s[1] == '\0')
+        break; /* a blank line ends Qhull's first paragraph */
+      continue;
+    }
+    out[k++] = *s;
+  }
+  while (k > 0 && out[k - 1] == ' ')
+    k--;
+  out[k] = '\0';
+}
+
+/* Collects the vertices of a facet as vertex indices (< nv). */
+static int facet_vertices(qhT *qh, facetT *facet, uint32_t nv, uint32_t *ids, int max)
+{
+  int k = 0;
+  vertexT *vertex, **vertexp;
+  FOREACHvertex_(facet->vertices) {
+    int id = qh_pointid(qh, vertex->point);
+    if (id >= 0 && (uint32_t)id < nv && k < max)
+      ids[k++] = (uint32_t)id;
+  }
+  return k;
+}
+
+static int clique(edge_buf *eb, const uint32_t *ids, size_t k)
+{
+  for (size_t i = 0; i < k; i++)
+    for (size_t j = i + 1; j < k; j++)
+      if (edge_push(eb, ids[i], ids[j]) != 0)
+        return -1;
+  return 0;
+}
+
+/* Regions Qhull merged: after Qt their pieces are "tricoplanar" facets that
+ * share one owner.  The union of the pieces' vertices becomes a clique. */
+static int merged_cliques(qhT *qh, uint32_t nv, edge_buf *eb)
+{
+  facetT *facet;
+  size_t n = 0, cap = 0;
+  uint64_t *pairs = NULL; /* (owner id << 32) | vertex */
+  uint32_t ids[8];
+  FORALLfacets {
+    if (facet->upperdelaunay || !facet->tricoplanar || facet->f.triowner == NULL)
+      continue;
+    int k = facet_vertices(qh, facet, nv, ids, 8);
+    if (n + (size_t)k > cap) {
+      cap = cap ? cap * 2 : 1024;
+      uint64_t *p = realloc(pairs, cap * sizeof *p);
+      if (p == NULL) {
+        free(pairs);
+        return -1;
+      }
+      pairs = p;
+    }
+    for (int i = 0; i < k; i++)
+      pairs[n++] = ((uint64_t)facet->f.triowner->id << 32) | ids[i];
+  }
+  qsort(pairs, n, sizeof *pairs, cmp_u64);
+  uint32_t group[CLIQUE_MAX];
+  int rc = 0;
+  for (size_t i = 0; i < n && rc == 0;) {
+    size_t j = i;
+    size_t k = 0;
+    while (j < n && pairs[j] >> 32 == pairs[i] >> 32) {
+      if ((j == i || pairs[j] != pairs[j - 1]) && k < CLIQUE_MAX + 1) {
+        if (k < CLIQUE_MAX)
+          group[k] = (uint32_t)pairs[j];
+        k++;
+      }
+      j++;
+    }
+    if (k <= CLIQUE_MAX)
+      rc = clique(eb, group, k);
+    i = j;
+  }
+  free(pairs);
+  return rc;
+}
+
+static int collect_edges(qhT *qh, uint32_t nv, edge_buf *eb, char *coplanar_seen)
+{
+  facetT *facet;
+  uint32_t ids[8];
+  FORALLfacets {
+    if (facet->upperdelaunay)
+      continue;
+    int k = facet_vertices(qh, facet, nv, ids, 8);
+    if (clique(eb, ids, (size_t)k) != 0)
+      return -1;
+  }
+  if (merged_cliques(qh, nv, eb) != 0)
+    return -1;
+  /* Input points Qhull did not make vertices. */
+  FORALLfacets {
+    pointT *point, **pointp;
+    if (facet->coplanarset == NULL)
+      continue;
+    int k = facet_vertices(qh, facet, nv, ids, 8);
+    FOREACHpoint_(facet->coplanarset) {
+      int id = qh_pointid(qh, point);
+      if (id < 0 || (uint32_t)id >= nv)
+        continue;
+      coplanar_seen[id] = 1;
+      for (int i = 0; i < k; i++)
+        if (edge_push(eb, (uint32_t)id, ids[i]) != 0)
+          return -1;
+    }
+  }
+  return 0;
+}
+
+/* Sorted, deduplicated directed edges -> CSR. */
+static int edges_to_csr(edge_buf *eb, uint32_t nv, uint32_t **row_out, uint32_t **nbr_out,
+                        uint64_t *nedges)
+{
+  qsort(eb->e, eb->n, sizeof *eb->e, cmp_u64);
+  size_t u = 0;
+  for (size_t i = 0; i < eb->n; i++)
+    if (i == 0 || eb->e[i] != eb->e[i - 1])
+      eb->e[u++] = eb->e[i];
+  if (u > UINT32_MAX)
+    return -2;
+  uint32_t *row = calloc((size_t)nv + 1, sizeof *row);
+  uint32_t *nbr = malloc((u ? u : 1) * sizeof *nbr);
+  if (row == NULL || nbr == NULL) {
+    free(row);
+    free(nbr);
+    return -1;
+  }
+  for (size_t i = 0; i < u; i++) {
+    row[(eb->e[i] >> 32) + 1]++;
+    nbr[i] = (uint32_t)eb->e[i];
+  }
+  for (uint32_t v = 0; v < nv; v++)
+    row[v + 1] += row[v];
+  *row_out = row;
+  *nbr_out = nbr;
+  *nedges = u;
+  return 0;
+}
+
+/* Joins vertices that Qhull left out to the neighbours of the vertices they
+ * were attached to (second ring), so that a walk can both reach them and
+ * leave them towards any direction. */
+static int add_second_ring(const uint32_t *row, const uint32_t *nbr, uint32_t nv,
+                           const char *dropped, edge_buf *eb)
+{
+  for (uint32_t p = 0; p < nv; p++) {
+    if (!dropped[p])
+      continue;
+    for (uint32_t e = row[p]; e < row[p + 1]; e++) {
+      uint32_t v = nbr[e];
+      for (uint32_t f = row[v]; f < row[v + 1]; f++)
+        if (edge_push(eb, p, nbr[f]) != 0)
+          return -1;
+    }
+  }
+  return 0;
+}
+
+/* Points that appear in no Delaunay cell and in no coplanar set (Qhull
+ * can discard nearly coincident points) are joined to their nearest vertex
+ * and marked for the second-ring pass.  Many such points mean the input is
+ * degenerate beyond what the graph can serve: fail, and the caller falls back
+ * to the kd-tree. */
+static int attach_isolated(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, edge_buf *eb,
+                           char *dropped)
+{
+  char *has = calloc(nv, 1);
+  if (has == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory building the Delaunay graph");
+  for (size_t i = 0; i < eb->n; i++)
+    has[eb->e[i] >> 32] = 1;
+  uint32_t isolated = 0;
+  for (uint32_t p = 0; p < nv; p++)
+    isolated += !has[p];
+  int rc = HICP_OK;
+  if (isolated > 64 || (isolated > 0 && isolated * 4 > nv)) {
+    rc = hicp__fail(ctx, HICP_EQHULL, "Qhull left %u points outside the triangulation",
+                    (unsigned)isolated);
+  } else {
+    for (uint32_t p = 0; p < nv && rc == HICP_OK; p++) {
+      if (has[p])
+        continue;
+      uint32_t best = HICP_NONE;
+      float bd = 0.0f;
+      float q[3] = {vtx[p].x, vtx[p].y, vtx[p].z};
+      for (uint32_t v = 0; v < nv; v++) {
+        if (v == p || !has[v])
+          continue;
+        float d = hicp__d2(q, &vtx[v]);
+        if (best == HICP_NONE || d < bd) {
+          best = v;
+          bd = d;
+        }
+      }
+      if (best == HICP_NONE || edge_push(eb, p, best) != 0)
+        rc = hicp__fail(ctx, HICP_EQHULL, "cannot attach point %u to the triangulation",
+                        (unsigned)p);
+      dropped[p] = 1;
+    }
+  }
+  free(has);
+  return rc;
+}
+
+int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, uint32_t **row,
+                         uint32_t **nbr, uint64_t *nedges, double *qhull_ms)
+{
+  *row = NULL;
+  *nbr = NULL;
+  *nedges = 0;
+  *qhull_ms = 0.0;
+  if (nv < 5)
+    return hicp__fail(ctx, HICP_EQHULL, "%u distinct points are too few for a 3-D triangulation",
+                      (unsigned)nv);
+  size_t bytes;
+  if (hicp__mul_size((size_t)nv, 3 * sizeof(coordT), &bytes) != 0)
+    return hicp__fail(ctx, HICP_ELIMIT, "too many points for Qhull");
+  /* Qhull needs roughly 1 KB per point for 3-D Delaunay. */
+  int rc = hicp__check_budget(ctx, (uint64_t)nv * 1200u, "Delaunay triangulation");
+  if (rc != 0)
+    return rc;
+  coordT *pts = malloc(bytes);
+  qhT *qh = malloc(sizeof *qh);
+  char *msgbuf = NULL;
+  size_t msglen = 0;
+  FILE *err = open_memstream(&msgbuf, &msglen);
+  edge_buf eb = {NULL, 0, 0};
+  char *dropped = calloc(nv, 1);
+  if (pts == NULL || qh == NULL || err == NULL || dropped == NULL) {
+    free(pts);
+    free(qh);
+    free(dropped);
+    if (err != NULL)
+      fclose(err);
+    free(msgbuf);
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the Delaunay triangulation");
+  }
+  for (uint32_t i = 0; i < nv; i++) {
+    pts[3 * (size_t)i] = vtx[i].x;
+    pts[3 * (size_t)i + 1] = vtx[i].y;
+    pts[3 * (size_t)i + 2] = vtx[i].z;
+  }
+
+  double t0 = hicp__now_ms();
+  qh_zero(qh, err);
+  char options[] = "qhull d Qbb Qc Qi Qz Qt";
+  int exitcode = qh_new_qhull(qh, 3, (int)nv, pts, False, options, NULL, err);
+  *qhull_ms = hicp__now_ms() - t0;
+  int result = HICP_OK;
+  if (exitcode != 0) {
+    char why[300];
+    fflush(err);
+    qhull_message(msgbuf, msglen, why, sizeof why);
+    result = hicp__fail(ctx, HICP_EQHULL, "Qhull: %s", why[0] ? why : "failed");
+  } else {
+    /* Our facet walk calls Qhull macros that can raise errors in theory:
+     * keep them under a trap too. */
+    qh->NOerrexit = False;
+    int jmp = setjmp(qh->errexit);
+    if (jmp == 0) {
+      if (collect_edges(qh, nv, &eb, dropped) != 0)
+        result = hicp__fail(ctx, HICP_ENOMEM, "out of memory collecting Delaunay edges");
+    } else {
+      result = hicp__fail(ctx, HICP_EQHULL, "Qhull failed while reading its triangulation");
+    }
+    qh->NOerrexit = True;
+  }
+  qh_freeqhull(qh, !qh_ALL);
+  int curlong, totlong;
+  qh_memfreeshort(qh, &curlong, &totlong);
+  fclose(err);
+  free(msgbuf);
+  free(qh);
+  free(pts);
+
+  if (result == HICP_OK)
+    result = attach_isolated(ctx, vtx, nv, &eb, dropped);
+  if (result == HICP_OK) {
+    int any_dropped = 0;
+    for (uint32_t i = 0; i < nv && !any_dropped; i++)
+      any_dropped = dropped[i];
+    int c = edges_to_csr(&eb, nv, row, nbr, nedges);
+    if (c == 0 && any_dropped) {
+      /* Second pass: widen the dropped points' neighbourhoods. */
+      edge_buf more = {NULL, 0, 0};
+      for (uint32_t v = 0; v < nv && c == 0; v++)
+        for (uint32_t e = (*row)[v]; e < (*row)[v + 1] && c == 0; e++)
+          if (v < (*nbr)[e] && edge_push(&more, v, (*nbr)[e]) != 0)
+            c = -1;
+      if (c == 0 && add_second_ring(*row, *nbr, nv, dropped, &more) != 0)
+        c = -1;
+      free(*row);
+      free(*nbr);
+      *row = NULL;
+      *nbr = NULL;
+      if (c == 0)
+        c = edges_to_csr(&more, nv, row, nbr, nedges);
+      free(more.e);
+    }
+    if (c == -1)
+      result = hicp__fail(ctx, HICP_ENOMEM, "out of memory building the Delaunay graph");
+    else if (c == -2)
+      result = hicp__fail(ctx, HICP_ELIMIT, "the Delaunay graph has more than 2^32 edges");
+  }
+  free(eb.e);
+  free(dropped);
+  return result;
+}

@@ -1,0 +1,437 @@
+/* icp.c: hicp_register, the ICP driver (Besl & McKay 1992; thesis ch. III).
+ *
+ * Each iteration k: pass A applies T_k to the scan and finds every point's
+ * nearest model vertex, summing the pairs per chunk; the chunk partials are
+ * combined in chunk order by a fixed tree; optional filters (max distance,
+ * the thesis's sigma filter, trimming) choose the inlier pairs, re-summed by
+ * pass B; the stop tests run on the inlier MSE; Horn's method solves for
+ * T_{k+1} from the original scan P0 and the matches.  The loop needs only the
+ * small per-iteration state (T, MSE, a few thresholds), which is what lets the
+ * GPU keep it on the device. */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cloud.h"
+#include "context.h"
+#include "icp.h"
+#include "model.h"
+
+void hicp_reg_options_init_sized(hicp_reg_options *opts, size_t size)
+{
+  hicp_reg_options d;
+  memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.nn = HICP_NN_PNN_OPT;
+  d.max_iter = 50;
+  d.tol = -1.0;
+  d.trim = 1.0;
+  d.filter_start = -1;
+  d.filter_sigma = 3.0;
+  if (opts == NULL || size < sizeof(size_t))
+    return;
+  memset(opts, 0, size);
+  memcpy(opts, &d, size < sizeof d ? size : sizeof d);
+  opts->struct_size = size;
+}
+
+void hicp_result_init_sized(hicp_result *result, size_t size)
+{
+  if (result == NULL || size < sizeof(size_t))
+    return;
+  memset(result, 0, size);
+  result->struct_size = size;
+}
+
+static int finite_nonneg(double x)
+{
+  return isfinite(x) && x >= 0.0;
+}
+
+static int make_plan(hicp_context *ctx, const hicp_model *m, const hicp_reg_options *o,
+                     hicp__plan *p)
+{
+  if ((unsigned)o->nn > HICP_NN_PNN)
+    return hicp__fail(ctx, HICP_EINVAL, "unknown nearest-neighbour method %d", (int)o->nn);
+  if (o->max_iter < 0 || o->max_iter > 1000000)
+    return hicp__fail(ctx, HICP_EINVAL, "max_iter must be between 0 and 1000000, not %d",
+                      o->max_iter);
+  if (!(o->tol == -1.0 || finite_nonneg(o->tol)))
+    return hicp__fail(ctx, HICP_EINVAL, "tol must be >= 0 (or -1 for automatic)");
+  if (!finite_nonneg(o->mse_abs) || !finite_nonneg(o->min_step_trans) ||
+      !finite_nonneg(o->min_step_rot_deg) || !finite_nonneg(o->max_dist) ||
+      !finite_nonneg(o->time_budget_ms))
+    return hicp__fail(ctx, HICP_EINVAL,
+                      "mse_abs, min_step_trans, min_step_rot_deg, max_dist and time_budget_ms "
+                      "must be finite and >= 0");
+  if (o->min_step_rot_deg > 180.0)
+    return hicp__fail(ctx, HICP_EINVAL, "min_step_rot_deg must be at most 180");
+  if (!(o->trim > 0.0 && o->trim <= 1.0))
+    return hicp__fail(ctx, HICP_EINVAL, "trim must be in (0, 1], not %g", o->trim);
+  if (o->filter_start < -1)
+    return hicp__fail(ctx, HICP_EINVAL, "filter_start must be >= 0, or -1 for off");
+  if (!(isfinite(o->filter_sigma) && o->filter_sigma > 0.0))
+    return hicp__fail(ctx, HICP_EINVAL, "filter_sigma must be > 0");
+  int chunk = o->chunk_points ? o->chunk_points : (int)HICP_DEFAULT_CHUNK;
+  if (chunk < HICP_LANES || chunk > 65536 || (chunk & (chunk - 1)) != 0)
+    return hicp__fail(ctx, HICP_EINVAL,
+                      "chunk_points must be a power of two from 256 to 65536, not %d", chunk);
+  if (o->flags != 0)
+    return hicp__fail(ctx, HICP_EINVAL, "reserved flags must be 0");
+  memset(p, 0, sizeof *p);
+  p->method = (int)o->nn;
+  p->conv.tol = o->tol < 0.0 ? 1e-12 * m->diag * m->diag : o->tol;
+  p->conv.mse_abs = o->mse_abs;
+  p->conv.step_t = o->min_step_trans;
+  /* 1 - cos(angle), so the device loop needs no cosine. */
+  p->conv.step_c = o->min_step_rot_deg > 0.0 ? 1.0 - cos(o->min_step_rot_deg * M_PI / 180.0) : 0.0;
+  p->conv.max_iter = o->max_iter;
+  p->max_d2 = o->max_dist > 0.0 ? o->max_dist * o->max_dist : HUGE_VAL;
+  p->trim = o->trim;
+  p->filter_start = o->filter_start;
+  p->filter_sigma = o->filter_sigma;
+  p->chunk = (uint32_t)chunk;
+  p->time_budget_ms = o->time_budget_ms;
+  return HICP_OK;
+}
+
+double hicp__select_kth(double *v, size_t n, size_t k)
+{
+  /* Quickselect with a three-way partition (equal keys are common: many
+   * pairs share a distance when matches coincide). */
+  size_t lo = 0, hi = n;
+  while (hi - lo > 1) {
+    double piv = v[lo + (hi - lo) / 2];
+    size_t lt = lo, i = lo, gt = hi;
+    while (i < gt) {
+      double x = v[i];
+      if (x < piv) {
+        v[i++] = v[lt];
+        v[lt++] = x;
+      } else if (x > piv) {
+        v[i] = v[--gt];
+        v[gt] = x;
+      } else {
+        i++;
+      }
+    }
+    if (k < lt)
+      hi = lt;
+    else if (k >= gt)
+      lo = gt;
+    else
+      return piv;
+  }
+  return v[k];
+}
+
+/* Combines the chunk partials by the fixed tree (pp/reduce.h). */
+static void combine(const hicp__frame *f, hicp__partial *scratch, hicp__partial *tot)
+{
+  memcpy(scratch, f->part, sizeof *scratch * f->nchunks);
+  hicp__partial_tree(scratch, f->nchunks);
+  *tot = scratch[0];
+}
+
+static void walk_add(hicp_walk_stats *s, const hicp__frame *f)
+{
+  for (uint32_t c = 0; c < f->nchunks; c++) {
+    const hicp__walkpart *w = &f->walk[c];
+    s->queries += w->queries;
+    s->steps += w->steps;
+    s->max_steps = w->max_steps > s->max_steps ? w->max_steps : s->max_steps;
+    for (int b = 0; b < HICP_WALK_BINS; b++)
+      s->hist[b] += w->hist[b];
+  }
+}
+
+/* Internal transform (relative coordinates) <-> public (absolute). */
+static void to_internal(const hicp_transform *pub, const double os[3], const double om[3],
+                        hicp__xf *T)
+{
+  for (int i = 0; i < 3; i++) {
+    for (int j = 0; j < 3; j++)
+      T->r[3 * i + j] = pub->m[4 * i + j];
+    T->t[i] = pub->m[4 * i + 3] +
+              (pub->m[4 * i] * os[0] + pub->m[4 * i + 1] * os[1] + pub->m[4 * i + 2] * os[2]) -
+              om[i];
+  }
+}
+
+static void to_public(const hicp__xf *T, const double os[3], const double om[3],
+                      hicp_transform *pub)
+{
+  hicp_transform_identity(pub);
+  for (int i = 0; i < 3; i++) {
+    for (int j = 0; j < 3; j++)
+      pub->m[4 * i + j] = T->r[3 * i + j];
+    pub->m[4 * i + 3] =
+        T->t[i] + om[i] - (T->r[3 * i] * os[0] + T->r[3 * i + 1] * os[1] + T->r[3 * i + 2] * os[2]);
+  }
+}
+
+typedef struct icp_out {
+  hicp__xf T;
+  hicp__partial tot;
+  int iterations;
+  int stop;
+  int degenerate;
+  double correspond_ms, reduce_ms, solve_ms;
+  hicp_walk_stats walk;
+} icp_out;
+
+/* The iteration loop on the CPU. */
+static int icp_run_cpu(hicp_context *ctx, const hicp_model *m, hicp__frame *f,
+                       const hicp__plan *p, const hicp__xf *T0, double t_start, icp_out *out)
+{
+  hicp__mview view = hicp__model_view(m);
+  hicp__partial *scratch = malloc(sizeof *scratch * f->nchunks);
+  double *trim_buf = p->trim < 1.0 ? malloc(sizeof(double) * f->n) : NULL;
+  if (scratch == NULL || (p->trim < 1.0 && trim_buf == NULL)) {
+    free(scratch);
+    free(trim_buf);
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the registration");
+  }
+  const int threads = ctx->threads;
+  hicp__xf T = *T0, T_prev = *T0;
+  double mse_prev = 0.0;
+  int degenerate = 0;
+  memset(out, 0, sizeof *out);
+  for (int k = 0;; k++) {
+    hicp__select sel;
+    memset(&sel, 0, sizeof sel);
+    sel.max_d2 = p->max_d2;
+    const int sigma_now = p->filter_start >= 0 && k >= p->filter_start;
+    sel.want_e = sigma_now;
+
+    double t0 = hicp__now_ms();
+    hicp__cpu_pass_a(&view, f, &T, p->method, &sel, 0, f->nchunks, threads);
+    double t1 = hicp__now_ms();
+    hicp__partial tot;
+    combine(f, scratch, &tot);
+    if (sigma_now || p->trim < 1.0) {
+      if (sigma_now)
+        hicp__sigma_bounds(&tot, p->filter_sigma, &sel);
+      if (p->trim < 1.0) {
+        size_t nc = 0;
+        for (uint32_t i = 0; i < f->n; i++)
+          if (f->e2[i] <= sel.max_d2)
+            trim_buf[nc++] = f->e2[i];
+        if (nc > 0) {
+          size_t keep = (size_t)ceil(p->trim * (double)nc);
+          keep = keep < 1 ? 1 : keep > nc ? nc : keep;
+          sel.trim_e2 = hicp__select_kth(trim_buf, nc, keep - 1);
+          sel.trim_on = 1;
+        }
+      }
+      hicp__cpu_pass_b(&view, f, &sel, 0, f->nchunks, threads);
+      combine(f, scratch, &tot);
+    }
+    walk_add(&out->walk, f);
+    double t2 = hicp__now_ms();
+    out->correspond_ms += t1 - t0;
+    out->reduce_ms += t2 - t1;
+
+    int stop;
+    double mse = tot.v[HICP_PF_N_IN] > 0.0 ? tot.v[HICP_PF_E2_IN] / tot.v[HICP_PF_N_IN] : 0.0;
+    if (!(tot.v[HICP_PF_N_IN] > 0.0))
+      stop = HICP_STOP_NO_PAIRS;
+    else
+      stop = hicp__check_stop(&p->conv, k, mse, mse_prev, &T, &T_prev);
+    if (stop == HICP__GO && hicp__canceled(ctx))
+      stop = HICP_STOP_CANCELED;
+    if (stop == HICP__GO && p->time_budget_ms > 0.0 && hicp__now_ms() - t_start >= p->time_budget_ms)
+      stop = HICP_STOP_TIMEOUT;
+    if (stop != HICP__GO) {
+      out->T = T;
+      out->tot = tot;
+      out->iterations = k;
+      out->stop = stop;
+      out->degenerate = degenerate;
+      break;
+    }
+    hicp__xf T_next;
+    hicp__solve_horn(&tot, &T_next, &degenerate);
+    out->solve_ms += hicp__now_ms() - t2;
+    T_prev = T;
+    T = T_next;
+    mse_prev = mse;
+  }
+  free(scratch);
+  free(trim_buf);
+  return HICP_OK;
+}
+
+/* Chooses where to run: the GPU backend is not yet wired in, so "auto" and
+ * "hybrid" run on the CPU and "cuda" reports whether a device exists. */
+static int choose_backend(hicp_context *ctx, hicp_backend *out)
+{
+  char why[256];
+  int ngpu = hicp__gpu_count(why, sizeof why);
+  switch (ctx->backend) {
+  case HICP_BACKEND_CUDA:
+    if (ngpu == 0)
+      return hicp__fail(ctx, HICP_ENODEVICE, "--backend cuda: %s", why);
+    return hicp__fail(ctx, HICP_EUNSUPPORTED,
+                      "the CUDA registration path is not available in this version");
+  default:
+    *out = HICP_BACKEND_CPU;
+    return HICP_OK;
+  }
+}
+
+static int register_points(hicp_context *ctx, const hicp_model *m, const float *p0, size_t n,
+                           const double scan_origin[3], const hicp_reg_options *user,
+                           const hicp_transform *init, hicp_result *result)
+{
+  double t_start = hicp__now_ms();
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  if (user != NULL && hicp__copy_sized(&o, sizeof o, user, offsetof(hicp_reg_options, flags) + sizeof(unsigned), "hicp_reg_options", ctx) != 0)
+    return HICP_EINVAL;
+  hicp__plan plan;
+  int rc = make_plan(ctx, m, &o, &plan);
+  if (rc != HICP_OK)
+    return rc;
+  hicp_transform init_pub;
+  if (init != NULL) {
+    if (hicp_transform_check(init) != HICP_OK)
+      return hicp__fail(ctx, HICP_EINVAL,
+                        "the initial transform is not rigid (R must be a rotation, last row 0 0 0 1)");
+    init_pub = *init;
+  } else {
+    hicp_transform_identity(&init_pub);
+  }
+  hicp_backend backend;
+  rc = choose_backend(ctx, &backend);
+  if (rc != HICP_OK)
+    return rc;
+
+  hicp__frame f;
+  memset(&f, 0, sizeof f);
+  f.p0 = p0;
+  f.n = (uint32_t)n;
+  f.chunk = plan.chunk;
+  f.nchunks = (uint32_t)((n + plan.chunk - 1) / plan.chunk);
+  rc = hicp__check_budget(ctx, (uint64_t)n * 12u + (uint64_t)f.nchunks * (sizeof(hicp__partial) * 2 + sizeof(hicp__walkpart)), "the registration");
+  if (rc != HICP_OK)
+    return rc;
+  f.match = malloc(sizeof *f.match * n);
+  f.e2 = malloc(sizeof *f.e2 * n);
+  f.part = malloc(sizeof *f.part * f.nchunks);
+  f.walk = malloc(sizeof *f.walk * f.nchunks);
+  if (f.match == NULL || f.e2 == NULL || f.part == NULL || f.walk == NULL) {
+    rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu scan points", n);
+  } else {
+    for (size_t i = 0; i < n; i++)
+      f.match[i] = HICP_NONE;
+    hicp__xf T0;
+    to_internal(&init_pub, scan_origin, m->origin, &T0);
+    icp_out out;
+    rc = icp_run_cpu(ctx, m, &f, &plan, &T0, t_start, &out);
+    if (rc == HICP_OK) {
+      hicp_result r;
+      memset(&r, 0, sizeof r);
+      to_public(&out.T, scan_origin, m->origin, &r.transform);
+      hicp_transform_invert(&r.transform, &r.inverse);
+      const hicp__partial *t = &out.tot;
+      r.points = n;
+      r.inliers = (uint64_t)t->v[HICP_PF_N_IN];
+      r.rmse = sqrt(t->v[HICP_PF_E2_ALL] / t->v[HICP_PF_N_ALL]);
+      r.inlier_rmse = t->v[HICP_PF_N_IN] > 0.0 ? sqrt(t->v[HICP_PF_E2_IN] / t->v[HICP_PF_N_IN]) : NAN;
+      r.fitness = t->v[HICP_PF_N_IN] / (double)n;
+      r.iterations = out.iterations;
+      r.stop = (hicp_stop)out.stop;
+      r.converged = out.stop == HICP_STOP_MSE_CHANGE || out.stop == HICP_STOP_MSE_ABS ||
+                    out.stop == HICP_STOP_INCREMENT;
+      r.degenerate = out.degenerate;
+      r.backend = backend;
+      r.nn = (hicp_nn_method)plan.method;
+      r.correspond_ms = out.correspond_ms;
+      r.reduce_ms = out.reduce_ms;
+      r.solve_ms = out.solve_ms;
+      r.walk = out.walk;
+      r.time_ms = hicp__now_ms() - t_start;
+      size_t sz = result->struct_size < sizeof r ? result->struct_size : sizeof r;
+      r.struct_size = result->struct_size;
+      memcpy(result, &r, sz);
+    }
+  }
+  free(f.match);
+  free(f.e2);
+  free(f.part);
+  free(f.walk);
+  return rc;
+}
+
+static int check_common(hicp_context *ctx, const hicp_model *m, hicp_result *result)
+{
+  if (ctx == NULL)
+    return HICP_EINVAL;
+  hicp__clear_error(ctx);
+  atomic_store(&ctx->cancel, 0);
+  if (m == NULL || result == NULL)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_register: NULL model or result");
+  if (result->struct_size < offsetof(hicp_result, walk))
+    return hicp__fail(ctx, HICP_EINVAL,
+                      "hicp_register: prepare the result with hicp_result_init()");
+  return HICP_OK;
+}
+
+int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, size_t n,
+                  const hicp_reg_options *opts, const hicp_transform *init, hicp_result *result)
+{
+  int rc = check_common(ctx, m, result);
+  if (rc != HICP_OK)
+    return rc;
+  if (n == 0)
+    return hicp__fail(ctx, HICP_EEMPTY, "the scan has no points");
+  if (scan == NULL)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_register: NULL scan");
+  if (n >= UINT32_MAX)
+    return hicp__fail(ctx, HICP_ELIMIT, "%zu scan points: at most %u are supported", n,
+                      (unsigned)(UINT32_MAX - 1));
+  size_t stride = opts != NULL && opts->struct_size >= offsetof(hicp_reg_options, chunk_points)
+                      ? opts->scan_stride
+                      : 0;
+  if (stride == 0)
+    stride = 3 * sizeof(float);
+  if (stride < 3 * sizeof(float))
+    return hicp__fail(ctx, HICP_EINVAL, "scan stride %zu is smaller than a point", stride);
+  rc = hicp__check_budget(ctx, (uint64_t)n * 12u, "the scan");
+  if (rc != HICP_OK)
+    return rc;
+  float *p0 = malloc(sizeof(float) * 3 * n);
+  if (p0 == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory copying %zu scan points", n);
+  const unsigned char *base = (const unsigned char *)scan;
+  for (size_t i = 0; i < n; i++) {
+    memcpy(&p0[3 * i], base + i * stride, 3 * sizeof(float));
+    if (!isfinite(p0[3 * i]) || !isfinite(p0[3 * i + 1]) || !isfinite(p0[3 * i + 2])) {
+      free(p0);
+      return hicp__fail(ctx, HICP_ENONFINITE, "scan point %zu has a non-finite coordinate", i);
+    }
+  }
+  static const double zero[3] = {0.0, 0.0, 0.0};
+  rc = register_points(ctx, m, p0, n, zero, opts, init, result);
+  free(p0);
+  return rc;
+}
+
+int hicp_register_cloud(hicp_context *ctx, const hicp_model *m, const hicp_cloud *scan,
+                        const hicp_reg_options *opts, const hicp_transform *init,
+                        hicp_result *result)
+{
+  int rc = check_common(ctx, m, result);
+  if (rc != HICP_OK)
+    return rc;
+  if (scan == NULL)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_register_cloud: NULL scan");
+  if (opts != NULL && opts->struct_size >= offsetof(hicp_reg_options, chunk_points) &&
+      opts->scan_stride != 0 && opts->scan_stride != 3 * sizeof(float))
+    return hicp__fail(ctx, HICP_EINVAL, "scan_stride does not apply to a cloud");
+  return register_points(ctx, m, scan->xyz, scan->n, scan->origin, opts, init, result);
+}

@@ -1,0 +1,68 @@
+/* icp.h: the ICP engine's internal interface: one registration's state (a
+ * "frame"), the resolved options (a "plan"), and the passes a backend runs.
+ *
+ * Data path of one iteration k (docs/design.md has the picture):
+ *   hicp_register (icp.c)          checks options, copies the scan, runs
+ *   hicp__icp_run (icp.c)          the loop: for each k
+ *     pass A (cpu/cpu_backend.c)   per chunk: apply T_k, nearest neighbour
+ *                                  (pp/nn.h), pair distance, lane sums and
+ *                                  the lane tree (pp/reduce.h)
+ *     combine (icp.c)              chunk partials by the fixed tree
+ *     pass B (optional)            filters: the same sums with the final
+ *                                  inlier selection
+ *     stop tests, Horn solve       pp/solve.h  -> T_{k+1}
+ */
+#ifndef HICP_ICP_H
+#define HICP_ICP_H
+
+#include "internal.h"
+#include "pp/reduce.h"
+#include "pp/solve.h"
+#include "pp/types.h"
+
+#define HICP_DEFAULT_CHUNK 2048u
+
+/* Options resolved against the model. */
+typedef struct hicp__plan {
+  int method;          /* hicp_nn_method */
+  hicp__conv conv;
+  double max_d2;       /* +inf when off */
+  double trim;         /* 1 = off */
+  int filter_start;    /* -1 = off */
+  double filter_sigma;
+  uint32_t chunk;      /* points per chunk, power of two >= 256 */
+  double time_budget_ms;
+} hicp__plan;
+
+/* One registration's working state, in host memory. */
+typedef struct hicp__frame {
+  const float *p0;      /* 3n scan coordinates (relative to the scan origin) */
+  uint32_t n;
+  uint32_t nchunks;
+  uint32_t chunk;
+  uint32_t *match;      /* per point: matched vertex, HICP_NONE before the first pass */
+  double *e2;           /* per point: squared distance of the pair (double) */
+  hicp__partial *part;  /* per chunk */
+  hicp__walkpart *walk; /* per chunk */
+} hicp__frame;
+
+/* Pass A over chunks [c0, c1): for every point apply T, find its nearest
+ * vertex (warm-started from match[]), store match and e2, and write each
+ * chunk's partial sums under selection `sel` and its walk statistics. */
+void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int method,
+                      const hicp__select *sel, uint32_t c0, uint32_t c1, int threads);
+
+/* Pass B over chunks [c0, c1): the chunk partials again from the stored
+ * matches and distances, under a new selection (filters). */
+void hicp__cpu_pass_b(const hicp__mview *view, hicp__frame *f, const hicp__select *sel,
+                      uint32_t c0, uint32_t c1, int threads);
+
+/* One chunk's partial from stored matches (the lane shape of pp/reduce.h). */
+void hicp__chunk_sum(const hicp__mview *view, const hicp__frame *f, const hicp__select *sel,
+                     uint32_t c, hicp__partial *out);
+
+/* The k-th smallest (0-based) of n values; reorders v.  Exact, so the trim
+ * threshold is the same whatever computed the values. */
+double hicp__select_kth(double *v, size_t n, size_t k);
+
+#endif /* HICP_ICP_H */

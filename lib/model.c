@@ -1,0 +1,151 @@
+/* model.c: the model object's life cycle, options, facts and the view the
+ * per-point code uses. */
+#include "config.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "cloud.h"
+#include "model.h"
+
+static atomic_uint_fast64_t next_uid = 1;
+
+hicp_model *hicp__model_new(void)
+{
+  hicp_model *m = calloc(1, sizeof *m);
+  if (m != NULL)
+    m->uid = atomic_fetch_add(&next_uid, 1);
+  return m;
+}
+
+void *hicp__model_own(hicp_model *m, void *block)
+{
+  if (block != NULL && m->nowned < (int)(sizeof m->owned / sizeof m->owned[0]))
+    m->owned[m->nowned++] = block;
+  return block;
+}
+
+void hicp_model_destroy(hicp_model *m)
+{
+  if (m == NULL)
+    return;
+  for (int i = 0; i < m->nowned; i++)
+    free(m->owned[i]);
+  if (m->map != NULL)
+    munmap(m->map, m->map_len);
+  free(m);
+}
+
+hicp__mview hicp__model_view(const hicp_model *m)
+{
+  hicp__mview v;
+  v.vtx = m->vtx;
+  v.row = m->has_delaunay ? m->row : NULL;
+  v.nbr = m->has_delaunay ? m->nbr : NULL;
+  v.kd = m->kd;
+  v.kd_pts = m->kd_pts;
+  v.nv = m->nv;
+  v.zero_start = m->zero_start;
+  return v;
+}
+
+void hicp_model_options_init_sized(hicp_model_options *opts, size_t size)
+{
+  hicp_model_options d;
+  memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.delaunay = 1;
+  d.validate = 0;
+  if (opts == NULL || size < sizeof(size_t))
+    return;
+  memset(opts, 0, size);
+  memcpy(opts, &d, size < sizeof d ? size : sizeof d);
+  opts->struct_size = size;
+}
+
+void hicp_model_info_init_sized(hicp_model_info *info, size_t size)
+{
+  if (info == NULL || size < sizeof(size_t))
+    return;
+  memset(info, 0, size);
+  info->struct_size = size;
+}
+
+int hicp_model_get_info(const hicp_model *m, hicp_model_info *out)
+{
+  if (m == NULL || out == NULL || out->struct_size < offsetof(hicp_model_info, fallback_reason))
+    return HICP_EINVAL;
+  hicp_model_info info;
+  memset(&info, 0, sizeof info);
+  info.points = m->npoints;
+  info.vertices = m->nv;
+  info.duplicates = m->npoints - m->nv;
+  info.edges = m->has_delaunay ? m->nedges : 0;
+  info.has_delaunay = m->has_delaunay;
+  if (m->has_delaunay) {
+    for (uint32_t v = 0; v < m->nv; v++) {
+      uint32_t d = m->row[v + 1] - m->row[v];
+      info.max_degree = d > info.max_degree ? d : info.max_degree;
+      info.degree_hist[d < HICP_DEGREE_BINS ? d : HICP_DEGREE_BINS - 1]++;
+    }
+    info.mean_degree = m->nv ? (double)m->nedges / m->nv : 0.0;
+    info.bytes_graph = sizeof(uint32_t) * ((uint64_t)m->nv + 1 + m->nedges);
+  }
+  info.bytes_points = sizeof(hicp__vtx) * (uint64_t)m->nv + sizeof(uint32_t) * m->npoints;
+  info.bytes_kdtree = sizeof(hicp__kdnode) * (uint64_t)m->nkd + sizeof(hicp__vtx) * (uint64_t)m->nv;
+  info.bytes_total = info.bytes_graph + info.bytes_points + info.bytes_kdtree + sizeof *m;
+  info.build_ms = m->build_ms;
+  info.qhull_ms = m->qhull_ms;
+  for (int i = 0; i < 3; i++) {
+    info.origin[i] = m->origin[i];
+    info.bbox_min[i] = m->origin[i] + m->bbox_min[i];
+    info.bbox_max[i] = m->origin[i] + m->bbox_max[i];
+  }
+  memcpy(info.fallback_reason, m->fallback, sizeof info.fallback_reason);
+  info.fallback_reason[sizeof info.fallback_reason - 1] = '\0';
+  size_t n = out->struct_size < sizeof info ? out->struct_size : sizeof info;
+  info.struct_size = out->struct_size;
+  memcpy(out, &info, n);
+  return HICP_OK;
+}
+
+int hicp_model_build_cloud(hicp_context *ctx, const hicp_cloud *cloud,
+                           const hicp_model_options *opts, hicp_model **out)
+{
+  if (cloud == NULL || out == NULL)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_model_build_cloud: NULL argument");
+  int rc = hicp_model_build(ctx, cloud->xyz, cloud->n, 0, opts, out);
+  if (rc == HICP_OK)
+    memcpy((*out)->origin, cloud->origin, sizeof cloud->origin);
+  return rc;
+}
+
+int hicp_model_open(hicp_context *ctx, const char *path, const hicp_model_options *opts,
+                    hicp_model **out)
+{
+  if (path == NULL || out == NULL)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_model_open: NULL argument");
+  *out = NULL;
+  /* Peek at the magic: model files are mapped, not read. */
+  unsigned char head[16] = {0};
+  size_t got = 0;
+  FILE *f = fopen(path, "rb");
+  if (f != NULL) {
+    got = fread(head, 1, sizeof head, f);
+    fclose(f);
+  }
+  if (hicp__model_is_file(head, got))
+    return hicp_model_load(ctx, path, out);
+  hicp_cloud *cloud = NULL;
+  int rc = hicp_cloud_read(ctx, path, HICP_FORMAT_AUTO, &cloud);
+  if (rc != HICP_OK)
+    return rc;
+  rc = hicp_model_build_cloud(ctx, cloud, opts, out);
+  hicp_cloud_destroy(cloud);
+  if (rc != HICP_OK)
+    hicp__fail_prefix(ctx, rc, path);
+  return rc;
+}

@@ -1,0 +1,192 @@
+/* model_build.c: hicp_model_build: distinct points, Delaunay graph, kd-tree.
+ *
+ * Duplicates: points with equal coordinates become one vertex, answering
+ * with the smallest of their original indices.  Vertices keep the original
+ * order of their first occurrence, so "smaller vertex index" and "smaller
+ * original index" agree and the nearest-neighbour tie-break needs no lookup. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+#include "model.h"
+#include "pp/nn.h"
+
+typedef struct keyed {
+  float x, y, z;
+  uint32_t idx;
+} keyed;
+
+static int cmp_keyed(const void *pa, const void *pb)
+{
+  const keyed *a = pa, *b = pb;
+  if (a->x != b->x)
+    return a->x < b->x ? -1 : 1;
+  if (a->y != b->y)
+    return a->y < b->y ? -1 : 1;
+  if (a->z != b->z)
+    return a->z < b->z ? -1 : 1;
+  return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+/* Copies the input (checking it) and maps duplicates to representatives. */
+static int dedup(hicp_context *ctx, hicp_model *m, const float *xyz, size_t n, size_t stride)
+{
+  keyed *k = malloc(sizeof *k * n);
+  uint32_t *rep = malloc(sizeof *rep * n);
+  if (k == NULL || rep == NULL) {
+    free(k);
+    free(rep);
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory reading %zu model points", n);
+  }
+  const unsigned char *base = (const unsigned char *)xyz;
+  for (size_t i = 0; i < n; i++) {
+    float p[3];
+    memcpy(p, base + i * stride, sizeof p);
+    if (!isfinite(p[0]) || !isfinite(p[1]) || !isfinite(p[2])) {
+      free(k);
+      free(rep);
+      return hicp__fail(ctx, HICP_ENONFINITE, "model point %zu has a non-finite coordinate", i);
+    }
+    k[i].x = p[0];
+    k[i].y = p[1];
+    k[i].z = p[2];
+    k[i].idx = (uint32_t)i;
+  }
+  qsort(k, n, sizeof *k, cmp_keyed);
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && k[j].x == k[i].x && k[j].y == k[i].y && k[j].z == k[i].z)
+      rep[k[j++].idx] = k[i].idx; /* sorted by index within the group */
+    i = j;
+  }
+  free(k);
+
+  uint32_t nv = 0;
+  for (size_t i = 0; i < n; i++)
+    nv += rep[i] == i;
+  m->vtx = hicp__model_own(m, hicp__aligned_alloc(64, sizeof(hicp__vtx) * nv));
+  m->vertex_of = hicp__model_own(m, malloc(sizeof(uint32_t) * n));
+  if (m->vtx == NULL || m->vertex_of == NULL) {
+    free(rep);
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu model points", n);
+  }
+  uint32_t v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (rep[i] == i) {
+      float p[3];
+      memcpy(p, base + i * stride, sizeof p);
+      m->vtx[v].x = p[0];
+      m->vtx[v].y = p[1];
+      m->vtx[v].z = p[2];
+      m->vtx[v].id = (uint32_t)i;
+      m->vertex_of[i] = v++;
+    } else {
+      /* rep[i] < i, so its vertex is already numbered. */
+      m->vertex_of[i] = m->vertex_of[rep[i]];
+    }
+  }
+  free(rep);
+  m->nv = nv;
+  m->npoints = n;
+  return HICP_OK;
+}
+
+/* Bounding box, diagonal, and the vertex nearest the centroid. */
+static void geometry(hicp_model *m)
+{
+  double c[3] = {0, 0, 0};
+  for (int d = 0; d < 3; d++) {
+    m->bbox_min[d] = HUGE_VAL;
+    m->bbox_max[d] = -HUGE_VAL;
+  }
+  for (uint32_t i = 0; i < m->nv; i++) {
+    double p[3] = {m->vtx[i].x, m->vtx[i].y, m->vtx[i].z};
+    for (int d = 0; d < 3; d++) {
+      c[d] += p[d];
+      m->bbox_min[d] = p[d] < m->bbox_min[d] ? p[d] : m->bbox_min[d];
+      m->bbox_max[d] = p[d] > m->bbox_max[d] ? p[d] : m->bbox_max[d];
+    }
+  }
+  double s = 0.0;
+  for (int d = 0; d < 3; d++) {
+    double e = m->bbox_max[d] - m->bbox_min[d];
+    s += e * e;
+  }
+  m->diag = sqrt(s);
+  float q[3];
+  for (int d = 0; d < 3; d++)
+    q[d] = (float)(c[d] / m->nv);
+  hicp__mview view = hicp__model_view(m);
+  float dd;
+  hicp__nn_brute(&view, q, &m->zero_start, &dd);
+}
+
+int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t stride,
+                     const hicp_model_options *user, hicp_model **out)
+{
+  hicp_model_options o;
+  hicp_model_options_init(&o);
+  if (out == NULL)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_model_build: NULL output");
+  *out = NULL;
+  if (user != NULL && hicp__copy_sized(&o, sizeof o, user, offsetof(hicp_model_options, flags) + sizeof(unsigned), "hicp_model_options", ctx) != 0)
+    return HICP_EINVAL;
+  if (o.flags != 0 || (o.delaunay != 0 && o.delaunay != 1) || (o.validate != 0 && o.validate != 1))
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_model_options: delaunay and validate must be 0 or 1, flags 0");
+  if (stride == 0)
+    stride = 3 * sizeof(float);
+  if (stride < 3 * sizeof(float))
+    return hicp__fail(ctx, HICP_EINVAL, "stride %zu is smaller than a point (12 bytes)", stride);
+  if (n == 0)
+    return hicp__fail(ctx, HICP_EEMPTY, "the model has no points");
+  if (xyz == NULL)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_model_build: NULL points");
+  if (n >= UINT32_MAX)
+    return hicp__fail(ctx, HICP_ELIMIT, "%zu model points: at most %u are supported", n,
+                      (unsigned)(UINT32_MAX - 1));
+  /* Sort keys, vertices, maps, kd-tree, and a graph of ~16 neighbours. */
+  int rc = hicp__check_budget(ctx, (uint64_t)n * 200u, "the model");
+  if (rc != HICP_OK)
+    return rc;
+
+  double t0 = hicp__now_ms();
+  hicp_model *m = hicp__model_new();
+  if (m == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+  rc = dedup(ctx, m, xyz, n, stride);
+  if (rc == HICP_OK) {
+    geometry(m);
+    m->has_delaunay = 0;
+    if (o.delaunay) {
+      rc = hicp__delaunay_graph(ctx, m->vtx, m->nv, &m->row, &m->nbr, &m->nedges, &m->qhull_ms);
+      if (rc == HICP_OK) {
+        hicp__model_own(m, m->row);
+        hicp__model_own(m, m->nbr);
+        m->has_delaunay = 1;
+      } else if (rc == HICP_EQHULL) {
+        /* No 3-D triangulation (flat, collinear, tiny): the kd-tree serves
+         * every method exactly.  Keep the reason for hicp model info. */
+        snprintf(m->fallback, sizeof m->fallback, "%.127s", ctx != NULL ? ctx->err : "Qhull failed");
+        hicp__clear_error(ctx);
+        rc = HICP_OK;
+      }
+    } else {
+      snprintf(m->fallback, sizeof m->fallback, "built without a Delaunay graph (by request)");
+    }
+  }
+  if (rc == HICP_OK)
+    rc = hicp__kdtree_build(ctx, m);
+  if (rc == HICP_OK && o.validate)
+    rc = hicp__model_validate(ctx, m);
+  if (rc != HICP_OK) {
+    hicp_model_destroy(m);
+    return rc;
+  }
+  m->build_ms = hicp__now_ms() - t0;
+  *out = m;
+  return HICP_OK;
+}

@@ -1,0 +1,372 @@
+/* model_file.c: saving a model and mapping it back.
+ *
+ * Layout: a fixed header, then six sections (vertices, original->vertex map,
+ * CSR rows, neighbours, kd-tree nodes, kd-tree points), each starting on a
+ * 64-byte boundary so the mapped arrays are aligned as the code expects.
+ * Values are in the writer's byte order; the header records it, and a file
+ * from a machine of the other byte order is refused rather than converted.
+ * Two checksums: one over the header, one over the sections.
+ *
+ * Loading maps the file read-only (no copy), verifies the checksums, and
+ * range-checks every index the search code follows (rows, neighbours,
+ * kd-tree children and leaves), so even a crafted file with valid checksums
+ * cannot make a query read outside the mapping.  That check is linear and
+ * cheap; the full validator (symmetry, reachability) runs in the tests. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cloud.h"
+#include "model.h"
+
+#define MAGIC "HICPMDL"
+#define FORMAT_VERSION 1u
+#define ENDIAN_MARK 0x01020304u
+#define ALIGN 64u
+#define NSECTIONS 6
+
+enum { SEC_VTX, SEC_VERTEX_OF, SEC_ROW, SEC_NBR, SEC_KD, SEC_KD_PTS };
+
+typedef struct file_header {
+  char magic[8];
+  uint32_t version;
+  uint32_t endian;
+  uint32_t header_size;
+  uint32_t has_delaunay;
+  uint64_t npoints, nv, nedges, nkd;
+  uint32_t zero_start, reserved0;
+  double origin[3], bbox_min[3], bbox_max[3], diag;
+  double build_ms, qhull_ms;
+  char fallback[128];
+  uint64_t offset[NSECTIONS];
+  uint64_t size[NSECTIONS];
+  uint64_t file_size;
+  uint64_t payload_sum;
+  uint64_t header_sum; /* over the header with this field zero */
+} file_header;
+
+int hicp__model_is_file(const unsigned char *buf, size_t len)
+{
+  return len >= 8 && memcmp(buf, MAGIC, 8) == 0;
+}
+
+/* A fast 64-bit checksum: four independent multiply-rotate lanes over
+ * 8-byte words (so it runs near memory speed), then a finalising mix.
+ * It detects corruption, not tampering. */
+static uint64_t rotl64(uint64_t x, int r)
+{
+  return (x << r) | (x >> (64 - r));
+}
+
+typedef struct sum_state {
+  uint64_t h[4];
+  uint64_t len;
+} sum_state;
+
+static void sum_init(sum_state *s)
+{
+  s->h[0] = 0x243f6a8885a308d3ull;
+  s->h[1] = 0x13198a2e03707344ull;
+  s->h[2] = 0xa4093822299f31d0ull;
+  s->h[3] = 0x082efa98ec4e6c89ull;
+  s->len = 0;
+}
+
+/* len must be a multiple of 8 except on the last call. */
+static void sum_update(sum_state *s, const unsigned char *p, size_t len)
+{
+  size_t words = len / 8;
+  for (size_t i = 0; i < words; i++) {
+    uint64_t w;
+    memcpy(&w, p + 8 * i, 8);
+    uint64_t *h = &s->h[(s->len / 8 + i) & 3];
+    *h = rotl64(*h ^ w, 29) * 0x9e3779b97f4a7c15ull;
+  }
+  if (len % 8 != 0) {
+    uint64_t w = 0;
+    memcpy(&w, p + 8 * words, len % 8);
+    uint64_t *h = &s->h[(s->len / 8 + words) & 3];
+    *h = rotl64(*h ^ w ^ 0xff, 29) * 0x9e3779b97f4a7c15ull;
+  }
+  s->len += len;
+}
+
+static uint64_t sum_final(const sum_state *s)
+{
+  uint64_t h = s->len;
+  for (int i = 0; i < 4; i++) {
+    h ^= s->h[i];
+    h = rotl64(h, 27) * 0xbf58476d1ce4e5b9ull + 0x94d049bb133111ebull;
+  }
+  h ^= h >> 31;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 29;
+  return h;
+}
+
+static uint64_t header_checksum(const file_header *h)
+{
+  file_header copy = *h;
+  copy.header_sum = 0;
+  sum_state s;
+  sum_init(&s);
+  sum_update(&s, (const unsigned char *)&copy, sizeof copy);
+  return sum_final(&s);
+}
+
+static uint64_t align_up(uint64_t x)
+{
+  return (x + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+typedef struct save_job {
+  const hicp_model *m;
+  file_header h;
+  const void *sec[NSECTIONS];
+} save_job;
+
+static int write_model(hicp_context *ctx, FILE *f, void *arg)
+{
+  save_job *job = arg;
+  static const unsigned char zeros[ALIGN];
+  if (fwrite(&job->h, sizeof job->h, 1, f) != 1)
+    return hicp__fail(ctx, HICP_EIO, "write failed");
+  uint64_t pos = sizeof job->h;
+  for (int s = 0; s < NSECTIONS; s++) {
+    if (job->h.size[s] == 0)
+      continue;
+    if (fwrite(zeros, 1, job->h.offset[s] - pos, f) != job->h.offset[s] - pos ||
+        fwrite(job->sec[s], 1, job->h.size[s], f) != job->h.size[s])
+      return hicp__fail(ctx, HICP_EIO, "write failed");
+    pos = job->h.offset[s] + job->h.size[s];
+  }
+  if (fwrite(zeros, 1, job->h.file_size - pos, f) != job->h.file_size - pos)
+    return hicp__fail(ctx, HICP_EIO, "write failed");
+  return HICP_OK;
+}
+
+int hicp_model_save(hicp_context *ctx, const hicp_model *m, const char *path)
+{
+  if (m == NULL || path == NULL)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_model_save: NULL argument");
+  save_job job;
+  memset(&job, 0, sizeof job);
+  job.m = m;
+  file_header *h = &job.h;
+  memcpy(h->magic, MAGIC, 8);
+  h->version = FORMAT_VERSION;
+  h->endian = ENDIAN_MARK;
+  h->header_size = sizeof *h;
+  h->has_delaunay = (uint32_t)m->has_delaunay;
+  h->npoints = m->npoints;
+  h->nv = m->nv;
+  h->nedges = m->has_delaunay ? m->nedges : 0;
+  h->nkd = m->nkd;
+  h->zero_start = m->zero_start;
+  for (int i = 0; i < 3; i++) {
+    h->origin[i] = m->origin[i];
+    h->bbox_min[i] = m->bbox_min[i];
+    h->bbox_max[i] = m->bbox_max[i];
+  }
+  h->diag = m->diag;
+  h->build_ms = m->build_ms;
+  h->qhull_ms = m->qhull_ms;
+  memcpy(h->fallback, m->fallback, sizeof h->fallback);
+  job.sec[SEC_VTX] = m->vtx;
+  h->size[SEC_VTX] = sizeof(hicp__vtx) * m->nv;
+  job.sec[SEC_VERTEX_OF] = m->vertex_of;
+  h->size[SEC_VERTEX_OF] = sizeof(uint32_t) * m->npoints;
+  job.sec[SEC_ROW] = m->row;
+  h->size[SEC_ROW] = m->has_delaunay ? sizeof(uint32_t) * ((uint64_t)m->nv + 1) : 0;
+  job.sec[SEC_NBR] = m->nbr;
+  h->size[SEC_NBR] = m->has_delaunay ? sizeof(uint32_t) * m->nedges : 0;
+  job.sec[SEC_KD] = m->kd;
+  h->size[SEC_KD] = sizeof(hicp__kdnode) * m->nkd;
+  job.sec[SEC_KD_PTS] = m->kd_pts;
+  h->size[SEC_KD_PTS] = sizeof(hicp__vtx) * m->nv;
+  uint64_t pos = align_up(sizeof *h);
+  sum_state s;
+  sum_init(&s);
+  for (int i = 0; i < NSECTIONS; i++) {
+    h->offset[i] = h->size[i] ? pos : 0;
+    if (h->size[i]) {
+      /* Sections are multiples of 4 bytes; checksum them padded to 8. */
+      sum_update(&s, job.sec[i], h->size[i] / 8 * 8);
+      if (h->size[i] % 8)
+        sum_update(&s, (const unsigned char *)job.sec[i] + h->size[i] / 8 * 8, h->size[i] % 8);
+      pos = align_up(pos + h->size[i]);
+    }
+  }
+  h->file_size = pos;
+  h->payload_sum = sum_final(&s);
+  h->header_sum = header_checksum(h);
+  return hicp__atomic_write(ctx, path, write_model, &job);
+}
+
+/* Linear range checks of everything a query dereferences. */
+static int check_indices(hicp_context *ctx, const hicp_model *m, const char *path)
+{
+  for (uint32_t v = 0; v < m->nv; v++)
+    if (m->vtx[v].id >= m->npoints)
+      return hicp__fail(ctx, HICP_EFORMAT, "%s: vertex %u has an invalid index", path, v);
+  for (uint64_t i = 0; i < m->npoints; i++)
+    if (m->vertex_of[i] >= m->nv)
+      return hicp__fail(ctx, HICP_EFORMAT, "%s: point %llu maps to an invalid vertex", path,
+                        (unsigned long long)i);
+  if (m->zero_start >= m->nv)
+    return hicp__fail(ctx, HICP_EFORMAT, "%s: invalid start vertex", path);
+  if (m->has_delaunay) {
+    if (m->row[0] != 0 || m->row[m->nv] != m->nedges)
+      return hicp__fail(ctx, HICP_EFORMAT, "%s: graph rows do not match the edge count", path);
+    for (uint32_t v = 0; v < m->nv; v++)
+      if (m->row[v + 1] < m->row[v])
+        return hicp__fail(ctx, HICP_EFORMAT, "%s: graph rows are not increasing", path);
+    for (uint64_t e = 0; e < m->nedges; e++)
+      if (m->nbr[e] >= m->nv)
+        return hicp__fail(ctx, HICP_EFORMAT, "%s: graph neighbour out of range", path);
+  }
+  for (uint32_t n = 0; n < m->nkd; n++) {
+    const hicp__kdnode *nd = &m->kd[n];
+    if (nd->dim == HICP_KD_LEAF) {
+      if ((uint64_t)nd->first + nd->count > m->nv)
+        return hicp__fail(ctx, HICP_EFORMAT, "%s: kd-tree leaf out of range", path);
+    } else if (nd->dim > 2 || nd->first <= n || (uint64_t)nd->first + 1 >= m->nkd) {
+      /* Children always follow their parent: no cycles, no escape. */
+      return hicp__fail(ctx, HICP_EFORMAT, "%s: kd-tree node %u is malformed", path, n);
+    }
+  }
+  for (uint32_t i = 0; i < m->nv; i++)
+    if (m->kd_pts[i].id >= m->nv)
+      return hicp__fail(ctx, HICP_EFORMAT, "%s: kd-tree point out of range", path);
+  return HICP_OK;
+}
+
+static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual, const char *path)
+{
+  if (memcmp(h->magic, MAGIC, 8) != 0)
+    return hicp__fail(ctx, HICP_EFORMAT, "%s: not a hicp model file", path);
+  if (h->endian != ENDIAN_MARK) {
+    if (h->endian == 0x04030201u)
+      return hicp__fail(ctx, HICP_EFORMAT,
+                        "%s: written on a machine of the other byte order; rebuild the model",
+                        path);
+    return hicp__fail(ctx, HICP_EFORMAT, "%s: corrupted header (byte-order mark)", path);
+  }
+  if (h->version != FORMAT_VERSION)
+    return hicp__fail(ctx, HICP_EFORMAT,
+                      "%s: model file format version %u; this hicp reads version %u (rebuild the model)",
+                      path, h->version, FORMAT_VERSION);
+  if (h->header_size != sizeof *h || h->header_sum != header_checksum(h))
+    return hicp__fail(ctx, HICP_EFORMAT, "%s: corrupted header (checksum mismatch)", path);
+  if (h->file_size != actual)
+    return hicp__fail(ctx, HICP_EFORMAT, "%s: file is %llu bytes, its header says %llu (truncated?)",
+                      path, (unsigned long long)actual, (unsigned long long)h->file_size);
+  int g = h->has_delaunay != 0;
+  if (h->has_delaunay > 1 || h->nv == 0 || h->nv > h->npoints || h->npoints >= UINT32_MAX ||
+      h->nkd == 0 || h->nkd > 2 * h->nv + 3 || h->nedges > UINT32_MAX ||
+      h->size[SEC_VTX] != sizeof(hicp__vtx) * h->nv ||
+      h->size[SEC_VERTEX_OF] != sizeof(uint32_t) * h->npoints ||
+      h->size[SEC_ROW] != (g ? sizeof(uint32_t) * (h->nv + 1) : 0) ||
+      h->size[SEC_NBR] != (g ? sizeof(uint32_t) * h->nedges : 0) ||
+      h->size[SEC_KD] != sizeof(hicp__kdnode) * h->nkd ||
+      h->size[SEC_KD_PTS] != sizeof(hicp__vtx) * h->nv || (g && h->nedges == 0))
+    return hicp__fail(ctx, HICP_EFORMAT, "%s: inconsistent counts in the header", path);
+  uint64_t prev_end = align_up(sizeof *h);
+  for (int s = 0; s < NSECTIONS; s++) {
+    if (h->size[s] == 0)
+      continue;
+    if (h->offset[s] % ALIGN != 0 || h->offset[s] < prev_end || h->offset[s] > actual ||
+        h->size[s] > actual - h->offset[s])
+      return hicp__fail(ctx, HICP_EFORMAT, "%s: section %d lies outside the file", path, s);
+    prev_end = h->offset[s] + h->size[s];
+  }
+  return HICP_OK;
+}
+
+int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
+{
+  if (path == NULL || out == NULL)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_model_load: NULL argument");
+  *out = NULL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return hicp__fail(ctx, HICP_EIO, "cannot open %s: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return hicp__fail(ctx, HICP_EIO, "%s is not a regular file", path);
+  }
+  file_header h;
+  if ((uint64_t)st.st_size < sizeof h || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+    close(fd);
+    return hicp__fail(ctx, HICP_EFORMAT, "%s: too short for a hicp model file", path);
+  }
+  int rc = check_header(ctx, &h, (uint64_t)st.st_size, path);
+  if (rc != HICP_OK) {
+    close(fd);
+    return rc;
+  }
+  void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED)
+    return hicp__fail(ctx, HICP_EIO, "cannot map %s: %s", path, strerror(errno));
+  const unsigned char *base = map;
+  sum_state s;
+  sum_init(&s);
+  for (int i = 0; i < NSECTIONS; i++) {
+    if (h.size[i] == 0)
+      continue;
+    sum_update(&s, base + h.offset[i], h.size[i] / 8 * 8);
+    if (h.size[i] % 8)
+      sum_update(&s, base + h.offset[i] + h.size[i] / 8 * 8, h.size[i] % 8);
+  }
+  if (sum_final(&s) != h.payload_sum) {
+    munmap(map, (size_t)st.st_size);
+    return hicp__fail(ctx, HICP_EFORMAT, "%s: corrupted data (checksum mismatch)", path);
+  }
+  hicp_model *m = hicp__model_new();
+  if (m == NULL) {
+    munmap(map, (size_t)st.st_size);
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+  }
+  m->map = map;
+  m->map_len = (size_t)st.st_size;
+  m->npoints = h.npoints;
+  m->nv = (uint32_t)h.nv;
+  m->nedges = h.nedges;
+  m->nkd = (uint32_t)h.nkd;
+  m->zero_start = h.zero_start;
+  m->has_delaunay = (int)h.has_delaunay;
+  for (int i = 0; i < 3; i++) {
+    m->origin[i] = h.origin[i];
+    m->bbox_min[i] = h.bbox_min[i];
+    m->bbox_max[i] = h.bbox_max[i];
+  }
+  m->diag = h.diag;
+  m->build_ms = h.build_ms;
+  m->qhull_ms = h.qhull_ms;
+  memcpy(m->fallback, h.fallback, sizeof m->fallback);
+  m->fallback[sizeof m->fallback - 1] = '\0';
+  /* const is cast away only to share the struct with built models; a
+   * mapped model is never written (PROT_READ would fault). */
+  m->vtx = (hicp__vtx *)(base + h.offset[SEC_VTX]);
+  m->vertex_of = (uint32_t *)(base + h.offset[SEC_VERTEX_OF]);
+  m->row = m->has_delaunay ? (uint32_t *)(base + h.offset[SEC_ROW]) : NULL;
+  m->nbr = m->has_delaunay ? (uint32_t *)(base + h.offset[SEC_NBR]) : NULL;
+  m->kd = (hicp__kdnode *)(base + h.offset[SEC_KD]);
+  m->kd_pts = (hicp__vtx *)(base + h.offset[SEC_KD_PTS]);
+  rc = check_indices(ctx, m, path);
+  if (rc != HICP_OK) {
+    hicp_model_destroy(m);
+    return rc;
+  }
+  *out = m;
+  return HICP_OK;
+}

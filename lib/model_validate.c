@@ -1,0 +1,146 @@
+/* model_validate.c: checks a model's invariants (used by the tests, by
+ * hicp_model_options.validate, and after loading a model file).  Each
+ * failure names the first violation found. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+static int has_edge(const hicp_model *m, uint32_t a, uint32_t b)
+{
+  /* rows are sorted: binary search */
+  uint32_t lo = m->row[a], hi = m->row[a + 1];
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (m->nbr[mid] < b)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < m->row[a + 1] && m->nbr[lo] == b;
+}
+
+static int validate_graph(hicp_context *ctx, const hicp_model *m)
+{
+  if (m->row[0] != 0 || m->row[m->nv] != m->nedges)
+    return hicp__fail(ctx, HICP_EINTERNAL, "graph: row offsets do not span the edge list");
+  for (uint32_t v = 0; v < m->nv; v++) {
+    if (m->row[v + 1] < m->row[v])
+      return hicp__fail(ctx, HICP_EINTERNAL, "graph: row %u has a negative length", (unsigned)v);
+    if (m->row[v + 1] == m->row[v])
+      return hicp__fail(ctx, HICP_EINTERNAL, "graph: vertex %u has no neighbour", (unsigned)v);
+    for (uint32_t e = m->row[v]; e < m->row[v + 1]; e++) {
+      uint32_t u = m->nbr[e];
+      if (u >= m->nv)
+        return hicp__fail(ctx, HICP_EINTERNAL, "graph: vertex %u has neighbour %u out of range",
+                          (unsigned)v, (unsigned)u);
+      if (u == v)
+        return hicp__fail(ctx, HICP_EINTERNAL, "graph: vertex %u is its own neighbour",
+                          (unsigned)v);
+      if (e > m->row[v] && m->nbr[e - 1] >= u)
+        return hicp__fail(ctx, HICP_EINTERNAL, "graph: row %u is not sorted or has a repeat",
+                          (unsigned)v);
+      if (!has_edge(m, u, v))
+        return hicp__fail(ctx, HICP_EINTERNAL, "graph: edge %u->%u has no reverse edge",
+                          (unsigned)v, (unsigned)u);
+    }
+  }
+  /* Reachability: breadth-first from vertex 0. */
+  uint32_t *queue = malloc(sizeof(uint32_t) * m->nv);
+  unsigned char *seen = calloc(m->nv, 1);
+  if (queue == NULL || seen == NULL) {
+    free(queue);
+    free(seen);
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory validating the graph");
+  }
+  uint32_t head = 0, tail = 0;
+  queue[tail++] = 0;
+  seen[0] = 1;
+  while (head < tail) {
+    uint32_t v = queue[head++];
+    for (uint32_t e = m->row[v]; e < m->row[v + 1]; e++)
+      if (!seen[m->nbr[e]]) {
+        seen[m->nbr[e]] = 1;
+        queue[tail++] = m->nbr[e];
+      }
+  }
+  free(queue);
+  free(seen);
+  if (tail != m->nv)
+    return hicp__fail(ctx, HICP_EINTERNAL, "graph: only %u of %u vertices are reachable",
+                      (unsigned)tail, (unsigned)m->nv);
+  return HICP_OK;
+}
+
+static int validate_points(hicp_context *ctx, const hicp_model *m)
+{
+  if (m->nv == 0 || m->nv > m->npoints)
+    return hicp__fail(ctx, HICP_EINTERNAL, "points: %u vertices for %llu points",
+                      (unsigned)m->nv, (unsigned long long)m->npoints);
+  for (uint32_t v = 0; v < m->nv; v++) {
+    uint32_t id = m->vtx[v].id;
+    if (id >= m->npoints || m->vertex_of[id] != v)
+      return hicp__fail(ctx, HICP_EINTERNAL, "points: vertex %u does not map back to itself",
+                        (unsigned)v);
+    if (v > 0 && m->vtx[v - 1].id >= id)
+      return hicp__fail(ctx, HICP_EINTERNAL, "points: vertices are not in original order");
+  }
+  for (uint64_t i = 0; i < m->npoints; i++) {
+    uint32_t v = m->vertex_of[i];
+    if (v >= m->nv || m->vtx[v].id > i)
+      return hicp__fail(ctx, HICP_EINTERNAL,
+                        "points: point %llu maps to a vertex that is not its smallest duplicate",
+                        (unsigned long long)i);
+  }
+  if (m->zero_start >= m->nv)
+    return hicp__fail(ctx, HICP_EINTERNAL, "points: the zero-walk start is out of range");
+  return HICP_OK;
+}
+
+static int validate_kdtree(hicp_context *ctx, const hicp_model *m)
+{
+  unsigned char *seen = calloc(m->nv, 1);
+  if (seen == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory validating the kd-tree");
+  int rc = HICP_OK;
+  uint64_t covered = 0;
+  for (uint32_t n = 0; n < m->nkd && rc == HICP_OK; n++) {
+    const hicp__kdnode *nd = &m->kd[n];
+    if (nd->dim == HICP_KD_LEAF) {
+      if ((uint64_t)nd->first + nd->count > m->nv) {
+        rc = hicp__fail(ctx, HICP_EINTERNAL, "kd-tree: leaf %u out of range", (unsigned)n);
+        break;
+      }
+      for (uint32_t i = nd->first; i < nd->first + nd->count; i++) {
+        uint32_t v = m->kd_pts[i].id;
+        if (v >= m->nv || seen[v] || m->kd_pts[i].x != m->vtx[v].x ||
+            m->kd_pts[i].y != m->vtx[v].y || m->kd_pts[i].z != m->vtx[v].z) {
+          rc = hicp__fail(ctx, HICP_EINTERNAL, "kd-tree: leaf %u holds a wrong or repeated point",
+                          (unsigned)n);
+          break;
+        }
+        seen[v] = 1;
+        covered++;
+      }
+    } else if (nd->dim > 2 || nd->first <= n || nd->first + 1 >= m->nkd) {
+      rc = hicp__fail(ctx, HICP_EINTERNAL, "kd-tree: node %u is malformed", (unsigned)n);
+    }
+  }
+  if (rc == HICP_OK && covered != m->nv)
+    rc = hicp__fail(ctx, HICP_EINTERNAL, "kd-tree: leaves hold %llu of %u vertices",
+                    (unsigned long long)covered, (unsigned)m->nv);
+  free(seen);
+  return rc;
+}
+
+int hicp__model_validate(hicp_context *ctx, const hicp_model *m)
+{
+  int rc = validate_points(ctx, m);
+  if (rc == HICP_OK && m->has_delaunay)
+    rc = validate_graph(ctx, m);
+  if (rc == HICP_OK)
+    rc = validate_kdtree(ctx, m);
+  return rc;
+}

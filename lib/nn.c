@@ -1,0 +1,110 @@
+/* nn.c: hicp_nn_query, nearest neighbours of a batch of query points on the
+ * CPU (OpenMP over queries; each query is independent, so the answers do not
+ * depend on the thread count). */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+#include "model.h"
+#include "pp/nn.h"
+
+void hicp_nn_options_init_sized(hicp_nn_options *opts, size_t size)
+{
+  hicp_nn_options d;
+  memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.method = HICP_NN_PNN_OPT;
+  if (opts == NULL || size < sizeof(size_t))
+    return;
+  memset(opts, 0, size);
+  memcpy(opts, &d, size < sizeof d ? size : sizeof d);
+  opts->struct_size = size;
+}
+
+static void walk_stats_add(hicp_walk_stats *s, uint32_t steps)
+{
+  s->queries++;
+  s->steps += steps;
+  s->max_steps = steps > s->max_steps ? steps : s->max_steps;
+  s->hist[steps < 15 ? steps : 15]++;
+}
+
+static void walk_stats_merge(hicp_walk_stats *a, const hicp_walk_stats *b)
+{
+  a->queries += b->queries;
+  a->steps += b->steps;
+  a->max_steps = b->max_steps > a->max_steps ? b->max_steps : a->max_steps;
+  for (int i = 0; i < 16; i++)
+    a->hist[i] += b->hist[i];
+}
+
+int hicp_nn_query(hicp_context *ctx, const hicp_model *model, const float *queries, size_t n,
+                  const hicp_nn_options *user, uint32_t *index, float *d2,
+                  hicp_walk_stats *stats)
+{
+  hicp_nn_options o;
+  hicp_nn_options_init(&o);
+  hicp__clear_error(ctx);
+  if (user != NULL && hicp__copy_sized(&o, sizeof o, user, offsetof(hicp_nn_options, flags) + sizeof(unsigned), "hicp_nn_options", ctx) != 0)
+    return HICP_EINVAL;
+  if (model == NULL || (queries == NULL && n > 0) || (index == NULL && n > 0))
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_nn_query: NULL argument");
+  if ((unsigned)o.method > HICP_NN_PNN || o.flags != 0 || (o.warm_start != 0 && o.warm_start != 1))
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_nn_query: invalid options");
+  size_t stride = o.query_stride ? o.query_stride : 3 * sizeof(float);
+  if (stride < 3 * sizeof(float))
+    return hicp__fail(ctx, HICP_EINVAL, "query stride %zu is smaller than a point", stride);
+  if (n > (size_t)INT64_MAX / 2)
+    return hicp__fail(ctx, HICP_ELIMIT, "too many queries");
+  const unsigned char *base = (const unsigned char *)queries;
+  for (size_t i = 0; i < n; i++) {
+    float p[3];
+    memcpy(p, base + i * stride, sizeof p);
+    if (!isfinite(p[0]) || !isfinite(p[1]) || !isfinite(p[2]))
+      return hicp__fail(ctx, HICP_ENONFINITE, "query %zu has a non-finite coordinate", i);
+  }
+  if (o.warm_start) {
+    for (size_t i = 0; i < n; i++)
+      if (index[i] != UINT32_MAX && index[i] >= model->npoints)
+        return hicp__fail(ctx, HICP_EINVAL, "query %zu: previous match %u is not a model index",
+                          i, (unsigned)index[i]);
+  }
+
+  hicp__mview view = hicp__model_view(model);
+  const int threads = ctx != NULL ? ctx->threads : 1;
+  const int method = (int)o.method;
+  const int origin_zero = model->origin[0] == 0 && model->origin[1] == 0 && model->origin[2] == 0;
+  hicp_walk_stats total;
+  memset(&total, 0, sizeof total);
+  const long long nq = (long long)n;
+
+#pragma omp parallel num_threads(threads)
+  {
+    hicp_walk_stats mine;
+    memset(&mine, 0, sizeof mine);
+#pragma omp for schedule(dynamic, 256)
+    for (long long i = 0; i < nq; i++) {
+      float p[3], q[3];
+      memcpy(p, base + (size_t)i * stride, sizeof p);
+      for (int k = 0; k < 3; k++)
+        q[k] = origin_zero ? p[k] : (float)((double)p[k] - model->origin[k]);
+      uint32_t prev = HICP_NONE;
+      if (o.warm_start && index[i] != UINT32_MAX)
+        prev = model->vertex_of[index[i]];
+      hicp__nn_res r = hicp__nn_query(&view, q, method, prev);
+      index[i] = view.vtx[r.v].id;
+      if (d2 != NULL)
+        d2[i] = r.d2;
+      if (r.walked)
+        walk_stats_add(&mine, r.steps);
+    }
+#pragma omp critical(hicp_nn_stats)
+    walk_stats_merge(&total, &mine);
+  }
+  if (stats != NULL)
+    *stats = total;
+  return HICP_OK;
+}

@@ -1,0 +1,206 @@
+/* test_model.c: building models: the validator on real and degenerate
+ * inputs, duplicate mapping, the fallback for flat inputs, bad input. */
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "testhelp.h"
+
+static hicp_context *ctx_new(void)
+{
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  return ctx;
+}
+
+static hicp_model_options validating(void)
+{
+  hicp_model_options o;
+  hicp_model_options_init(&o);
+  o.validate = 1;
+  return o;
+}
+
+Test(model, real_models_validate)
+{
+  static const char *models[] = {"meshes/bunny00.off", "meshes/ChineseDragon-10kv.off",
+                                 "meshes/boeing.off", "meshes/fandisk_large.off",
+                                 "meshes/turbine.off", "points_3/kitten.xyz"};
+  int found = 0;
+  for (size_t k = 0; k < sizeof models / sizeof *models; k++) {
+    const char *path = th_data(models[k]);
+    if (path == NULL)
+      continue;
+    found++;
+    hicp_context *ctx = ctx_new();
+    hicp_model_options o = validating();
+    hicp_model *m = NULL;
+    cr_assert_eq(hicp_model_open(ctx, path, &o, &m), 0, "%s: %s", path, hicp_context_error(ctx));
+    hicp_model_info info;
+    hicp_model_info_init(&info);
+    cr_assert_eq(hicp_model_get_info(m, &info), 0);
+    cr_assert_eq(info.has_delaunay, 1, "%s: %s", models[k], info.fallback_reason);
+    cr_assert(info.mean_degree > 8 && info.mean_degree < 30, "%s: mean degree %g", models[k],
+              info.mean_degree);
+    cr_assert_eq(info.points, info.vertices + info.duplicates);
+    uint64_t hist_total = 0;
+    for (int b = 0; b < HICP_DEGREE_BINS; b++)
+      hist_total += info.degree_hist[b];
+    cr_assert_eq(hist_total, info.vertices);
+    cr_assert_eq(info.edges % 2, 0);
+    /* The graph budget: under 100 bytes per point. */
+    cr_assert_lt((double)info.bytes_graph / info.points, 100.0, "%s: %g bytes/point", models[k],
+                 (double)info.bytes_graph / info.points);
+    hicp_model_destroy(m);
+    hicp_context_destroy(ctx);
+  }
+  if (!found)
+    cr_skip_test("libcgal-demo data not found");
+}
+
+Test(model, duplicates_map_to_smallest_index)
+{
+  float p[] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0};
+  size_t n = sizeof p / sizeof p[0] / 3; /* points 3 and 7 repeat point 1; 6 repeats 4 */
+  hicp_context *ctx = ctx_new();
+  hicp_model_options o = validating();
+  hicp_model *m;
+  cr_assert_eq(hicp_model_build(ctx, p, n, 0, &o, &m), 0, "%s", hicp_context_error(ctx));
+  cr_assert_eq(m->nv, 5);
+  cr_assert_eq(m->vtx[m->vertex_of[3]].id, 1);
+  cr_assert_eq(m->vtx[m->vertex_of[7]].id, 1);
+  cr_assert_eq(m->vtx[m->vertex_of[6]].id, 4);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
+Test(model, flat_inputs_fall_back_to_kdtree)
+{
+  float p[3 * 100];
+  for (int i = 0; i < 100; i++) {
+    p[3 * i] = (float)(i % 10);
+    p[3 * i + 1] = (float)(i / 10);
+    p[3 * i + 2] = 0.0f;
+  }
+  hicp_context *ctx = ctx_new();
+  hicp_model_options o = validating();
+  hicp_model *m;
+  cr_assert_eq(hicp_model_build(ctx, p, 100, 0, &o, &m), 0, "%s", hicp_context_error(ctx));
+  hicp_model_info info;
+  hicp_model_info_init(&info);
+  hicp_model_get_info(m, &info);
+  cr_assert_eq(info.has_delaunay, 0);
+  cr_assert(strstr(info.fallback_reason, "Qhull") != NULL, "reason: %s", info.fallback_reason);
+  cr_assert_str_empty(hicp_context_error(ctx));
+  hicp_model_destroy(m);
+  /* explicitly without a graph */
+  o.delaunay = 0;
+  cr_assert_eq(hicp_model_build(ctx, p, 100, 0, &o, &m), 0);
+  hicp_model_get_info(m, &info);
+  cr_assert_eq(info.has_delaunay, 0);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
+Test(model, strided_input)
+{
+  struct {
+    float xyz[3];
+    float intensity;
+    double pad;
+  } pts[64];
+  th_rng r;
+  th_rng_seed(&r, 2);
+  float packed[3 * 64];
+  for (int i = 0; i < 64; i++) {
+    for (int d = 0; d < 3; d++)
+      packed[3 * i + d] = pts[i].xyz[d] = (float)th_uniform(&r);
+    pts[i].intensity = NAN; /* must not be read */
+  }
+  hicp_context *ctx = ctx_new();
+  hicp_model *a, *b;
+  cr_assert_eq(hicp_model_build(ctx, pts[0].xyz, 64, sizeof pts[0], NULL, &a), 0, "%s",
+               hicp_context_error(ctx));
+  cr_assert_eq(hicp_model_build(ctx, packed, 64, 0, NULL, &b), 0);
+  cr_assert_eq(a->nv, b->nv);
+  cr_assert_eq(memcmp(a->vtx, b->vtx, sizeof(hicp__vtx) * a->nv), 0);
+  cr_assert_eq(a->nedges, b->nedges);
+  cr_assert_eq(memcmp(a->nbr, b->nbr, sizeof(uint32_t) * a->nedges), 0);
+  hicp_model_destroy(a);
+  hicp_model_destroy(b);
+  hicp_context_destroy(ctx);
+}
+
+Test(model, bad_input)
+{
+  hicp_context *ctx = ctx_new();
+  hicp_model *m = (hicp_model *)0x1;
+  float p[] = {0, 0, 0, 1, 1, NAN};
+  cr_assert_eq(hicp_model_build(ctx, p, 2, 0, NULL, &m), HICP_ENONFINITE);
+  cr_assert_null(m);
+  cr_assert(strstr(hicp_context_error(ctx), "point 1") != NULL, "%s", hicp_context_error(ctx));
+  p[5] = INFINITY;
+  cr_assert_eq(hicp_model_build(ctx, p, 2, 0, NULL, &m), HICP_ENONFINITE);
+  cr_assert_eq(hicp_model_build(ctx, p, 0, 0, NULL, &m), HICP_EEMPTY);
+  cr_assert_eq(hicp_model_build(ctx, NULL, 3, 0, NULL, &m), HICP_EINVAL);
+  cr_assert_eq(hicp_model_build(ctx, p, 1, 8, NULL, &m), HICP_EINVAL);
+  cr_assert_eq(hicp_model_build(ctx, p, 1, 0, NULL, NULL), HICP_EINVAL);
+  hicp_model_options o;
+  hicp_model_options_init(&o);
+  o.flags = 1;
+  cr_assert_eq(hicp_model_build(ctx, p, 1, 0, &o, &m), HICP_EINVAL);
+  hicp_model_options_init(&o);
+  o.delaunay = 7;
+  cr_assert_eq(hicp_model_build(ctx, p, 1, 0, &o, &m), HICP_EINVAL);
+  /* a single point is a fine model */
+  cr_assert_eq(hicp_model_build(ctx, p, 1, 0, NULL, &m), 0);
+  hicp_model_destroy(m);
+  hicp_model_destroy(NULL);
+  hicp_context_options co;
+  hicp_context_options_init(&co);
+  co.memory_limit = 1000;
+  hicp_context *small;
+  cr_assert_eq(hicp_context_create(&co, &small), 0);
+  float big[3 * 100] = {0};
+  for (int i = 0; i < 300; i++)
+    big[i] = (float)i;
+  cr_assert_eq(hicp_model_build(small, big, 100, 0, NULL, &m), HICP_ELIMIT);
+  cr_assert(strstr(hicp_context_error(small), "memory limit") != NULL);
+  hicp_context_destroy(small);
+  hicp_context_destroy(ctx);
+}
+
+Test(model, validator_catches_corruption)
+{
+  th_rng r;
+  th_rng_seed(&r, 8);
+  float p[3 * 200];
+  for (int i = 0; i < 600; i++)
+    p[i] = (float)th_uniform(&r);
+  hicp_context *ctx = ctx_new();
+  hicp_model *m;
+  cr_assert_eq(hicp_model_build(ctx, p, 200, 0, NULL, &m), 0);
+  cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
+  /* break symmetry: point one edge elsewhere */
+  uint32_t saved = m->nbr[0];
+  m->nbr[0] = m->nbr[0] == 199 ? 198 : 199;
+  cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
+  m->nbr[0] = saved;
+  cr_assert_eq(hicp__model_validate(ctx, m), 0);
+  uint32_t v = m->vertex_of[5];
+  m->vertex_of[5] = v == 0 ? 1 : 0;
+  cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
+  m->vertex_of[5] = v;
+  hicp__vtx kp = m->kd_pts[3];
+  m->kd_pts[3] = m->kd_pts[4];
+  cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
+  m->kd_pts[3] = kp;
+  cr_assert_eq(hicp__model_validate(ctx, m), 0);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}

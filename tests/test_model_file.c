@@ -1,0 +1,163 @@
+/* test_model_file.c: saving and loading models: bitwise round trips and
+ * clean refusal of corrupted, truncated and foreign files. */
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model.h"
+#include "testhelp.h"
+
+static hicp_model *random_model(size_t n, int delaunay)
+{
+  th_rng r;
+  th_rng_seed(&r, n);
+  float *p = malloc(sizeof(float) * 3 * n);
+  for (size_t i = 0; i < 3 * n; i++)
+    p[i] = (float)th_normal(&r);
+  for (size_t i = 10; i < n; i += 10) /* some duplicates */
+    memcpy(&p[3 * i], &p[3 * (i - 7)], 12);
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  hicp_model_options o;
+  hicp_model_options_init(&o);
+  o.delaunay = delaunay;
+  hicp_model *m;
+  cr_assert_eq(hicp_model_build(ctx, p, n, 0, &o, &m), 0, "%s", hicp_context_error(ctx));
+  hicp_context_destroy(ctx);
+  free(p);
+  return m;
+}
+
+static void assert_same_model(const hicp_model *a, const hicp_model *b)
+{
+  cr_assert_eq(a->npoints, b->npoints);
+  cr_assert_eq(a->nv, b->nv);
+  cr_assert_eq(a->has_delaunay, b->has_delaunay);
+  cr_assert_eq(memcmp(a->vtx, b->vtx, sizeof(hicp__vtx) * a->nv), 0);
+  cr_assert_eq(memcmp(a->vertex_of, b->vertex_of, sizeof(uint32_t) * a->npoints), 0);
+  if (a->has_delaunay) {
+    cr_assert_eq(a->nedges, b->nedges);
+    cr_assert_eq(memcmp(a->row, b->row, sizeof(uint32_t) * (a->nv + 1)), 0);
+    cr_assert_eq(memcmp(a->nbr, b->nbr, sizeof(uint32_t) * a->nedges), 0);
+  }
+  cr_assert_eq(a->nkd, b->nkd);
+  cr_assert_eq(memcmp(a->kd, b->kd, sizeof(hicp__kdnode) * a->nkd), 0);
+  cr_assert_eq(memcmp(a->kd_pts, b->kd_pts, sizeof(hicp__vtx) * a->nv), 0);
+  cr_assert_eq(a->zero_start, b->zero_start);
+  cr_assert_eq(memcmp(a->origin, b->origin, sizeof a->origin), 0);
+}
+
+Test(model_file, round_trip_bitwise)
+{
+  const char *dir = th_tmpdir();
+  for (int g = 0; g <= 1; g++) {
+    hicp_model *m = random_model(3001, g);
+    hicp_context *ctx;
+    cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+    const char *path = th_path(dir, g ? "graph.hicpm" : "kd.hicpm");
+    cr_assert_eq(hicp_model_save(ctx, m, path), 0, "%s", hicp_context_error(ctx));
+    hicp_model *l;
+    cr_assert_eq(hicp_model_load(ctx, path, &l), 0, "%s", hicp_context_error(ctx));
+    assert_same_model(m, l);
+    cr_assert_eq(hicp__model_validate(ctx, l), 0, "%s", hicp_context_error(ctx));
+    /* hicp_model_open recognises the file too */
+    hicp_model *o;
+    cr_assert_eq(hicp_model_open(ctx, path, NULL, &o), 0, "%s", hicp_context_error(ctx));
+    assert_same_model(m, o);
+    hicp_model_destroy(o);
+    /* answers from the loaded model are identical */
+    float q[3 * 100];
+    th_rng r;
+    th_rng_seed(&r, 4);
+    for (int i = 0; i < 300; i++)
+      q[i] = (float)(3 * th_normal(&r));
+    uint32_t ia[100], ib[100];
+    float da[100], db[100];
+    cr_assert_eq(hicp_nn_query(ctx, m, q, 100, NULL, ia, da, NULL), 0);
+    cr_assert_eq(hicp_nn_query(ctx, l, q, 100, NULL, ib, db, NULL), 0);
+    cr_assert_eq(memcmp(ia, ib, sizeof ia), 0);
+    cr_assert_eq(memcmp(da, db, sizeof da), 0);
+    hicp_model_destroy(l);
+    hicp_model_destroy(m);
+    hicp_context_destroy(ctx);
+  }
+}
+
+Test(model_file, corrupted_files_are_refused)
+{
+  const char *dir = th_tmpdir();
+  hicp_model *m = random_model(2000, 1);
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  const char *good = th_path(dir, "good.hicpm");
+  cr_assert_eq(hicp_model_save(ctx, m, good), 0);
+  size_t len;
+  unsigned char *data = th_read(good, &len);
+  const char *bad = th_path(dir, "bad.hicpm");
+  hicp_model *l = NULL;
+
+  /* every truncation */
+  for (size_t cut = 0; cut < len; cut += (cut < 600 ? 1 : 997)) {
+    th_write(bad, data, cut);
+    cr_assert_eq(hicp_model_load(ctx, bad, &l), HICP_EFORMAT, "cut at %zu", cut);
+    cr_assert_null(l);
+    cr_assert(strstr(hicp_context_error(ctx), "bad.hicpm") != NULL, "%s", hicp_context_error(ctx));
+  }
+  /* a flipped bit anywhere in the header or the sections */
+  for (size_t pos = 0; pos < len; pos += (pos < 600 ? 3 : 1013)) {
+    unsigned char saved = data[pos];
+    data[pos] ^= 0x10;
+    th_write(bad, data, len);
+    int rc = hicp_model_load(ctx, bad, &l);
+    data[pos] = saved;
+    /* padding bytes between sections are not covered by the checksums */
+    if (rc == 0) {
+      hicp_model_destroy(l);
+      l = NULL;
+      continue;
+    }
+    cr_assert_eq(rc, HICP_EFORMAT, "flip at %zu: %d", pos, rc);
+  }
+  /* byte order and version */
+  unsigned char other[4] = {0x01, 0x02, 0x03, 0x04};
+  uint32_t mark;
+  memcpy(&mark, other, 4);
+  unsigned char *copy = malloc(len);
+  memcpy(copy, data, len);
+  uint32_t swapped = 0x04030201u;
+  memcpy(copy + 12, &swapped, 4);
+  th_write(bad, copy, len);
+  cr_assert_eq(hicp_model_load(ctx, bad, &l), HICP_EFORMAT);
+  cr_assert(strstr(hicp_context_error(ctx), "byte order") != NULL, "%s", hicp_context_error(ctx));
+  memcpy(copy, data, len);
+  uint32_t version = 99;
+  memcpy(copy + 8, &version, 4);
+  th_write(bad, copy, len);
+  cr_assert_eq(hicp_model_load(ctx, bad, &l), HICP_EFORMAT);
+  cr_assert(strstr(hicp_context_error(ctx), "version 99") != NULL, "%s", hicp_context_error(ctx));
+  /* not a model at all, and missing */
+  th_write(bad, "HELLO WORLD, NOT A MODEL", 24);
+  cr_assert_eq(hicp_model_load(ctx, bad, &l), HICP_EFORMAT);
+  cr_assert_eq(hicp_model_load(ctx, th_path(dir, "missing.hicpm"), &l), HICP_EIO);
+  cr_assert_eq(hicp_model_load(ctx, dir, &l), HICP_EIO);
+  free(copy);
+  free(data);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
+Test(model_file, save_failure_keeps_old_file)
+{
+  const char *dir = th_tmpdir();
+  hicp_model *m = random_model(500, 1);
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  cr_assert_eq(hicp_model_save(ctx, m, th_path(dir, "no/such/dir/m.hicpm")), HICP_EIO);
+  cr_assert(strstr(hicp_context_error(ctx), "m.hicpm") != NULL, "%s", hicp_context_error(ctx));
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}

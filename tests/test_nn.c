@@ -1,0 +1,410 @@
+/* test_nn.c: every nearest-neighbour method equals brute force, bit for bit,
+ * on random clouds, real models and the degenerate families; queries inside,
+ * on, near and far outside the model; exact ties. */
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "pp/nn.h"
+#include "testhelp.h"
+
+static const hicp_nn_method all_methods[] = {HICP_NN_BRUTE, HICP_NN_KDTREE, HICP_NN_ZERO,
+                                             HICP_NN_KDANN, HICP_NN_PNN,    HICP_NN_PNN_OPT};
+#define NMETHODS (sizeof all_methods / sizeof all_methods[0])
+
+static hicp_model *build(const float *xyz, size_t n, int expect_graph)
+{
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  hicp_model_options mo;
+  hicp_model_options_init(&mo);
+  mo.validate = 1;
+  hicp_model *m = NULL;
+  int rc = hicp_model_build(ctx, xyz, n, 0, &mo, &m);
+  cr_assert_eq(rc, 0, "build: %s", hicp_context_error(ctx));
+  hicp_model_info info;
+  hicp_model_info_init(&info);
+  cr_assert_eq(hicp_model_get_info(m, &info), 0);
+  if (expect_graph >= 0)
+    cr_assert_eq(info.has_delaunay, expect_graph, "has_delaunay %d (fallback: %s)",
+                 info.has_delaunay, info.fallback_reason);
+  hicp_context_destroy(ctx);
+  return m;
+}
+
+/* The oracle, written independently of pp/nn.h: smallest computed squared
+ * distance over the ORIGINAL points, ties to the smallest original index. */
+static void oracle(const float *xyz, size_t n, const float q[3], uint32_t *idx, float *d2)
+{
+  uint32_t best = 0;
+  float bd = INFINITY;
+  for (size_t i = 0; i < n; i++) {
+    float dx = q[0] - xyz[3 * i], dy = q[1] - xyz[3 * i + 1], dz = q[2] - xyz[3 * i + 2];
+    float d = (dx * dx + dy * dy) + dz * dz;
+    if (d < bd || i == 0) {
+      bd = d;
+      best = (uint32_t)i;
+    }
+  }
+  *idx = best;
+  *d2 = bd;
+}
+
+/* Checks all methods through the public API (with and without warm start,
+ * 1 and 2 threads) against the oracle. */
+static void check_all(const hicp_model *m, const float *xyz, size_t n, const float *queries,
+                      size_t nq, const char *what)
+{
+  uint32_t *want = malloc(sizeof *want * nq);
+  float *want_d = malloc(sizeof *want_d * nq);
+  uint32_t *got = malloc(sizeof *got * nq);
+  float *got_d = malloc(sizeof *got_d * nq);
+  for (size_t i = 0; i < nq; i++)
+    oracle(xyz, n, &queries[3 * i], &want[i], &want_d[i]);
+  for (int threads = 1; threads <= 2; threads++) {
+    hicp_context_options co;
+    hicp_context_options_init(&co);
+    co.threads = threads;
+    hicp_context *ctx;
+    cr_assert_eq(hicp_context_create(&co, &ctx), 0);
+    for (size_t k = 0; k < NMETHODS; k++) {
+      for (int warm = 0; warm <= 1; warm++) {
+        hicp_nn_options o;
+        hicp_nn_options_init(&o);
+        o.method = all_methods[k];
+        o.warm_start = warm;
+        /* Warm start from a deliberately poor previous match: the answer
+         * must not depend on where a walk starts. */
+        for (size_t i = 0; i < nq; i++)
+          got[i] = warm ? (uint32_t)((i * 7919u) % n) : 0;
+        int rc = hicp_nn_query(ctx, m, queries, nq, &o, got, got_d, NULL);
+        cr_assert_eq(rc, 0, "%s: %s", what, hicp_context_error(ctx));
+        for (size_t i = 0; i < nq; i++) {
+          uint32_t a, b;
+          memcpy(&a, &got_d[i], 4);
+          memcpy(&b, &want_d[i], 4);
+          cr_assert(got[i] == want[i] && a == b,
+                    "%s: method %s warm %d threads %d query %zu (%.9g %.9g %.9g): got %u d2 %.9g, "
+                    "want %u d2 %.9g",
+                    what, hicp_nn_method_name(all_methods[k]), warm, threads, i,
+                    (double)queries[3 * i], (double)queries[3 * i + 1], (double)queries[3 * i + 2],
+                    got[i], (double)got_d[i], want[i], (double)want_d[i]);
+        }
+      }
+    }
+    hicp_context_destroy(ctx);
+  }
+  free(want);
+  free(want_d);
+  free(got);
+  free(got_d);
+}
+
+/* Queries of every kind around a cloud: inside its box, exactly on its
+ * points, near them (as in ICP), far outside. */
+static float *make_queries(const float *xyz, size_t n, size_t nq, uint64_t seed)
+{
+  th_rng r;
+  th_rng_seed(&r, seed);
+  float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+  for (size_t i = 0; i < n; i++)
+    for (int d = 0; d < 3; d++) {
+      lo[d] = fminf(lo[d], xyz[3 * i + d]);
+      hi[d] = fmaxf(hi[d], xyz[3 * i + d]);
+    }
+  float ext = 0.0f;
+  for (int d = 0; d < 3; d++)
+    ext = fmaxf(ext, hi[d] - lo[d]);
+  if (ext == 0.0f)
+    ext = 1.0f;
+  float *q = malloc(sizeof(float) * 3 * nq);
+  for (size_t i = 0; i < nq; i++) {
+    size_t src = (size_t)(th_rng_next(&r) % n);
+    int kind = (int)(i % 4);
+    for (int d = 0; d < 3; d++) {
+      double c = xyz[3 * src + d];
+      if (kind == 0) /* inside the (slightly enlarged) box */
+        c = lo[d] - 0.1 * ext + th_uniform(&r) * ((hi[d] - lo[d]) + 0.2 * ext);
+      else if (kind == 1) /* exactly on a point */
+        ;
+      else if (kind == 2) /* near a point */
+        c += 1e-3 * ext * th_normal(&r);
+      else /* far outside */
+        c += (th_uniform(&r) - 0.5) * 20.0 * ext;
+      q[3 * i + d] = (float)c;
+    }
+  }
+  return q;
+}
+
+static void check_cloud(const float *xyz, size_t n, size_t nq, int expect_graph, const char *what)
+{
+  hicp_model *m = build(xyz, n, expect_graph);
+  float *q = make_queries(xyz, n, nq, 12345 + n);
+  check_all(m, xyz, n, q, nq, what);
+  free(q);
+  hicp_model_destroy(m);
+}
+
+Test(nn, random_cloud)
+{
+  uint64_t seed = th_run_seed();
+  th_rng r;
+  th_rng_seed(&r, seed);
+  size_t n = 3000;
+  float *p = malloc(sizeof(float) * 3 * n);
+  for (size_t i = 0; i < 3 * n; i++)
+    p[i] = (float)(th_uniform(&r) * 10.0 - 5.0);
+  char what[64];
+  snprintf(what, sizeof what, "random cloud (seed %llu)", (unsigned long long)seed);
+  check_cloud(p, n, 2000, 1, what);
+  free(p);
+}
+
+Test(nn, real_models)
+{
+  static const char *models[] = {"meshes/bunny00.off", "meshes/ChineseDragon-10kv.off",
+                                 "meshes/boeing.off", "meshes/fandisk_large.off",
+                                 "meshes/turbine.off"};
+  int found = 0;
+  for (size_t k = 0; k < sizeof models / sizeof *models; k++) {
+    const char *path = th_data(models[k]);
+    if (path == NULL)
+      continue;
+    found++;
+    hicp_cloud *c = th_load_cloud(path);
+    check_cloud(hicp_cloud_xyz(c), hicp_cloud_size(c), 1500, 1, models[k]);
+    hicp_cloud_destroy(c);
+  }
+  if (!found)
+    cr_skip_test("libcgal-demo data not found (apt-get install libcgal-demo)");
+}
+
+/* A regular grid: massively cospherical (every cube's 8 corners) and full of
+ * exact ties for queries at cell centres and edge midpoints. */
+Test(nn, grid_cospherical_ties)
+{
+  size_t k = 9, n = k * k * k;
+  float *p = malloc(sizeof(float) * 3 * n);
+  size_t i = 0;
+  for (size_t x = 0; x < k; x++)
+    for (size_t y = 0; y < k; y++)
+      for (size_t z = 0; z < k; z++, i++) {
+        p[3 * i] = (float)x;
+        p[3 * i + 1] = (float)y;
+        p[3 * i + 2] = (float)z;
+      }
+  /* Queries on the half-integer lattice: equidistant from 2, 4 or 8 points. */
+  size_t nq = 0;
+  float *q = malloc(sizeof(float) * 3 * 4096);
+  for (int x = -2; x <= 18; x += 3)
+    for (int y = -2; y <= 18; y += 2)
+      for (int z = -1; z <= 17; z += 2) {
+        q[3 * nq] = 0.5f * (float)x;
+        q[3 * nq + 1] = 0.5f * (float)y;
+        q[3 * nq + 2] = 0.5f * (float)z;
+        nq++;
+      }
+  hicp_model *m = build(p, n, 1);
+  check_all(m, p, n, q, nq, "grid");
+  hicp_model_destroy(m);
+  float *q2 = make_queries(p, n, 1000, 7);
+  m = build(p, n, 1);
+  check_all(m, p, n, q2, 1000, "grid random queries");
+  hicp_model_destroy(m);
+  free(q2);
+  free(q);
+  free(p);
+}
+
+Test(nn, sphere_cospherical)
+{
+  th_rng r;
+  th_rng_seed(&r, 99);
+  size_t n = 2000;
+  float *p = malloc(sizeof(float) * 3 * n);
+  for (size_t i = 0; i < n; i++) {
+    double v[3] = {th_normal(&r), th_normal(&r), th_normal(&r)};
+    double len = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+    for (int d = 0; d < 3; d++)
+      p[3 * i + d] = (float)(v[d] / len);
+  }
+  check_cloud(p, n, 2000, 1, "sphere");
+  /* The centre is (nearly) equidistant from every point. */
+  float centre[3] = {0.0f, 0.0f, 0.0f};
+  hicp_model *m = build(p, n, 1);
+  check_all(m, p, n, centre, 1, "sphere centre");
+  hicp_model_destroy(m);
+  free(p);
+}
+
+Test(nn, real_sphere_points)
+{
+  const char *path = th_data("points_3/sphere_20k.xyz");
+  if (path == NULL)
+    cr_skip_test("libcgal-demo data not found");
+  hicp_cloud *c = th_load_cloud(path);
+  check_cloud(hicp_cloud_xyz(c), hicp_cloud_size(c), 1000, -1, "sphere_20k.xyz");
+  hicp_cloud_destroy(c);
+}
+
+Test(nn, duplicates)
+{
+  th_rng r;
+  th_rng_seed(&r, 5);
+  size_t n = 1500;
+  float *p = malloc(sizeof(float) * 3 * n);
+  for (size_t i = 0; i < n; i++) {
+    if (i >= 500) { /* copies of earlier points, some many times */
+      size_t src = (size_t)(th_rng_next(&r) % 200);
+      memcpy(&p[3 * i], &p[3 * src], 3 * sizeof(float));
+    } else {
+      for (int d = 0; d < 3; d++)
+        p[3 * i + d] = (float)th_uniform(&r);
+    }
+  }
+  /* -0.0 and 0.0 are the same point. */
+  p[3 * 600] = -0.0f;
+  p[3 * 600 + 1] = 0.0f;
+  p[3 * 600 + 2] = 0.0f;
+  p[3 * 601] = 0.0f;
+  p[3 * 601 + 1] = -0.0f;
+  p[3 * 601 + 2] = 0.0f;
+  hicp_model *m = build(p, n, 1);
+  hicp_model_info info;
+  hicp_model_info_init(&info);
+  hicp_model_get_info(m, &info);
+  cr_assert_lt(info.vertices, 502);
+  cr_assert_eq(info.points, n);
+  hicp_model_destroy(m);
+  check_cloud(p, n, 1500, 1, "duplicates");
+  free(p);
+}
+
+Test(nn, coplanar_collinear_tiny)
+{
+  th_rng r;
+  th_rng_seed(&r, 11);
+  size_t n = 800;
+  float *p = malloc(sizeof(float) * 3 * n);
+  /* axis-aligned plane */
+  for (size_t i = 0; i < n; i++) {
+    p[3 * i] = (float)th_uniform(&r);
+    p[3 * i + 1] = (float)th_uniform(&r);
+    p[3 * i + 2] = 2.0f;
+  }
+  check_cloud(p, n, 1000, -1, "plane z=2");
+  /* regular planar grid (cocircular everywhere) */
+  for (size_t i = 0; i < 400; i++) {
+    p[3 * i] = (float)(i % 20);
+    p[3 * i + 1] = 3.0f;
+    p[3 * i + 2] = (float)(i / 20);
+  }
+  check_cloud(p, 400, 1000, -1, "planar grid");
+  /* tilted plane (not exactly planar in float) */
+  for (size_t i = 0; i < n; i++) {
+    double u = th_uniform(&r), v = th_uniform(&r);
+    p[3 * i] = (float)(u + 0.3 * v);
+    p[3 * i + 1] = (float)(0.5 * u - v);
+    p[3 * i + 2] = (float)(0.2 * u + 0.7 * v);
+  }
+  check_cloud(p, n, 1000, -1, "tilted plane");
+  /* collinear */
+  for (size_t i = 0; i < n; i++) {
+    double t = th_uniform(&r);
+    p[3 * i] = (float)t;
+    p[3 * i + 1] = (float)(2.0 * t);
+    p[3 * i + 2] = (float)(-t);
+  }
+  check_cloud(p, n, 1000, 0, "collinear");
+  /* 1 to 6 points */
+  for (size_t k = 1; k <= 6; k++) {
+    for (size_t i = 0; i < 3 * k; i++)
+      p[i] = (float)th_uniform(&r);
+    char what[32];
+    snprintf(what, sizeof what, "%zu points", k);
+    check_cloud(p, k, 200, k >= 5 ? -1 : 0, what);
+  }
+  free(p);
+}
+
+/* ICP-like coherent queries: the same cloud moved a little each round, warm
+ * started from the previous answers; the walk stays short and exact. */
+Test(nn, coherent_warm_start)
+{
+  th_rng r;
+  th_rng_seed(&r, 3);
+  size_t n = 4000, nq = 2000;
+  float *p = malloc(sizeof(float) * 3 * n);
+  for (size_t i = 0; i < n; i++) {
+    double u = th_uniform(&r) * 6.283, v = th_uniform(&r) * 3.1415;
+    p[3 * i] = (float)(cos(u) * sin(v));
+    p[3 * i + 1] = (float)(sin(u) * sin(v));
+    p[3 * i + 2] = (float)(cos(v) * 0.5);
+  }
+  hicp_model *m = build(p, n, 1);
+  float *q = malloc(sizeof(float) * 3 * nq);
+  for (size_t i = 0; i < nq; i++)
+    for (int d = 0; d < 3; d++)
+      q[3 * i + d] = p[3 * i + d] + (float)(0.01 * th_normal(&r));
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  uint32_t *idx = malloc(sizeof *idx * nq);
+  float *d2 = malloc(sizeof *d2 * nq);
+  hicp_nn_options o;
+  hicp_nn_options_init(&o);
+  o.method = HICP_NN_PNN;
+  hicp_walk_stats st;
+  for (int round = 0; round < 10; round++) {
+    o.warm_start = round > 0;
+    cr_assert_eq(hicp_nn_query(ctx, m, q, nq, &o, idx, d2, &st), 0);
+    for (size_t i = 0; i < nq; i++) {
+      uint32_t wi;
+      float wd;
+      oracle(p, n, &q[3 * i], &wi, &wd);
+      cr_assert(idx[i] == wi && d2[i] == wd, "round %d query %zu", round, i);
+    }
+    if (round > 0)
+      cr_assert_lt((double)st.steps / st.queries, 2.0, "warm walks should be short: %g",
+                   (double)st.steps / st.queries);
+    for (size_t i = 0; i < 3 * nq; i++)
+      q[i] += 0.002f;
+  }
+  free(idx);
+  free(d2);
+  free(q);
+  free(p);
+  hicp_context_destroy(ctx);
+  hicp_model_destroy(m);
+}
+
+Test(nn, bad_arguments)
+{
+  float p[15] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1};
+  hicp_model *m = build(p, 5, -1);
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  uint32_t idx[2];
+  float q[6] = {0, 0, 0, NAN, 0, 0};
+  cr_assert_eq(hicp_nn_query(ctx, m, q, 2, NULL, idx, NULL, NULL), HICP_ENONFINITE);
+  cr_assert(strstr(hicp_context_error(ctx), "query 1") != NULL);
+  hicp_nn_options o;
+  hicp_nn_options_init(&o);
+  o.method = (hicp_nn_method)42;
+  cr_assert_eq(hicp_nn_query(ctx, m, q, 1, &o, idx, NULL, NULL), HICP_EINVAL);
+  hicp_nn_options_init(&o);
+  o.warm_start = 1;
+  idx[0] = 77;
+  cr_assert_eq(hicp_nn_query(ctx, m, q, 1, &o, idx, NULL, NULL), HICP_EINVAL);
+  hicp_nn_options bad;
+  memset(&bad, 0, sizeof bad); /* not initialised */
+  cr_assert_eq(hicp_nn_query(ctx, m, q, 1, &bad, idx, NULL, NULL), HICP_EINVAL);
+  cr_assert_eq(hicp_nn_query(ctx, m, q, 0, NULL, NULL, NULL, NULL), 0);
+  hicp_context_destroy(ctx);
+  hicp_model_destroy(m);
+}

@@ -1,0 +1,278 @@
+/* test_solve.c: the per-point and per-iteration arithmetic of lib/pp/:
+ * Horn's solve on exact correspondences, degenerate scans, the Jacobi
+ * eigen-solver, the fixed summation shape, the stop tests. */
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "icp.h"
+#include "pp/reduce.h"
+#include "pp/solve.h"
+#include "testhelp.h"
+
+static void sums_of_pairs(const float *p, const float *y, size_t n, hicp__partial *tot)
+{
+  hicp__select sel;
+  memset(&sel, 0, sizeof sel);
+  sel.max_d2 = INFINITY;
+  hicp__partial_zero(tot);
+  for (size_t i = 0; i < n; i++) {
+    hicp__vtx v = {y[3 * i], y[3 * i + 1], y[3 * i + 2], (uint32_t)i};
+    double e2 = 0.0;
+    for (int d = 0; d < 3; d++)
+      e2 += ((double)p[3 * i + d] - y[3 * i + d]) * ((double)p[3 * i + d] - y[3 * i + d]);
+    hicp__partial_add_pair(tot, &p[3 * i], &v, e2, &sel);
+  }
+}
+
+Test(solve, horn_recovers_exact_pose)
+{
+  th_rng r;
+  uint64_t seed = th_run_seed();
+  th_rng_seed(&r, seed);
+  for (int trial = 0; trial < 200; trial++) {
+    double R[9], t[3];
+    th_rotation(360 * th_uniform(&r) - 180, 180 * th_uniform(&r) - 90, 360 * th_uniform(&r) - 180,
+                R);
+    for (int d = 0; d < 3; d++)
+      t[d] = 10 * th_normal(&r);
+    size_t n = 50 + trial;
+    float *p = malloc(sizeof(float) * 3 * n), *y = malloc(sizeof(float) * 3 * n);
+    for (size_t i = 0; i < n; i++) {
+      for (int d = 0; d < 3; d++)
+        p[3 * i + d] = (float)th_normal(&r);
+      for (int d = 0; d < 3; d++)
+        y[3 * i + d] = (float)(R[3 * d] * p[3 * i] + R[3 * d + 1] * p[3 * i + 1] +
+                               R[3 * d + 2] * p[3 * i + 2] + t[d]);
+    }
+    hicp__partial tot;
+    sums_of_pairs(p, y, n, &tot);
+    hicp__xf T;
+    int degenerate;
+    cr_assert_eq(hicp__solve_horn(&tot, &T, &degenerate), 0);
+    cr_assert_eq(degenerate, 0);
+    /* y was rounded to float: the pose is recovered to float precision. */
+    for (int k = 0; k < 9; k++)
+      cr_assert(fabs(T.r[k] - R[k]) < 1e-6, "seed %llu trial %d R[%d] %g vs %g",
+                (unsigned long long)seed, trial, k, T.r[k], R[k]);
+    for (int d = 0; d < 3; d++)
+      cr_assert(fabs(T.t[d] - t[d]) < 1e-5, "t[%d] %g vs %g", d, T.t[d], t[d]);
+    /* R is a rotation to double precision. */
+    for (int a = 0; a < 3; a++)
+      for (int b = 0; b < 3; b++) {
+        double s = 0;
+        for (int k = 0; k < 3; k++)
+          s += T.r[3 * a + k] * T.r[3 * b + k];
+        cr_assert(fabs(s - (a == b)) < 1e-12);
+      }
+    free(p);
+    free(y);
+  }
+}
+
+Test(solve, degenerate_identical_points)
+{
+  float p[30], y[30];
+  for (int i = 0; i < 10; i++)
+    for (int d = 0; d < 3; d++) {
+      p[3 * i + d] = 1.5f;
+      y[3 * i + d] = d == 0 ? 4.0f : 1.5f;
+    }
+  hicp__partial tot;
+  sums_of_pairs(p, y, 10, &tot);
+  hicp__xf T;
+  int degenerate;
+  cr_assert_eq(hicp__solve_horn(&tot, &T, &degenerate), 0);
+  cr_assert_eq(degenerate, 1);
+  /* The smallest rotation consistent with the data: identity, and the
+   * translation that moves the point onto its match. */
+  for (int k = 0; k < 9; k++)
+    cr_assert_eq(T.r[k], (k % 4 == 0) ? 1.0 : 0.0);
+  cr_assert_float_eq(T.t[0], 2.5, 1e-12);
+  cr_assert_float_eq(T.t[1], 0.0, 1e-12);
+}
+
+Test(solve, degenerate_collinear_scan)
+{
+  /* Points on the x axis matched to points on the y axis: a rotation taking
+   * x to y is determined up to a spin about y. */
+  size_t n = 20;
+  float p[60], y[60];
+  for (size_t i = 0; i < n; i++) {
+    p[3 * i] = (float)i;
+    p[3 * i + 1] = 0;
+    p[3 * i + 2] = 0;
+    y[3 * i] = 0;
+    y[3 * i + 1] = (float)i;
+    y[3 * i + 2] = 0;
+  }
+  hicp__partial tot;
+  sums_of_pairs(p, y, n, &tot);
+  hicp__xf T;
+  int degenerate;
+  cr_assert_eq(hicp__solve_horn(&tot, &T, &degenerate), 0);
+  cr_assert_eq(degenerate, 1);
+  for (int k = 0; k < 9; k++)
+    cr_assert(isfinite(T.r[k]));
+  /* It maps the x axis onto the y axis... */
+  cr_assert(fabs(T.r[0]) < 1e-12 && fabs(T.r[3] - 1) < 1e-12 && fabs(T.r[6]) < 1e-12);
+  /* ...by the smallest such rotation: 90 degrees about z. */
+  cr_assert(fabs(T.r[8] - 1.0) < 1e-12, "r22 = %g", T.r[8]);
+}
+
+Test(solve, no_pairs)
+{
+  hicp__partial tot;
+  hicp__partial_zero(&tot);
+  hicp__xf T;
+  int degenerate;
+  cr_assert_eq(hicp__solve_horn(&tot, &T, &degenerate), -1);
+}
+
+Test(solve, jacobi_eigenpairs)
+{
+  th_rng r;
+  th_rng_seed(&r, 17);
+  for (int trial = 0; trial < 500; trial++) {
+    double a[4][4], orig[4][4], v[4][4];
+    for (int i = 0; i < 4; i++)
+      for (int j = i; j < 4; j++)
+        a[i][j] = a[j][i] = th_normal(&r) * (trial % 3 == 0 ? 1e8 : 1.0);
+    memcpy(orig, a, sizeof a);
+    hicp__jacobi4(a, v);
+    double scale = 0;
+    for (int i = 0; i < 4; i++)
+      for (int j = 0; j < 4; j++)
+        scale = fmax(scale, fabs(orig[i][j]));
+    for (int k = 0; k < 4; k++) {
+      for (int i = 0; i < 4; i++) {
+        double av = 0;
+        for (int j = 0; j < 4; j++)
+          av += orig[i][j] * v[j][k];
+        cr_assert(fabs(av - a[k][k] * v[i][k]) < 1e-12 * scale, "trial %d", trial);
+      }
+    }
+  }
+}
+
+/* The documented shape, written out longhand, must equal hicp__chunk_sum
+ * bit for bit (the GPU kernel follows the same description). */
+Test(solve, chunk_shape_matches_description)
+{
+  th_rng r;
+  th_rng_seed(&r, 23);
+  uint32_t n = 5000, chunk = 1024;
+  float *p0 = malloc(sizeof(float) * 3 * n);
+  hicp__vtx *vtx = malloc(sizeof *vtx * n);
+  uint32_t *match = malloc(sizeof *match * n);
+  double *e2 = malloc(sizeof *e2 * n);
+  for (uint32_t i = 0; i < n; i++) {
+    for (int d = 0; d < 3; d++)
+      p0[3 * i + d] = (float)th_normal(&r);
+    vtx[i].x = (float)th_normal(&r);
+    vtx[i].y = (float)th_normal(&r);
+    vtx[i].z = (float)th_normal(&r);
+    vtx[i].id = i;
+    match[i] = (uint32_t)(th_rng_next(&r) % n);
+    e2[i] = th_uniform(&r);
+  }
+  hicp__mview view;
+  memset(&view, 0, sizeof view);
+  view.vtx = vtx;
+  view.nv = n;
+  hicp__frame f;
+  memset(&f, 0, sizeof f);
+  f.p0 = p0;
+  f.n = n;
+  f.chunk = chunk;
+  f.nchunks = (n + chunk - 1) / chunk;
+  f.match = match;
+  f.e2 = e2;
+  hicp__select sel;
+  memset(&sel, 0, sizeof sel);
+  sel.max_d2 = 0.9;
+  sel.want_e = 1;
+  sel.sigma_on = 1;
+  sel.e_lo = 0.1;
+  sel.e_hi = 0.8;
+  for (uint32_t c = 0; c < f.nchunks; c++) {
+    hicp__partial got;
+    hicp__chunk_sum(&view, &f, &sel, c, &got);
+    static hicp__partial lane[256];
+    for (int l = 0; l < 256; l++)
+      hicp__partial_zero(&lane[l]);
+    for (uint32_t j = 0; j < chunk / 256; j++)
+      for (int l = 0; l < 256; l++) {
+        uint32_t i = c * chunk + (uint32_t)l + 256 * j;
+        if (i < n)
+          hicp__partial_add_pair(&lane[l], &p0[3 * i], &vtx[match[i]], e2[i], &sel);
+      }
+    for (int s = 128; s >= 1; s /= 2)
+      for (int i = 0; i < s; i++)
+        hicp__partial_add(&lane[i], &lane[i + s]);
+    cr_assert(memcmp(&got, &lane[0], sizeof got) == 0, "chunk %u differs", c);
+  }
+  free(p0);
+  free(vtx);
+  free(match);
+  free(e2);
+}
+
+Test(solve, tree_with_missing_partners)
+{
+  /* 5 partials: s = 4: a0 += a4; s = 2: a0 += a2, a1 += a3; s = 1: a0 += a1. */
+  hicp__partial a[5];
+  double val[5] = {1e16, 1.0, -1e16, 3.0, 7.0};
+  for (int i = 0; i < 5; i++) {
+    hicp__partial_zero(&a[i]);
+    a[i].v[0] = val[i];
+  }
+  hicp__partial_tree(a, 5);
+  double want = ((val[0] + val[4]) + val[2]) + (val[1] + val[3]);
+  cr_assert_eq(a[0].v[0], want);
+}
+
+Test(solve, select_kth)
+{
+  th_rng r;
+  th_rng_seed(&r, 31);
+  for (int trial = 0; trial < 200; trial++) {
+    size_t n = 1 + th_rng_next(&r) % 300;
+    double *v = malloc(sizeof(double) * n), *s = malloc(sizeof(double) * n);
+    for (size_t i = 0; i < n; i++)
+      v[i] = (double)(th_rng_next(&r) % 17); /* many repeats */
+    memcpy(s, v, sizeof(double) * n);
+    for (size_t i = 1; i < n; i++) /* insertion sort as the oracle */
+      for (size_t j = i; j > 0 && s[j - 1] > s[j]; j--) {
+        double t = s[j];
+        s[j] = s[j - 1];
+        s[j - 1] = t;
+      }
+    size_t k = th_rng_next(&r) % n;
+    cr_assert_eq(hicp__select_kth(v, n, k), s[k]);
+    free(v);
+    free(s);
+  }
+}
+
+Test(solve, stop_tests)
+{
+  hicp__conv c = {1e-6, 0.0, 0.0, 0.0, 10};
+  hicp__xf T, T2;
+  memset(&T, 0, sizeof T);
+  T.r[0] = T.r[4] = T.r[8] = 1;
+  T2 = T;
+  cr_assert_eq(hicp__check_stop(&c, 0, 1.0, 0.0, &T, &T2), HICP__GO);
+  cr_assert_eq(hicp__check_stop(&c, 1, 1.0, 1.0 + 2e-6, &T, &T2), HICP__GO);
+  cr_assert_eq(hicp__check_stop(&c, 1, 1.0, 1.0 + 1e-7, &T, &T2), HICP_STOP_MSE_CHANGE);
+  cr_assert_eq(hicp__check_stop(&c, 10, 1.0, 2.0, &T, &T2), HICP_STOP_MAX_ITER);
+  hicp__conv a = {0.0, 0.5, 0.0, 0.0, 10};
+  cr_assert_eq(hicp__check_stop(&a, 3, 0.4, 2.0, &T, &T2), HICP_STOP_MSE_ABS);
+  hicp__conv s = {0.0, 0.0, 1e-3, 1.0 - cos(0.01 * M_PI / 180), 10};
+  T2.t[0] = 5e-4;
+  cr_assert_eq(hicp__check_stop(&s, 3, 0.4, 2.0, &T, &T2), HICP_STOP_INCREMENT);
+  T2.t[0] = 2e-3;
+  cr_assert_eq(hicp__check_stop(&s, 3, 0.4, 2.0, &T, &T2), HICP__GO);
+}
