@@ -199,6 +199,38 @@ HICP_API void hicp_context_cancel(hicp_context *ctx);
 /** @} */
 
 /* ------------------------------------------------------------------------ */
+/** @name Devices */
+/** @{ */
+
+/** A CUDA device, as the library sees it. */
+typedef struct hicp_device_info {
+  size_t struct_size;    /**< set by hicp_device_info_init() */
+  int ordinal;           /**< CUDA device ordinal */
+  char name[128];
+  int cc_major, cc_minor; /**< compute capability */
+  int multiprocessors;
+  uint64_t memory_bytes;
+  char pci_bus_id[32];   /**< domain:bus:device.function */
+  int numa_node;         /**< nearest NUMA node (hwloc), -1 if unknown */
+} hicp_device_info;
+
+/** Prepares @p info for hicp_device_get_info(). */
+#define hicp_device_info_init(info) hicp_device_info_init_sized((info), sizeof *(info))
+/** Implementation of hicp_device_info_init(); call the macro instead. */
+HICP_API void hicp_device_info_init_sized(hicp_device_info *info, size_t size);
+
+/**
+ * Number of usable CUDA devices (0 in builds without CUDA, on hosts without
+ * a GPU or driver; then hicp_context_error() says why).  Never fails.
+ */
+HICP_API int hicp_device_count(hicp_context *ctx);
+
+/** Describes device @p ordinal.  0, ::HICP_EINVAL or ::HICP_ENODEVICE. */
+HICP_API int hicp_device_get_info(hicp_context *ctx, int ordinal, hicp_device_info *info);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
 /** @name Transforms */
 /** @{ */
 
@@ -431,6 +463,11 @@ typedef struct hicp_walk_stats {
 HICP_API int hicp_nn_query(hicp_context *ctx, const hicp_model *model, const float *queries,
                            size_t n, const hicp_nn_options *opts, uint32_t *index, float *d2,
                            hicp_walk_stats *stats);
+
+/** hicp_nn_query() for the points of a cloud (its origin is taken into account). */
+HICP_API int hicp_nn_query_cloud(hicp_context *ctx, const hicp_model *model,
+                                 const hicp_cloud *queries, const hicp_nn_options *opts,
+                                 uint32_t *index, float *d2, hicp_walk_stats *stats);
 
 /** @} */
 

@@ -198,6 +198,7 @@ static int icp_run_cpu(hicp_context *ctx, const hicp_model *m, hicp__frame *f,
   const int threads = ctx->threads;
   hicp__xf T = *T0, T_prev = *T0;
   double mse_prev = 0.0;
+  double win_lo = -HUGE_VAL, win_hi = HUGE_VAL; /* sigma filter window */
   int degenerate = 0;
   memset(out, 0, sizeof *out);
   for (int k = 0;; k++) {
@@ -206,6 +207,8 @@ static int icp_run_cpu(hicp_context *ctx, const hicp_model *m, hicp__frame *f,
     sel.max_d2 = p->max_d2;
     const int sigma_now = p->filter_start >= 0 && k >= p->filter_start;
     sel.want_e = sigma_now;
+    sel.w_lo = win_lo;
+    sel.w_hi = win_hi;
 
     double t0 = hicp__now_ms();
     hicp__cpu_pass_a(&view, f, &T, p->method, &sel, 0, f->nchunks, threads);
@@ -213,8 +216,11 @@ static int icp_run_cpu(hicp_context *ctx, const hicp_model *m, hicp__frame *f,
     hicp__partial tot;
     combine(f, scratch, &tot);
     if (sigma_now || p->trim < 1.0) {
-      if (sigma_now)
+      if (sigma_now) {
         hicp__sigma_bounds(&tot, p->filter_sigma, &sel);
+        win_lo = sel.e_lo;
+        win_hi = sel.e_hi;
+      }
       if (p->trim < 1.0) {
         size_t nc = 0;
         for (uint32_t i = 0; i < f->n; i++)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cloud.h"
 #include "context.h"
 #include "model.h"
 #include "pp/nn.h"
@@ -41,9 +42,9 @@ static void walk_stats_merge(hicp_walk_stats *a, const hicp_walk_stats *b)
     a->hist[i] += b->hist[i];
 }
 
-int hicp_nn_query(hicp_context *ctx, const hicp_model *model, const float *queries, size_t n,
-                  const hicp_nn_options *user, uint32_t *index, float *d2,
-                  hicp_walk_stats *stats)
+static int nn_query(hicp_context *ctx, const hicp_model *model, const float *queries, size_t n,
+                    const double qorigin[3], const hicp_nn_options *user, uint32_t *index,
+                    float *d2, hicp_walk_stats *stats)
 {
   hicp_nn_options o;
   hicp_nn_options_init(&o);
@@ -76,7 +77,11 @@ int hicp_nn_query(hicp_context *ctx, const hicp_model *model, const float *queri
   hicp__mview view = hicp__model_view(model);
   const int threads = ctx != NULL ? ctx->threads : 1;
   const int method = (int)o.method;
-  const int origin_zero = model->origin[0] == 0 && model->origin[1] == 0 && model->origin[2] == 0;
+  /* Queries relative to the model origin: exact when both origins agree. */
+  double shift[3];
+  for (int k = 0; k < 3; k++)
+    shift[k] = qorigin[k] - model->origin[k];
+  const int origin_zero = shift[0] == 0 && shift[1] == 0 && shift[2] == 0;
   hicp_walk_stats total;
   memset(&total, 0, sizeof total);
   const long long nq = (long long)n;
@@ -90,7 +95,7 @@ int hicp_nn_query(hicp_context *ctx, const hicp_model *model, const float *queri
       float p[3], q[3];
       memcpy(p, base + (size_t)i * stride, sizeof p);
       for (int k = 0; k < 3; k++)
-        q[k] = origin_zero ? p[k] : (float)((double)p[k] - model->origin[k]);
+        q[k] = origin_zero ? p[k] : (float)((double)p[k] + shift[k]);
       uint32_t prev = HICP_NONE;
       if (o.warm_start && index[i] != UINT32_MAX)
         prev = model->vertex_of[index[i]];
@@ -107,4 +112,24 @@ int hicp_nn_query(hicp_context *ctx, const hicp_model *model, const float *queri
   if (stats != NULL)
     *stats = total;
   return HICP_OK;
+}
+
+int hicp_nn_query(hicp_context *ctx, const hicp_model *model, const float *queries, size_t n,
+                  const hicp_nn_options *opts, uint32_t *index, float *d2,
+                  hicp_walk_stats *stats)
+{
+  static const double zero[3] = {0.0, 0.0, 0.0};
+  return nn_query(ctx, model, queries, n, zero, opts, index, d2, stats);
+}
+
+int hicp_nn_query_cloud(hicp_context *ctx, const hicp_model *model, const hicp_cloud *queries,
+                        const hicp_nn_options *opts, uint32_t *index, float *d2,
+                        hicp_walk_stats *stats)
+{
+  if (queries == NULL)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_nn_query_cloud: NULL cloud");
+  if (opts != NULL && opts->struct_size >= offsetof(hicp_nn_options, warm_start) &&
+      opts->query_stride != 0 && opts->query_stride != 3 * sizeof(float))
+    return hicp__fail(ctx, HICP_EINVAL, "query_stride does not apply to a cloud");
+  return nn_query(ctx, model, queries->xyz, queries->n, queries->origin, opts, index, d2, stats);
 }

@@ -4,11 +4,12 @@
 # working toolkit is found and quietly leaves it out otherwise; "yes" or a DIR
 # makes a missing or broken toolkit a hard error; "no" builds CPU-only.
 #
-# The CUDA runtime is linked statically (libcudart_static.a, NVIDIA's own
-# default): it loads the driver with dlopen at run time, so the library builds
-# and loads on machines without a GPU or driver, where the probe then reports
-# "no CUDA device".  libtool's export regex keeps its symbols out of libhicp's
-# dynamic symbol table.
+# The CUDA runtime (libcudart) is linked as a shared library: libtool will
+# not put a static archive into a shared library.  The runtime loads the
+# driver (libcuda) with dlopen, so libhicp builds and loads on machines without
+# a GPU or driver, where the probe reports "no CUDA device".  The toolkit's
+# library directory is added to the run path (--disable-cuda-rpath to leave
+# it to the system's loader configuration, as distributions prefer).
 #
 # Sets: HAVE_CUDA (conditional and define), NVCC, NVCC_GENCODE, CUDA_CFLAGS,
 # CUDA_LIBS, hicp_cuda_summary.
@@ -21,6 +22,9 @@ AC_ARG_WITH([cuda-arch],
   [AS_HELP_STRING([--with-cuda-arch=LIST],
     [compute capabilities to build SASS for, e.g. "80 90" (default); PTX is added for the highest])],
   [], [with_cuda_arch="80 90"])
+AC_ARG_ENABLE([cuda-rpath],
+  [AS_HELP_STRING([--disable-cuda-rpath], [do not add the CUDA library directory to the run path])],
+  [], [enable_cuda_rpath=yes])
 AC_ARG_VAR([NVCC], [CUDA compiler driver (nvcc)])
 AC_ARG_VAR([NVCCFLAGS], [extra flags for nvcc])
 
@@ -49,10 +53,10 @@ AS_IF([test "x$with_cuda" != xno], [
         [hicp_cuda_ok="no (cuda_runtime.h not found under $hicp_cuda_root/include)"])
   hicp_cuda_libdir=
   for l in lib64 lib lib/x86_64-linux-gnu; do
-    AS_IF([test -r "$hicp_cuda_root/$l/libcudart_static.a"], [hicp_cuda_libdir="$hicp_cuda_root/$l"; break])
+    AS_IF([test -r "$hicp_cuda_root/$l/libcudart.so"], [hicp_cuda_libdir="$hicp_cuda_root/$l"; break])
   done
   AS_IF([test "x$hicp_cuda_ok" = xyes && test -z "$hicp_cuda_libdir"],
-        [hicp_cuda_ok="no (libcudart_static.a not found under $hicp_cuda_root)"])
+        [hicp_cuda_ok="no (libcudart.so not found under $hicp_cuda_root)"])
   AS_IF([test "x$hicp_cuda_ok" = xyes], [
     # nvcc must compile and link a kernel with the chosen host compiler.
     NVCC_GENCODE=
@@ -79,7 +83,8 @@ _HICPEOF
 
 AS_IF([test "x$have_cuda" = xyes], [
   CUDA_CFLAGS="-I$hicp_cuda_root/include"
-  CUDA_LIBS="$hicp_cuda_libdir/libcudart_static.a -ldl -lrt"
+  CUDA_LIBS="-L$hicp_cuda_libdir -lcudart"
+  AS_IF([test "x$enable_cuda_rpath" = xyes], [CUDA_LIBS="$CUDA_LIBS -Wl,-rpath,$hicp_cuda_libdir"])
   AC_DEFINE([HICP_HAVE_CUDA], [1], [Define to 1 when the CUDA backend is built.])
   hicp_cuda_summary="yes ($NVCC, archs: $with_cuda_arch + PTX)"
 ])

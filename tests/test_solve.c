@@ -17,6 +17,8 @@ static void sums_of_pairs(const float *p, const float *y, size_t n, hicp__partia
   hicp__select sel;
   memset(&sel, 0, sizeof sel);
   sel.max_d2 = INFINITY;
+  sel.w_lo = -INFINITY;
+  sel.w_hi = INFINITY;
   hicp__partial_zero(tot);
   for (size_t i = 0; i < n; i++) {
     hicp__vtx v = {y[3 * i], y[3 * i + 1], y[3 * i + 2], (uint32_t)i};
@@ -197,6 +199,8 @@ Test(solve, chunk_shape_matches_description)
   sel.sigma_on = 1;
   sel.e_lo = 0.1;
   sel.e_hi = 0.8;
+  sel.w_lo = 0.2;
+  sel.w_hi = 0.9;
   for (uint32_t c = 0; c < f.nchunks; c++) {
     hicp__partial got;
     hicp__chunk_sum(&view, &f, &sel, c, &got);

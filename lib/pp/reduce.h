@@ -22,8 +22,10 @@ enum {
   HICP_PF_N_ALL,  /* pairs */
   HICP_PF_E2_ALL, /* sum of squared distances, all pairs */
   HICP_PF_N_C,    /* candidates: pairs within max_dist */
-  HICP_PF_E_C,    /* sum of distances of candidates (sigma filter only) */
   HICP_PF_E2_C,   /* sum of squared distances of candidates */
+  HICP_PF_N_W,    /* sigma filter window: candidates within the previous */
+  HICP_PF_E_W,    /*   iteration's bounds, whose distances give the next */
+  HICP_PF_E2_W,   /*   bounds (sums of e and e^2) */
   HICP_PF_N_IN,   /* inliers: candidates kept by the filters */
   HICP_PF_E2_IN,
   HICP_PF_SP,     /* 3: sum of scan points p0 (inliers) */
@@ -38,10 +40,12 @@ typedef struct hicp__partial {
 
 /* Which pairs count.  Candidates: e2 <= max_d2.  Inliers: candidates with
  * e_lo <= e <= e_hi (sigma filter, when sigma_on) and e2 <= trim_e2 (trimmed
- * ICP, when trim_on).  `want_e` asks for the distance e = sqrt(e2), needed
- * only for the sigma filter's statistics. */
+ * ICP, when trim_on).  `want_e` asks for the distance e = sqrt(e2) and the
+ * window sums over candidates with w_lo <= e <= w_hi, from which the sigma
+ * filter's next bounds are computed. */
 typedef struct hicp__select {
   double max_d2;
+  double w_lo, w_hi;
   double e_lo, e_hi;
   double trim_e2;
   int sigma_on;
@@ -92,10 +96,17 @@ HICP_PP void hicp__partial_add_pair(hicp__partial *a, const float p[3], const hi
   a->v[HICP_PF_E2_ALL] += e2;
   if (!(e2 <= s->max_d2))
     return;
-  double e = s->want_e ? HICP_SQRT(e2) : 0.0;
   a->v[HICP_PF_N_C] += 1.0;
-  a->v[HICP_PF_E_C] += e;
   a->v[HICP_PF_E2_C] += e2;
+  double e = 0.0;
+  if (s->want_e) {
+    e = HICP_SQRT(e2);
+    if (e >= s->w_lo && e <= s->w_hi) {
+      a->v[HICP_PF_N_W] += 1.0;
+      a->v[HICP_PF_E_W] += e;
+      a->v[HICP_PF_E2_W] += e2;
+    }
+  }
   if (s->sigma_on && (e < s->e_lo || e > s->e_hi))
     return;
   if (s->trim_on && e2 > s->trim_e2)

@@ -208,13 +208,16 @@ HICP_PP int hicp__check_stop(const hicp__conv *c, int k, double mse, double mse_
   return HICP__GO;
 }
 
-/* Filter thresholds for the next phase from the candidates' statistics
- * (thesis section 3.8): keep |e - mean| <= sigma * std. */
+/* The sigma filter (thesis section 3.8): keep the pairs whose distance e
+ * satisfies |e - mean| <= sigma * std.  The mean and standard deviation are
+ * those of the pairs inside the previous iteration's bounds (the window),
+ * so the bounds tighten onto the inliers' distribution as outliers drop
+ * out, instead of being inflated by the outliers for ever. */
 HICP_PP void hicp__sigma_bounds(const hicp__partial *tot, double sigma, hicp__select *s)
 {
-  double n = tot->v[HICP_PF_N_C];
-  double mean = n > 0.0 ? tot->v[HICP_PF_E_C] / n : 0.0;
-  double var = n > 0.0 ? tot->v[HICP_PF_E2_C] / n - mean * mean : 0.0;
+  double n = tot->v[HICP_PF_N_W];
+  double mean = n > 0.0 ? tot->v[HICP_PF_E_W] / n : 0.0;
+  double var = n > 0.0 ? tot->v[HICP_PF_E2_W] / n - mean * mean : 0.0;
   double sd = var > 0.0 ? HICP_SQRT(var) : 0.0;
   s->e_lo = mean - sigma * sd;
   s->e_hi = mean + sigma * sd;

@@ -1,0 +1,52 @@
+/* devices.c: the public view of the CUDA devices (probe and description,
+ * with the nearest NUMA node from hwloc). */
+#include "config.h"
+
+#include <string.h>
+
+#include "context.h"
+#include "topology.h"
+
+void hicp_device_info_init_sized(hicp_device_info *info, size_t size)
+{
+  if (info == NULL || size < sizeof(size_t))
+    return;
+  memset(info, 0, size);
+  info->struct_size = size;
+}
+
+int hicp_device_count(hicp_context *ctx)
+{
+  char why[256] = "";
+  int n = hicp__gpu_count(why, sizeof why);
+  if (n == 0 && ctx != NULL)
+    hicp__fail(ctx, HICP_ENODEVICE, "%s", why);
+  return n;
+}
+
+int hicp_device_get_info(hicp_context *ctx, int ordinal, hicp_device_info *out)
+{
+  if (out == NULL || out->struct_size < offsetof(hicp_device_info, numa_node) || ordinal < 0)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_device_get_info: bad argument");
+  hicp__topology topo;
+  hicp__gpu_info gi;
+  if (hicp__gpu_describe(ordinal, &gi) != HICP_OK)
+    return hicp__fail(ctx, HICP_ENODEVICE, "no CUDA device %d", ordinal);
+  hicp_device_info info;
+  memset(&info, 0, sizeof info);
+  info.ordinal = gi.ordinal;
+  memcpy(info.name, gi.name, sizeof info.name);
+  info.cc_major = gi.cc_major;
+  info.cc_minor = gi.cc_minor;
+  info.multiprocessors = gi.sm_count;
+  info.memory_bytes = gi.memory_bytes;
+  memcpy(info.pci_bus_id, gi.pci_bus_id, sizeof info.pci_bus_id);
+  info.numa_node = -1;
+  if (hicp__topology_read(&topo) == HICP_OK)
+    for (int g = 0; g < topo.ngpu; g++)
+      if (topo.gpu[g].info.ordinal == ordinal)
+        info.numa_node = topo.gpu[g].numa_os_index;
+  info.struct_size = out->struct_size;
+  memcpy(out, &info, out->struct_size < sizeof info ? out->struct_size : sizeof info);
+  return HICP_OK;
+}

@@ -1,0 +1,84 @@
+/* cli.h: shared pieces of the hicp command-line tool. */
+#ifndef HICP_CLI_H
+#define HICP_CLI_H
+
+#include <stdio.h>
+
+#include "hicp.h"
+
+/* Exit codes: 0 the job ran; 1 it failed (bad file, no device, ...);
+ * 2 the command line was wrong. */
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+/* Prints "hicp: MESSAGE" as one line on stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "hicp: WHAT: <context message>" and returns CLI_FAIL. */
+int cli_fail(hicp_context *ctx, const char *what);
+
+/* Strict number parsing of option values; on error prints
+ * "hicp: OPTION: ..." and returns -1. */
+int cli_int(const char *opt, const char *s, long lo, long hi, int *out);
+int cli_u64(const char *opt, const char *s, unsigned long long *out);
+int cli_double(const char *opt, const char *s, double lo, double hi, double *out);
+/* "x,y,z" */
+int cli_vec3(const char *opt, const char *s, double out[3]);
+/* "0,1,3" -> devices; returns the count or -1. */
+int cli_int_list(const char *opt, const char *s, int *out, int max);
+
+/* A context for the common options. */
+typedef struct cli_common {
+  int threads;
+  hicp_backend backend;
+  int devices[64];
+  int ndevices;
+} cli_common;
+void cli_common_init(cli_common *c);
+/* Handles --threads, --backend, --devices; returns 1 if consumed, 0 if not
+ * one of them, -1 on a bad value. */
+int cli_common_option(cli_common *c, const char *name, const char *value);
+hicp_context *cli_context(const cli_common *c);
+
+/* Transform files: 16 (4x4) or 12 (3x4) numbers, row-major, separated by
+ * spaces, commas or newlines; '#' starts a comment. */
+int cli_read_transform(const char *path, hicp_transform *t);
+void cli_print_transform(FILE *f, const hicp_transform *t, const char *indent);
+int cli_write_transform(const char *path, const hicp_transform *t);
+
+/* Rotation angle (degrees) and axis of a transform's rotation part. */
+void cli_rotation_angle_axis(const hicp_transform *t, double *deg, double axis[3]);
+/* Angle (degrees) of Ra Rb^T and |ta - tb|. */
+void cli_transform_error(const hicp_transform *a, const hicp_transform *b, double *rot_deg,
+                         double *trans);
+
+/* Minimal JSON writer: numbers round-trip (17 significant digits), NaN and
+ * infinities become null. */
+typedef struct json {
+  FILE *f;
+  int depth;
+  int first[16];
+} json;
+void json_begin(json *j, FILE *f);
+void json_end(json *j);
+void json_key(json *j, const char *key);
+void json_object_begin(json *j, const char *key);
+void json_object_end(json *j);
+void json_array_begin(json *j, const char *key);
+void json_array_end(json *j);
+void json_num(json *j, const char *key, double v);
+void json_int(json *j, const char *key, long long v);
+void json_bool(json *j, const char *key, int v);
+void json_str(json *j, const char *key, const char *v);
+void json_null(json *j, const char *key);
+/* 4x4 row-major as rows; 3x3 rotation; 3-vector translation. */
+void json_transform(json *j, const char *key, const hicp_transform *t);
+void json_rotation(json *j, const char *key, const hicp_transform *t);
+void json_translation(json *j, const char *key, const hicp_transform *t);
+
+/* Subcommands. */
+int cmd_register(int argc, char **argv);
+int cmd_nn(int argc, char **argv);
+int cmd_model(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
+int cmd_perturb(int argc, char **argv);
+
+#endif /* HICP_CLI_H */

@@ -1,0 +1,54 @@
+/* hicp.c: the hicp command-line tool: subcommand dispatch. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+  fprintf(f,
+          "usage: hicp COMMAND [options]\n"
+          "\n"
+          "Exact rigid registration (ICP) of a scan to a model, on CPUs and NVIDIA GPUs.\n"
+          "\n"
+          "commands:\n"
+          "  register MODEL SCAN   align SCAN to MODEL and print the pose\n"
+          "  nn MODEL QUERIES      nearest model point of each query point\n"
+          "  model build MODEL -o FILE   save a prebuilt model (Delaunay graph, kd-tree)\n"
+          "  model info FILE       facts about a model\n"
+          "  perturb INPUT -o OUT  make a test scan: move, resample, add noise and outliers\n"
+          "  devices               CPU topology and CUDA devices\n"
+          "\n"
+          "MODEL is a point cloud or mesh (PLY, PCD, OFF, XYZ/TXT/CSV) or a model file\n"
+          "from 'hicp model build'.  'hicp COMMAND --help' describes each command.\n"
+          "  --version             print the version\n");
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) {
+    usage(stderr);
+    return CLI_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+    printf("hicp %s (library %s)\n", HICP_VERSION_STRING, hicp_version());
+    return CLI_OK;
+  }
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+    usage(stdout);
+    return CLI_OK;
+  }
+  static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+  } table[] = {{"register", cmd_register}, {"nn", cmd_nn},           {"model", cmd_model},
+               {"devices", cmd_devices},   {"perturb", cmd_perturb}};
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    if (strcmp(cmd, table[i].name) == 0)
+      return table[i].fn(argc - 1, argv + 1);
+  cli_error("unknown command '%s' (try 'hicp --help')", cmd);
+  return CLI_USAGE;
+}
