@@ -1,0 +1,152 @@
+/* cloud.c: the point-cloud object: float coordinates relative to a double
+ * origin, optional triangles. */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cloud.h"
+
+void hicp__raw_cloud_free(hicp__raw_cloud *raw)
+{
+  free(raw->xyz);
+  free(raw->tri);
+  memset(raw, 0, sizeof *raw);
+}
+
+int hicp__cloud_from_raw(hicp_context *ctx, hicp__raw_cloud *raw, const char *name,
+                         hicp_cloud **out)
+{
+  *out = NULL;
+  int rc = HICP_OK;
+  if (raw->n == 0)
+    rc = hicp__fail(ctx, HICP_EEMPTY, "%s: no points", name);
+  else if (raw->n >= UINT32_MAX)
+    rc = hicp__fail(ctx, HICP_ELIMIT, "%s: %zu points are more than hicp supports", name, raw->n);
+  double lo[3] = {HUGE_VAL, HUGE_VAL, HUGE_VAL}, hi[3] = {-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
+  int all_float = 1;
+  for (size_t i = 0; i < raw->n && rc == HICP_OK; i++) {
+    for (int d = 0; d < 3; d++) {
+      double v = raw->xyz[3 * i + d];
+      if (!isfinite(v)) {
+        rc = hicp__fail(ctx, HICP_ENONFINITE, "%s: point %zu has a non-finite coordinate", name, i);
+        break;
+      }
+      lo[d] = v < lo[d] ? v : lo[d];
+      hi[d] = v > hi[d] ? v : hi[d];
+      all_float &= (double)(float)v == v;
+    }
+  }
+  hicp_cloud *c = NULL;
+  if (rc == HICP_OK) {
+    c = calloc(1, sizeof *c);
+    float *xyz = malloc(sizeof(float) * 3 * raw->n);
+    if (c == NULL || xyz == NULL) {
+      free(c);
+      free(xyz);
+      c = NULL;
+      rc = hicp__fail(ctx, HICP_ENOMEM, "%s: out of memory for %zu points", name, raw->n);
+    } else {
+      c->xyz = xyz;
+    }
+  }
+  if (rc == HICP_OK) {
+    /* Origin policy (docs/design.md): keep float-exact data as it is; centre
+     * data whose magnitude dwarfs its extent, where floats would lose detail. */
+    double ext = 0.0, mag = 0.0;
+    for (int d = 0; d < 3; d++) {
+      ext += (hi[d] - lo[d]) * (hi[d] - lo[d]);
+      mag = fmax(mag, fmax(fabs(lo[d]), fabs(hi[d])));
+    }
+    ext = sqrt(ext);
+    int centre = !all_float && mag > 16.0 * ext && mag > 0.0;
+    for (int d = 0; d < 3; d++)
+      c->origin[d] = centre ? 0.5 * (lo[d] + hi[d]) : 0.0;
+    for (size_t i = 0; i < 3 * raw->n; i++)
+      c->xyz[i] = (float)(raw->xyz[i] - c->origin[i % 3]);
+    c->n = raw->n;
+    c->tri = raw->tri;
+    c->ntri = raw->ntri;
+    raw->tri = NULL;
+    *out = c;
+  }
+  hicp__raw_cloud_free(raw);
+  return rc;
+}
+
+int hicp_cloud_from_xyz(hicp_context *ctx, const float *xyz, size_t n, size_t stride,
+                        hicp_cloud **out)
+{
+  if (out == NULL)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_from_xyz: NULL output");
+  *out = NULL;
+  if (stride == 0)
+    stride = 3 * sizeof(float);
+  if (stride < 3 * sizeof(float))
+    return hicp__fail(ctx, HICP_EINVAL, "stride %zu is smaller than a point (12 bytes)", stride);
+  if (n == 0)
+    return hicp__fail(ctx, HICP_EEMPTY, "the cloud has no points");
+  if (xyz == NULL)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_from_xyz: NULL points");
+  if (n >= UINT32_MAX)
+    return hicp__fail(ctx, HICP_ELIMIT, "%zu points are more than hicp supports", n);
+  int rc = hicp__check_budget(ctx, (uint64_t)n * 12u, "the cloud");
+  if (rc != HICP_OK)
+    return rc;
+  hicp_cloud *c = calloc(1, sizeof *c);
+  float *p = malloc(sizeof(float) * 3 * n);
+  if (c == NULL || p == NULL) {
+    free(c);
+    free(p);
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu points", n);
+  }
+  const unsigned char *base = (const unsigned char *)xyz;
+  for (size_t i = 0; i < n; i++) {
+    memcpy(&p[3 * i], base + i * stride, 3 * sizeof(float));
+    if (!isfinite(p[3 * i]) || !isfinite(p[3 * i + 1]) || !isfinite(p[3 * i + 2])) {
+      free(c);
+      free(p);
+      return hicp__fail(ctx, HICP_ENONFINITE, "point %zu has a non-finite coordinate", i);
+    }
+  }
+  c->xyz = p;
+  c->n = n;
+  *out = c;
+  return HICP_OK;
+}
+
+size_t hicp_cloud_size(const hicp_cloud *c)
+{
+  return c != NULL ? c->n : 0;
+}
+
+const float *hicp_cloud_xyz(const hicp_cloud *c)
+{
+  return c != NULL ? c->xyz : NULL;
+}
+
+void hicp_cloud_origin(const hicp_cloud *c, double origin[3])
+{
+  for (int d = 0; d < 3; d++)
+    origin[d] = c != NULL ? c->origin[d] : 0.0;
+}
+
+size_t hicp_cloud_triangle_count(const hicp_cloud *c)
+{
+  return c != NULL ? c->ntri : 0;
+}
+
+const uint32_t *hicp_cloud_triangles(const hicp_cloud *c)
+{
+  return c != NULL && c->ntri > 0 ? c->tri : NULL;
+}
+
+void hicp_cloud_destroy(hicp_cloud *c)
+{
+  if (c == NULL)
+    return;
+  free(c->xyz);
+  free(c->tri);
+  free(c);
+}

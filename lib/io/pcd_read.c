@@ -1,0 +1,382 @@
+/* pcd_read.c: PCL's PCD format, DATA ascii, binary and binary_compressed.
+ *
+ * The header names the fields (FIELDS), their byte sizes (SIZE), types
+ * (TYPE: F float, I signed, U unsigned) and element counts (COUNT); x, y, z
+ * are found by name among them.  binary stores points one after another
+ * (little endian, as PCL writes it); binary_compressed stores a uint32
+ * compressed size, a uint32 uncompressed size and an LZF stream that
+ * expands to the fields one after another (all x, then all y, ...).
+ *
+ * Organised clouds mark pixels without a measurement with NaN x, y and z;
+ * such points are dropped, as PCL's own tools do.  A point with some but not
+ * all coordinates NaN, or any infinity, is an error. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/lzf.h"
+#include "io/text.h"
+
+#define MAX_FIELDS 64
+
+typedef struct field {
+  char name[64];
+  unsigned size;
+  char type;
+  uint64_t count;
+  size_t offset; /* within a binary point */
+} field;
+
+typedef struct pcd {
+  hicp_context *ctx;
+  const char *name;
+  field f[MAX_FIELDS];
+  int nf, have_size, have_type, have_count;
+  uint64_t width, height, points;
+  int have_width, have_points;
+  char data[32];
+  size_t point_size;
+} pcd;
+
+static int read_list(pcd *h, hicp__text *t, const char *key, int *n_out,
+                     int (*each)(pcd *, int, const char *, size_t))
+{
+  char tok[128];
+  int n = 0;
+  while (!hicp__text_at_eol(t, 0)) {
+    if (hicp__text_token(t, NULL, tok, sizeof tok) == 0)
+      break;
+    if (n == MAX_FIELDS)
+      return hicp__fail(h->ctx, HICP_EFORMAT, "%s: more than %d fields", h->name, MAX_FIELDS);
+    int rc = each(h, n, tok, t->line);
+    if (rc != HICP_OK)
+      return rc;
+    n++;
+    hicp__text_skip_blanks(t);
+  }
+  if (n_out != NULL && *n_out >= 0 && n != *n_out)
+    return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: %s lists %d values for %d fields",
+                      h->name, t->line, key, n, *n_out);
+  if (n_out != NULL && *n_out < 0)
+    *n_out = n;
+  return HICP_OK;
+}
+
+static int set_name(pcd *h, int i, const char *tok, size_t line)
+{
+  (void)line;
+  snprintf(h->f[i].name, sizeof h->f[i].name, "%s", tok);
+  h->f[i].count = 1;
+  return HICP_OK;
+}
+
+static int set_size(pcd *h, int i, const char *tok, size_t line)
+{
+  if (strcmp(tok, "1") && strcmp(tok, "2") && strcmp(tok, "4") && strcmp(tok, "8"))
+    return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: field size '%.20s' is not 1, 2, 4 or 8",
+                      h->name, line, tok);
+  h->f[i].size = (unsigned)atoi(tok);
+  return HICP_OK;
+}
+
+static int set_type(pcd *h, int i, const char *tok, size_t line)
+{
+  if (strlen(tok) != 1 || strchr("FIU", tok[0]) == NULL)
+    return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: field type '%.20s' is not F, I or U",
+                      h->name, line, tok);
+  h->f[i].type = tok[0];
+  return HICP_OK;
+}
+
+static int set_count(pcd *h, int i, const char *tok, size_t line)
+{
+  double v;
+  if (hicp__parse_double(tok, &v) != HICP_OK || v < 1 || v > 1e6 || v != floor(v))
+    return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: field count '%.20s' is invalid", h->name,
+                      line, tok);
+  h->f[i].count = (uint64_t)v;
+  return HICP_OK;
+}
+
+static int parse_header(pcd *h, hicp__text *t)
+{
+  char key[64];
+  int nf = -1;
+  for (;;) {
+    hicp__text_skip_space(t, '#');
+    if (t->p >= t->end)
+      return hicp__fail(h->ctx, HICP_EFORMAT, "%s: the header has no DATA line", h->name);
+    hicp__text_token(t, NULL, key, sizeof key);
+    int rc = HICP_OK;
+    if (strcmp(key, "VERSION") == 0 || strcmp(key, "VIEWPOINT") == 0) {
+      hicp__text_next_line(t);
+      continue;
+    } else if (strcmp(key, "FIELDS") == 0 || strcmp(key, "COLUMNS") == 0) {
+      nf = -1;
+      rc = read_list(h, t, key, &nf, set_name);
+      h->nf = nf;
+    } else if (h->nf == 0 && (strcmp(key, "SIZE") == 0 || strcmp(key, "TYPE") == 0 ||
+                              strcmp(key, "COUNT") == 0)) {
+      return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: %s before FIELDS", h->name, t->line,
+                        key);
+    } else if (strcmp(key, "SIZE") == 0) {
+      rc = read_list(h, t, key, &h->nf, set_size);
+      h->have_size = 1;
+    } else if (strcmp(key, "TYPE") == 0) {
+      rc = read_list(h, t, key, &h->nf, set_type);
+      h->have_type = 1;
+    } else if (strcmp(key, "COUNT") == 0) {
+      rc = read_list(h, t, key, &h->nf, set_count);
+    } else if (strcmp(key, "WIDTH") == 0) {
+      rc = hicp__text_count(t, 0, 0, "WIDTH", UINT64_C(1) << 40, &h->width);
+      h->have_width = 1;
+    } else if (strcmp(key, "HEIGHT") == 0) {
+      rc = hicp__text_count(t, 0, 0, "HEIGHT", UINT64_C(1) << 40, &h->height);
+    } else if (strcmp(key, "POINTS") == 0) {
+      rc = hicp__text_count(t, 0, 0, "POINTS", UINT64_C(1) << 40, &h->points);
+      h->have_points = 1;
+    } else if (strcmp(key, "DATA") == 0) {
+      hicp__text_token(t, NULL, h->data, sizeof h->data);
+      hicp__text_next_line(t);
+      break;
+    } else {
+      return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: unknown PCD header line '%.40s'",
+                        h->name, t->line, key);
+    }
+    if (rc != HICP_OK)
+      return rc;
+    hicp__text_next_line(t);
+  }
+  if (h->nf <= 0)
+    return hicp__fail(h->ctx, HICP_EFORMAT, "%s: the header has no FIELDS", h->name);
+  if (!h->have_size || !h->have_type)
+    return hicp__fail(h->ctx, HICP_EFORMAT, "%s: the header lacks SIZE or TYPE", h->name);
+  if (!h->have_points) {
+    if (!h->have_width)
+      return hicp__fail(h->ctx, HICP_EFORMAT, "%s: the header has neither POINTS nor WIDTH",
+                        h->name);
+    h->points = h->width * (h->height ? h->height : 1);
+  }
+  h->point_size = 0;
+  for (int i = 0; i < h->nf; i++) {
+    if (h->f[i].type == 'F' && h->f[i].size != 4 && h->f[i].size != 8)
+      return hicp__fail(h->ctx, HICP_EFORMAT, "%s: float field '%s' has size %u", h->name,
+                        h->f[i].name, h->f[i].size);
+    h->f[i].offset = h->point_size;
+    h->point_size += (size_t)h->f[i].size * h->f[i].count;
+  }
+  return HICP_OK;
+}
+
+static double value_at(const unsigned char *p, const field *f)
+{
+  unsigned char b[8];
+  memcpy(b, p, f->size);
+#if defined(WORDS_BIGENDIAN)
+  for (unsigned i = 0; i < f->size / 2; i++) {
+    unsigned char c = b[i];
+    b[i] = b[f->size - 1 - i];
+    b[f->size - 1 - i] = c;
+  }
+#endif
+  if (f->type == 'F') {
+    if (f->size == 4) {
+      float v;
+      memcpy(&v, b, 4);
+      return v;
+    }
+    double v;
+    memcpy(&v, b, 8);
+    return v;
+  }
+  uint64_t u = 0;
+  memcpy(&u, b, f->size); /* little-endian host after the swap above */
+  if (f->type == 'U')
+    return (double)u;
+  int shift = 64 - 8 * (int)f->size;
+  return (double)((int64_t)(u << shift) >> shift);
+}
+
+/* Keeps a point unless all three coordinates are NaN (no measurement). */
+static int store(pcd *h, hicp__raw_cloud *out, uint64_t index, const double v[3])
+{
+  int nans = isnan(v[0]) + isnan(v[1]) + isnan(v[2]);
+  if (nans == 3)
+    return HICP_OK;
+  if (nans > 0 || !isfinite(v[0]) || !isfinite(v[1]) || !isfinite(v[2]))
+    return hicp__fail(h->ctx, HICP_ENONFINITE, "%s: point %llu has a non-finite coordinate",
+                      h->name, (unsigned long long)index);
+  memcpy(&out->xyz[3 * out->n], v, 3 * sizeof(double));
+  out->n++;
+  return HICP_OK;
+}
+
+static int find_xyz(pcd *h, int idx[3])
+{
+  static const char *names[3] = {"x", "y", "z"};
+  for (int k = 0; k < 3; k++) {
+    idx[k] = -1;
+    for (int i = 0; i < h->nf; i++)
+      if (strcmp(h->f[i].name, names[k]) == 0)
+        idx[k] = i;
+    if (idx[k] < 0)
+      return hicp__fail(h->ctx, HICP_EFORMAT, "%s: no '%s' field", h->name, names[k]);
+  }
+  return HICP_OK;
+}
+
+static int read_ascii(pcd *h, hicp__text *t, const int idx[3], hicp__raw_cloud *out)
+{
+  for (uint64_t i = 0; i < h->points; i++) {
+    double v[3] = {0, 0, 0};
+    hicp__text_skip_space(t, '#');
+    for (int fi = 0; fi < h->nf; fi++) {
+      for (uint64_t c = 0; c < h->f[fi].count; c++) {
+        char tok[128];
+        hicp__text_skip_blanks(t);
+        if (hicp__text_at_eol(t, 0))
+          return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: point %llu has too few values",
+                            h->name, t->line, (unsigned long long)i);
+        hicp__text_token(t, NULL, tok, sizeof tok);
+        double x;
+        int rc = hicp__parse_double(tok, &x);
+        /* nan is a legal PCD value (missing measurement) */
+        if (rc == HICP_ENONFINITE && (strcmp(tok, "nan") == 0 || strcmp(tok, "NaN") == 0 ||
+                                      strcmp(tok, "-nan") == 0))
+          x = NAN, rc = HICP_OK;
+        if (rc == HICP_ENONFINITE)
+          return hicp__fail(h->ctx, rc, "%s line %zu: non-finite number '%.24s'", h->name,
+                            t->line, tok);
+        if (rc != HICP_OK)
+          return hicp__fail(h->ctx, rc, "%s line %zu: expected a number, got '%.24s'", h->name,
+                            t->line, tok);
+        if (c == 0)
+          for (int k = 0; k < 3; k++)
+            if (fi == idx[k])
+              v[k] = x;
+      }
+    }
+    hicp__text_skip_blanks(t);
+    if (!hicp__text_at_eol(t, 0))
+      return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: point %llu has too many values",
+                        h->name, t->line, (unsigned long long)i);
+    int rc = store(h, out, i, v);
+    if (rc != HICP_OK)
+      return rc;
+  }
+  return HICP_OK;
+}
+
+static int read_binary(pcd *h, const unsigned char *p, size_t avail, const int idx[3],
+                       hicp__raw_cloud *out)
+{
+  if (h->point_size == 0 || h->points > avail / h->point_size)
+    return hicp__fail(h->ctx, HICP_EFORMAT,
+                      "%s: the header promises %llu points of %zu bytes but %zu bytes remain "
+                      "(truncated or corrupt)",
+                      h->name, (unsigned long long)h->points, h->point_size, avail);
+  for (uint64_t i = 0; i < h->points; i++) {
+    const unsigned char *rec = p + i * h->point_size;
+    double v[3];
+    for (int k = 0; k < 3; k++)
+      v[k] = value_at(rec + h->f[idx[k]].offset, &h->f[idx[k]]);
+    int rc = store(h, out, i, v);
+    if (rc != HICP_OK)
+      return rc;
+  }
+  return HICP_OK;
+}
+
+static int read_compressed(pcd *h, const unsigned char *p, size_t avail, const int idx[3],
+                           hicp__raw_cloud *out)
+{
+  if (avail < 8)
+    return hicp__fail(h->ctx, HICP_EFORMAT, "%s: compressed data is truncated", h->name);
+  uint32_t csize, usize;
+  memcpy(&csize, p, 4);
+  memcpy(&usize, p + 4, 4);
+  size_t want;
+  if (hicp__mul_size((size_t)h->points, h->point_size, &want) != 0 || usize != want)
+    return hicp__fail(h->ctx, HICP_EFORMAT,
+                      "%s: compressed data expands to %u bytes, %llu points need %zu", h->name,
+                      usize, (unsigned long long)h->points, want);
+  if (csize > avail - 8)
+    return hicp__fail(h->ctx, HICP_EFORMAT, "%s: compressed data is truncated (%u of %zu bytes)",
+                      h->name, csize, avail - 8);
+  /* LZF expands at most ~256x (a 3-byte back-reference of 264 bytes): an
+   * uncompressed size beyond that is a lie, refused before allocating. */
+  if ((uint64_t)usize > (uint64_t)csize * 300u + 64u)
+    return hicp__fail(h->ctx, HICP_EFORMAT, "%s: implausible compressed sizes", h->name);
+  char what[300];
+  snprintf(what, sizeof what, "%s: decompressing %u bytes", h->name, usize);
+  int rc = hicp__check_budget(h->ctx, usize, what);
+  if (rc != HICP_OK)
+    return rc;
+  unsigned char *u = malloc(usize ? usize : 1);
+  if (u == NULL)
+    return hicp__fail(h->ctx, HICP_ENOMEM, "%s: out of memory", h->name);
+  if (hicp__lzf_decompress(p + 8, csize, u, usize) != 0) {
+    free(u);
+    return hicp__fail(h->ctx, HICP_EFORMAT, "%s: corrupt compressed data", h->name);
+  }
+  /* Field-major: field f's values for all points start at points * offset. */
+  for (uint64_t i = 0; i < h->points && rc == HICP_OK; i++) {
+    double v[3];
+    for (int k = 0; k < 3; k++) {
+      const field *f = &h->f[idx[k]];
+      v[k] = value_at(u + (size_t)h->points * f->offset + i * f->size * f->count, f);
+    }
+    rc = store(h, out, i, v);
+  }
+  free(u);
+  return rc;
+}
+
+int hicp__parse_pcd(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,
+                    hicp__raw_cloud *out)
+{
+  pcd *h = calloc(1, sizeof *h);
+  if (h == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+  h->ctx = ctx;
+  h->name = name;
+  hicp__text t;
+  hicp__text_init(&t, ctx, name, buf, buf + len, 1);
+  int idx[3];
+  int rc = parse_header(h, &t);
+  if (rc == HICP_OK)
+    rc = find_xyz(h, idx);
+  size_t avail = (size_t)(t.end - t.p);
+  if (rc == HICP_OK) {
+    int ascii = strcmp(h->data, "ascii") == 0;
+    int binary = strcmp(h->data, "binary") == 0;
+    int compressed = strcmp(h->data, "binary_compressed") == 0;
+    if (!ascii && !binary && !compressed)
+      rc = hicp__fail(ctx, HICP_EFORMAT, "%s: unknown DATA kind '%.30s'", name, h->data);
+    else if (ascii && h->points > avail / (2 * (size_t)h->nf))
+      rc = hicp__fail(ctx, HICP_EFORMAT,
+                      "%s: the header promises %llu points but the file is too short for them",
+                      name, (unsigned long long)h->points);
+    else if (binary && (h->point_size == 0 || h->points > avail / h->point_size))
+      rc = hicp__fail(ctx, HICP_EFORMAT,
+                      "%s: the header promises %llu points of %zu bytes but %zu bytes remain "
+                      "(truncated or corrupt)",
+                      name, (unsigned long long)h->points, h->point_size, avail);
+    if (rc == HICP_OK)
+      rc = hicp__raw_reserve_points(ctx, name, out, (size_t)h->points);
+    if (rc == HICP_OK) {
+      out->n = 0;
+      if (ascii)
+        rc = read_ascii(h, &t, idx, out);
+      else if (binary)
+        rc = read_binary(h, t.p, avail, idx, out);
+      else
+        rc = read_compressed(h, t.p, avail, idx, out);
+    }
+  }
+  free(h);
+  return rc;
+}

@@ -1,0 +1,345 @@
+/* ply_read.c: Stanford PLY (ascii, binary little and big endian).
+ *
+ * Any element and property layout: x, y, z are found by name in the
+ * "vertex" element among properties of any scalar type; list properties and
+ * other elements are skipped; the "face" element's vertex_indices (or
+ * vertex_index) lists become triangles (polygons fan-triangulated).  No count
+ * in the header is trusted: before anything is allocated the counts are
+ * checked against the bytes that remain. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/text.h"
+
+#define MAX_ELEMENTS 32
+#define MAX_PROPS 64
+#define MAX_LIST 1000000 /* longest list a record may carry */
+
+typedef enum { T_NONE, T_I8, T_U8, T_I16, T_U16, T_I32, T_U32, T_F32, T_F64 } ptype;
+
+static const struct {
+  const char *name;
+  ptype type;
+} type_names[] = {{"char", T_I8},     {"int8", T_I8},    {"uchar", T_U8},   {"uint8", T_U8},
+                  {"short", T_I16},   {"int16", T_I16},  {"ushort", T_U16}, {"uint16", T_U16},
+                  {"int", T_I32},     {"int32", T_I32},  {"uint", T_U32},   {"uint32", T_U32},
+                  {"float", T_F32},   {"float32", T_F32}, {"double", T_F64}, {"float64", T_F64}};
+
+static const size_t type_size[] = {0, 1, 1, 2, 2, 4, 4, 4, 8};
+
+typedef struct prop {
+  char name[64];
+  ptype type;       /* value type */
+  ptype count_type; /* list length type, T_NONE for a scalar */
+} prop;
+
+typedef struct element {
+  char name[64];
+  uint64_t count;
+  prop props[MAX_PROPS];
+  int nprops;
+} element;
+
+typedef enum { ASCII, BIN_LE, BIN_BE } encoding;
+
+typedef struct ply {
+  hicp_context *ctx;
+  const char *name;
+  encoding enc;
+  element el[MAX_ELEMENTS];
+  int nel;
+} ply;
+
+static ptype parse_type(const char *s)
+{
+  for (size_t i = 0; i < sizeof type_names / sizeof type_names[0]; i++)
+    if (strcmp(s, type_names[i].name) == 0)
+      return type_names[i].type;
+  return T_NONE;
+}
+
+static int parse_header(ply *f, hicp__text *t)
+{
+  char tok[128];
+  hicp__text_token(t, NULL, tok, sizeof tok);
+  hicp__text_skip_blanks(t);
+  if (strcmp(tok, "ply") != 0 || !hicp__text_at_eol(t, 0))
+    return hicp__fail(f->ctx, HICP_EFORMAT, "%s: not a PLY file (no 'ply' first line)", f->name);
+  hicp__text_next_line(t);
+  int have_format = 0;
+  for (;;) {
+    if (t->p >= t->end)
+      return hicp__fail(f->ctx, HICP_EFORMAT, "%s: the header has no end_header line", f->name);
+    size_t n = hicp__text_token(t, NULL, tok, sizeof tok);
+    if (n == 0) { /* blank line */
+      hicp__text_next_line(t);
+      continue;
+    }
+    if (strcmp(tok, "end_header") == 0) {
+      hicp__text_next_line(t);
+      break;
+    }
+    if (strcmp(tok, "comment") == 0 || strcmp(tok, "obj_info") == 0) {
+      hicp__text_next_line(t);
+      continue;
+    }
+    if (strcmp(tok, "format") == 0) {
+      hicp__text_token(t, NULL, tok, sizeof tok);
+      if (strcmp(tok, "ascii") == 0)
+        f->enc = ASCII;
+      else if (strcmp(tok, "binary_little_endian") == 0)
+        f->enc = BIN_LE;
+      else if (strcmp(tok, "binary_big_endian") == 0)
+        f->enc = BIN_BE;
+      else
+        return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: unknown PLY format '%.40s'",
+                          f->name, t->line, tok);
+      if (hicp__text_token(t, NULL, tok, sizeof tok) == 0)
+        return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: the format line has no version",
+                          f->name, t->line);
+      if (strcmp(tok, "1.0") != 0 && strcmp(tok, "1") != 0)
+        return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: PLY version '%.20s' (1.0 expected)",
+                          f->name, t->line, tok);
+      have_format = 1;
+    } else if (strcmp(tok, "element") == 0) {
+      if (f->nel == MAX_ELEMENTS)
+        return hicp__fail(f->ctx, HICP_EFORMAT, "%s: more than %d elements", f->name, MAX_ELEMENTS);
+      element *e = &f->el[f->nel];
+      memset(e, 0, sizeof *e);
+      if (hicp__text_token(t, NULL, e->name, sizeof e->name) == 0)
+        return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: element without a name", f->name,
+                          t->line);
+      int rc = hicp__text_count(t, 0, 0, "an element count", UINT64_C(1) << 40, &e->count);
+      if (rc != HICP_OK)
+        return rc;
+      f->nel++;
+    } else if (strcmp(tok, "property") == 0) {
+      if (f->nel == 0)
+        return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: property before any element",
+                          f->name, t->line);
+      element *e = &f->el[f->nel - 1];
+      if (e->nprops == MAX_PROPS)
+        return hicp__fail(f->ctx, HICP_EFORMAT, "%s: element '%s' has more than %d properties",
+                          f->name, e->name, MAX_PROPS);
+      prop *p = &e->props[e->nprops];
+      memset(p, 0, sizeof *p);
+      hicp__text_token(t, NULL, tok, sizeof tok);
+      if (strcmp(tok, "list") == 0) {
+        hicp__text_token(t, NULL, tok, sizeof tok);
+        p->count_type = parse_type(tok);
+        if (p->count_type == T_NONE || p->count_type == T_F32 || p->count_type == T_F64)
+          return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: bad list count type '%.40s'",
+                            f->name, t->line, tok);
+        hicp__text_token(t, NULL, tok, sizeof tok);
+      }
+      p->type = parse_type(tok);
+      if (p->type == T_NONE)
+        return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: unknown property type '%.40s'",
+                          f->name, t->line, tok);
+      if (hicp__text_token(t, NULL, p->name, sizeof p->name) == 0)
+        return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: property without a name", f->name,
+                          t->line);
+      e->nprops++;
+    } else {
+      return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: unknown header line '%.40s'", f->name,
+                        t->line, tok);
+    }
+    hicp__text_skip_blanks(t);
+    if (!hicp__text_at_eol(t, 0))
+      return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: unexpected text after '%s'", f->name,
+                        t->line, tok);
+    hicp__text_next_line(t);
+  }
+  if (!have_format)
+    return hicp__fail(f->ctx, HICP_EFORMAT, "%s: the header has no format line", f->name);
+  return HICP_OK;
+}
+
+/* One binary value, as a double (exact for every PLY type). */
+static double read_bin(const unsigned char *p, ptype t, int big)
+{
+  unsigned char b[8];
+  size_t n = type_size[t];
+  for (size_t i = 0; i < n; i++)
+    b[i] = big ? p[n - 1 - i] : p[i];
+#if defined(WORDS_BIGENDIAN)
+  /* The file's order was undone above for a little-endian host; on a
+   * big-endian host reverse again. */
+  for (size_t i = 0; i < n / 2; i++) {
+    unsigned char c = b[i];
+    b[i] = b[n - 1 - i];
+    b[n - 1 - i] = c;
+  }
+#endif
+  switch (t) {
+  case T_I8: { int8_t v; memcpy(&v, b, 1); return v; }
+  case T_U8: { uint8_t v; memcpy(&v, b, 1); return v; }
+  case T_I16: { int16_t v; memcpy(&v, b, 2); return v; }
+  case T_U16: { uint16_t v; memcpy(&v, b, 2); return v; }
+  case T_I32: { int32_t v; memcpy(&v, b, 4); return v; }
+  case T_U32: { uint32_t v; memcpy(&v, b, 4); return v; }
+  case T_F32: { float v; memcpy(&v, b, 4); return v; }
+  case T_F64: { double v; memcpy(&v, b, 8); return v; }
+  default: return 0.0;
+  }
+}
+
+typedef struct reader {
+  ply *f;
+  hicp__text t;           /* ascii */
+  const unsigned char *p; /* binary position */
+  const unsigned char *end;
+} reader;
+
+/* Reads one value of type `t` (ascii or binary). */
+static int read_value(reader *r, ptype t, const char *what, double *v)
+{
+  if (r->f->enc == ASCII)
+    return hicp__text_number(&r->t, 1, 0, what, v);
+  if ((size_t)(r->end - r->p) < type_size[t])
+    return hicp__fail(r->f->ctx, HICP_EFORMAT, "%s: the file ends in the middle of the data (truncated)",
+                      r->f->name);
+  *v = read_bin(r->p, t, r->f->enc == BIN_BE);
+  r->p += type_size[t];
+  return HICP_OK;
+}
+
+/* Smallest bytes one record of `e` can take: proves counts plausible. */
+static size_t min_record(const ply *f, const element *e)
+{
+  size_t s = 0;
+  for (int i = 0; i < e->nprops; i++) {
+    if (f->enc == ASCII)
+      s += 2; /* a digit and a separator */
+    else
+      s += type_size[e->props[i].count_type != T_NONE ? e->props[i].count_type : e->props[i].type];
+  }
+  return s;
+}
+
+static int find_prop(const element *e, const char *name)
+{
+  for (int i = 0; i < e->nprops; i++)
+    if (strcmp(e->props[i].name, name) == 0)
+      return i;
+  return -1;
+}
+
+static int read_element(reader *r, const element *e, hicp__raw_cloud *out, size_t *tri_cap,
+                        int *have_vertex)
+{
+  ply *f = r->f;
+  int is_vertex = strcmp(e->name, "vertex") == 0 && !*have_vertex;
+  int is_face = strcmp(e->name, "face") == 0;
+  int ix = -1, iy = -1, iz = -1, ifc = -1;
+  if (is_vertex) {
+    ix = find_prop(e, "x");
+    iy = find_prop(e, "y");
+    iz = find_prop(e, "z");
+    if (ix < 0 || iy < 0 || iz < 0)
+      return hicp__fail(f->ctx, HICP_EFORMAT, "%s: the vertex element has no %s property",
+                        f->name, ix < 0 ? "x" : iy < 0 ? "y" : "z");
+    if (e->props[ix].count_type != T_NONE || e->props[iy].count_type != T_NONE ||
+        e->props[iz].count_type != T_NONE)
+      return hicp__fail(f->ctx, HICP_EFORMAT, "%s: vertex x, y, z must not be lists", f->name);
+  }
+  if (is_face) {
+    ifc = find_prop(e, "vertex_indices");
+    if (ifc < 0)
+      ifc = find_prop(e, "vertex_index");
+    if (ifc >= 0 && e->props[ifc].count_type == T_NONE)
+      return hicp__fail(f->ctx, HICP_EFORMAT, "%s: face vertex_indices must be a list", f->name);
+  }
+  size_t remaining = f->enc == ASCII ? (size_t)(r->t.end - r->t.p) : (size_t)(r->end - r->p);
+  size_t minrec = min_record(f, e);
+  if (minrec > 0 && e->count > remaining / minrec)
+    return hicp__fail(f->ctx, HICP_EFORMAT,
+                      "%s: the header promises %llu %s records but the file is too short for them "
+                      "(truncated or corrupt)",
+                      f->name, (unsigned long long)e->count, e->name);
+  if (is_vertex) {
+    int rc = hicp__raw_reserve_points(f->ctx, f->name, out, (size_t)e->count);
+    if (rc != HICP_OK)
+      return rc;
+    out->n = (size_t)e->count;
+    *have_vertex = 1;
+  }
+  uint32_t idx[3] = {0, 0, 0};
+  for (uint64_t rec = 0; rec < e->count; rec++) {
+    for (int k = 0; k < e->nprops; k++) {
+      const prop *p = &e->props[k];
+      double v;
+      int rc;
+      if (p->count_type == T_NONE) {
+        rc = read_value(r, p->type, "a number", &v);
+        if (rc != HICP_OK)
+          return rc;
+        if (is_vertex && (k == ix || k == iy || k == iz))
+          out->xyz[3 * rec + (k == ix ? 0 : k == iy ? 1 : 2)] = v;
+        continue;
+      }
+      double len;
+      rc = read_value(r, p->count_type, "a list length", &len);
+      if (rc != HICP_OK)
+        return rc;
+      if (len < 0 || len != floor(len) || len > MAX_LIST)
+        return hicp__fail(f->ctx, HICP_EFORMAT, "%s: %s record %llu has a list of length %g",
+                          f->name, e->name, (unsigned long long)rec, len);
+      for (uint32_t j = 0; j < (uint32_t)len; j++) {
+        rc = read_value(r, p->type, "a list item", &v);
+        if (rc != HICP_OK)
+          return rc;
+        if (k != ifc)
+          continue;
+        if (v < 0 || v != floor(v) || v >= 4294967295.0)
+          return hicp__fail(f->ctx, HICP_EFORMAT, "%s: face %llu has an invalid vertex index %g",
+                            f->name, (unsigned long long)rec, v);
+        /* fan: (i0, i_{j-1}, i_j) */
+        if (j == 0)
+          idx[0] = (uint32_t)v;
+        else if (j == 1)
+          idx[1] = (uint32_t)v;
+        else {
+          idx[2] = (uint32_t)v;
+          rc = hicp__raw_push_triangle(f->ctx, f->name, out, tri_cap, idx[0], idx[1], idx[2]);
+          if (rc != HICP_OK)
+            return rc;
+          idx[1] = idx[2];
+        }
+      }
+    }
+  }
+  return HICP_OK;
+}
+
+int hicp__parse_ply(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,
+                    hicp__raw_cloud *out)
+{
+  ply *f = calloc(1, sizeof *f);
+  if (f == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+  f->ctx = ctx;
+  f->name = name;
+  reader r;
+  hicp__text_init(&r.t, ctx, name, buf, buf + len, 1);
+  int rc = parse_header(f, &r.t);
+  if (rc == HICP_OK) {
+    r.f = f;
+    r.p = r.t.p;
+    r.end = buf + len;
+    size_t tri_cap = 0;
+    int have_vertex = 0;
+    for (int i = 0; i < f->nel && rc == HICP_OK; i++)
+      rc = read_element(&r, &f->el[i], out, &tri_cap, &have_vertex);
+    if (rc == HICP_OK && !have_vertex)
+      rc = hicp__fail(ctx, HICP_EFORMAT, "%s: no vertex element", name);
+    if (rc == HICP_OK)
+      rc = hicp__raw_check_triangles(ctx, name, out);
+  }
+  free(f);
+  return rc;
+}

@@ -1,0 +1,114 @@
+/* ply_write.c: hicp_cloud_write_ply: binary little endian or ascii PLY,
+ * written atomically (atomic.c).  Coordinates are float when the cloud's
+ * origin is zero, double otherwise, so absolute coordinates far from the
+ * origin keep their detail; text numbers carry enough digits to round-trip. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cloud.h"
+
+typedef struct job {
+  const hicp_cloud *c;
+  const hicp_transform *T;
+  int ascii;
+  int dbl;
+} job;
+
+static void point(const job *j, size_t i, double out[3])
+{
+  double p[3];
+  for (int d = 0; d < 3; d++) /* origin 0: keep -0.0 as it is */
+    p[d] = j->dbl ? j->c->origin[d] + (double)j->c->xyz[3 * i + d] : (double)j->c->xyz[3 * i + d];
+  if (j->T == NULL) {
+    memcpy(out, p, sizeof p);
+    return;
+  }
+  const double *m = j->T->m;
+  for (int d = 0; d < 3; d++)
+    out[d] = m[4 * d] * p[0] + m[4 * d + 1] * p[1] + m[4 * d + 2] * p[2] + m[4 * d + 3];
+}
+
+static int put_le(FILE *f, const void *v, size_t n)
+{
+  unsigned char b[8];
+  memcpy(b, v, n);
+#if defined(WORDS_BIGENDIAN)
+  for (size_t i = 0; i < n / 2; i++) {
+    unsigned char t = b[i];
+    b[i] = b[n - 1 - i];
+    b[n - 1 - i] = t;
+  }
+#endif
+  return fwrite(b, 1, n, f) == n ? 0 : -1;
+}
+
+static int write_ply(hicp_context *ctx, FILE *f, void *arg)
+{
+  const job *j = arg;
+  const hicp_cloud *c = j->c;
+  const char *type = j->dbl ? "double" : "float";
+  fprintf(f, "ply\nformat %s 1.0\ncomment written by hicp %s\n",
+          j->ascii ? "ascii" : "binary_little_endian", HICP_VERSION_STRING);
+  fprintf(f, "element vertex %zu\nproperty %s x\nproperty %s y\nproperty %s z\n", c->n, type, type,
+          type);
+  if (c->ntri > 0)
+    fprintf(f, "element face %zu\nproperty list uchar int vertex_indices\n", c->ntri);
+  fprintf(f, "end_header\n");
+  int bad = 0;
+  for (size_t i = 0; i < c->n && !bad; i++) {
+    double p[3];
+    point(j, i, p);
+    if (j->ascii) {
+      if (j->dbl)
+        bad = fprintf(f, "%.17g %.17g %.17g\n", p[0], p[1], p[2]) < 0;
+      else
+        bad = fprintf(f, "%.9g %.9g %.9g\n", (double)(float)p[0], (double)(float)p[1],
+                      (double)(float)p[2]) < 0;
+    } else {
+      for (int d = 0; d < 3 && !bad; d++) {
+        if (j->dbl) {
+          bad = put_le(f, &p[d], 8) != 0;
+        } else {
+          float v = (float)p[d];
+          bad = put_le(f, &v, 4) != 0;
+        }
+      }
+    }
+  }
+  for (size_t t = 0; t < c->ntri && !bad; t++) {
+    if (j->ascii) {
+      bad = fprintf(f, "3 %u %u %u\n", (unsigned)c->tri[3 * t], (unsigned)c->tri[3 * t + 1],
+                    (unsigned)c->tri[3 * t + 2]) < 0;
+    } else {
+      unsigned char three = 3;
+      bad = fwrite(&three, 1, 1, f) != 1;
+      for (int k = 0; k < 3 && !bad; k++) {
+        int32_t v = (int32_t)c->tri[3 * t + k];
+        bad = put_le(f, &v, 4) != 0;
+      }
+    }
+  }
+  if (bad || ferror(f))
+    return hicp__fail(ctx, HICP_EIO, "write failed");
+  return HICP_OK;
+}
+
+int hicp_cloud_write_ply(hicp_context *ctx, const hicp_cloud *cloud,
+                         const hicp_transform *transform, const char *path,
+                         hicp_ply_encoding encoding)
+{
+  if (cloud == NULL || path == NULL)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_write_ply: NULL argument");
+  if (encoding != HICP_PLY_BINARY && encoding != HICP_PLY_ASCII)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_write_ply: unknown encoding %d", (int)encoding);
+  if (transform != NULL && hicp_transform_check(transform) != HICP_OK)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_write_ply: the transform is not rigid");
+  job j;
+  j.c = cloud;
+  j.T = transform;
+  j.ascii = encoding == HICP_PLY_ASCII;
+  j.dbl = cloud->origin[0] != 0.0 || cloud->origin[1] != 0.0 || cloud->origin[2] != 0.0;
+  return hicp__atomic_write(ctx, path, write_ply, &j);
+}

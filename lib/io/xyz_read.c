@@ -1,0 +1,76 @@
+/* xyz_read.c: text point lists (.xyz, .txt, .csv, .pts, .asc): the first
+ * three numbers of each line are x, y, z; further columns (normals, colours)
+ * are ignored.  Separators: blanks, commas, semicolons.  Blank lines and
+ * lines starting with '#' or '//' are skipped; one header line of names
+ * ("x,y,z") is allowed before the first point. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "io/text.h"
+
+static int comment_line(const hicp__text *t)
+{
+  return t->p < t->end && (*t->p == '#' || (*t->p == '/' && t->p + 1 < t->end && t->p[1] == '/'));
+}
+
+int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,
+                    hicp__raw_cloud *out)
+{
+  /* A point line takes at least 6 bytes ("0 0 0\n"); lines bound it too. */
+  size_t lines = 1;
+  for (size_t i = 0; i < len; i++)
+    lines += buf[i] == '\n';
+  int rc = hicp__raw_reserve_points(ctx, name, out, lines < len / 6 + 1 ? lines : len / 6 + 1);
+  if (rc != HICP_OK)
+    return rc;
+  hicp__text t;
+  hicp__text_init(&t, ctx, name, buf, buf + len, 1);
+  int seen_data = 0, seen_header = 0;
+  while (t.p < t.end) {
+    hicp__text_skip_blanks(&t);
+    if (hicp__text_at_eol(&t, 0) || comment_line(&t)) {
+      if (t.p < t.end && *t.p == '\0')
+        return hicp__fail(ctx, HICP_EFORMAT, "%s line %zu: a NUL byte in a text file", name, t.line);
+      hicp__text_next_line(&t);
+      continue;
+    }
+    double v[3];
+    char tok[128];
+    int k = 0;
+    for (; k < 3; k++) {
+      hicp__text_skip_blanks(&t);
+      while (t.p < t.end && (*t.p == ',' || *t.p == ';')) {
+        t.p++;
+        hicp__text_skip_blanks(&t);
+      }
+      if (hicp__text_at_eol(&t, 0))
+        break;
+      hicp__text_token(&t, ",;", tok, sizeof tok);
+      int prc = hicp__parse_double(tok, &v[k]);
+      if (prc == HICP_ENONFINITE)
+        return hicp__fail(ctx, prc, "%s line %zu: non-finite coordinate '%.24s'", name, t.line, tok);
+      if (prc != HICP_OK) {
+        if (!seen_data && !seen_header) {
+          /* a header of column names */
+          seen_header = 1;
+          k = -1;
+          break;
+        }
+        return hicp__fail(ctx, HICP_EFORMAT, "%s line %zu: expected a number, got '%.24s'", name,
+                          t.line, tok);
+      }
+    }
+    if (k >= 0 && k < 3)
+      return hicp__fail(ctx, HICP_EFORMAT, "%s line %zu: expected 3 coordinates, found %d", name,
+                        t.line, k);
+    if (k == 3) {
+      memcpy(&out->xyz[3 * out->n], v, sizeof v);
+      out->n++;
+      seen_data = 1;
+    }
+    hicp__text_next_line(&t);
+  }
+  return HICP_OK;
+}

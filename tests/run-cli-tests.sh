@@ -1,0 +1,117 @@
+#!/bin/sh
+# run-cli-tests.sh: the hicp command-line tool end to end (TAP).
+# Needs $HICP_BIN (the tool), $HICP_EXAMPLE, $HICP_TEST_DATA (libcgal-demo
+# models; the data-dependent checks skip without them) and python3 (JSON).
+bin=${HICP_BIN:-tools/hicp}
+example=${HICP_EXAMPLE:-examples/register_files}
+data=${HICP_TEST_DATA:-tests/data}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/hicp-cli.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+n=0
+failed=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+notok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; [ -s "$tmp/err" ] && sed 's/^/# /' "$tmp/err"; }
+skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
+check() { # check DESCRIPTION EXPECTED_STATUS command...
+  desc=$1; want=$2; shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"; got=$?
+  if [ "$got" -eq "$want" ]; then ok "$desc"; else notok "$desc (exit $got, wanted $want)"; fi
+}
+one_line_error() { # the last failure printed exactly one line starting "hicp: "
+  lines=$(wc -l <"$tmp/err")
+  if [ "$lines" -eq 1 ] && grep -q '^hicp: ' "$tmp/err" && { [ -z "$1" ] || grep -q "$1" "$tmp/err"; }; then
+    ok "one-line error${1:+ mentioning $1}"
+  else
+    notok "one-line error${1:+ mentioning $1} (got $lines lines)"
+  fi
+}
+have_py=0
+command -v python3 >/dev/null 2>&1 && have_py=1
+json_get() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
+
+check "--version" 0 "$bin" --version
+grep -q '^hicp [0-9]' "$tmp/out" && ok "--version prints the version" || notok "--version prints the version"
+for c in register nn model perturb devices; do
+  check "$c --help" 0 "$bin" "$c" --help
+done
+check "unknown command exits 2" 2 "$bin" frobnicate
+one_line_error "frobnicate"
+check "missing arguments exit 2" 2 "$bin" register only-one
+one_line_error
+check "bad option value exits 2" 2 "$bin" register a b --max-iter -3
+one_line_error "max-iter"
+check "bad nn method exits 2" 2 "$bin" nn a b --nn fastest
+one_line_error "fastest"
+check "missing model file exits 1" 1 "$bin" register "$tmp/nope.ply" "$tmp/nope2.ply"
+one_line_error "nope.ply"
+check "devices runs" 0 "$bin" devices
+check "devices --json" 0 "$bin" devices --json
+
+bunny="$data/meshes/bunny00.off"
+if [ ! -r "$bunny" ] || [ $have_py -eq 0 ]; then
+  for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14; do skip "needs libcgal-demo data and python3"; done
+else
+  check "perturb makes a scan" 0 "$bin" perturb "$bunny" -o "$tmp/scan.ply" --truth "$tmp/truth.txt" \
+    --rotate 10,-8,12 --translate-rel 0.02,0,-0.01 --view 0,0,1 --noise 1e-4
+  check "register --json" 0 "$bin" register "$bunny" "$tmp/scan.ply" --json --truth "$tmp/truth.txt" --threads 2
+  cp "$tmp/out" "$tmp/reg.json"
+  if python3 - "$tmp/reg.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+need = ["transform", "rotation", "translation", "rmse", "iterations", "converged", "time_ms",
+        "backend", "nn", "model_points", "scan_points"]
+missing = [k for k in need if k not in d]
+assert not missing, missing
+assert len(d["transform"]) == 4 and all(len(r) == 4 for r in d["transform"])
+assert d["rotation"] == [r[:3] for r in d["transform"][:3]]
+assert d["translation"] == [r[3] for r in d["transform"][:3]]
+assert d["model_points"] == 37706 and d["converged"] is True
+assert d["error"]["rotation_deg"] < 0.05, d["error"]
+assert d["error"]["translation_rel"] < 1e-3, d["error"]
+PY
+  then ok "JSON has every field and the pose is right"; else notok "JSON has every field and the pose is right"; fi
+  check "register (text)" 0 "$bin" register "$bunny" "$tmp/scan.ply" --truth "$tmp/truth.txt"
+  grep -q '^error ' "$tmp/out" && grep -q '^time ' "$tmp/out" && ok "text output has pose, error and time" || notok "text output has pose, error and time"
+  check "model build" 0 "$bin" model build "$bunny" -o "$tmp/bunny.hicpm"
+  check "register with the prebuilt model" 0 "$bin" register "$tmp/bunny.hicpm" "$tmp/scan.ply" --json --threads 1
+  python3 -c "
+import json,sys
+a=json.load(open('$tmp/reg.json')); b=json.load(open('$tmp/out'))
+sys.exit(0 if a['transform']==b['transform'] else 1)" && ok "prebuilt model and 1 thread give the same bits" || notok "prebuilt model and 1 thread give the same bits"
+  check "model info" 0 "$bin" model info "$tmp/bunny.hicpm"
+  grep -q '37706' "$tmp/out" && ok "model info counts the points" || notok "model info counts the points"
+  check "nn --csv pnn-opt" 0 "$bin" nn "$tmp/bunny.hicpm" "$tmp/scan.ply" --csv
+  cp "$tmp/out" "$tmp/nn1.csv"
+  check "nn --csv kdtree" 0 "$bin" nn "$bunny" "$tmp/scan.ply" --csv --nn kdtree
+  cmp -s "$tmp/out" "$tmp/nn1.csv" && ok "nn answers agree across methods" || notok "nn answers agree across methods"
+  # --output writes the aligned scan; a failing write leaves an existing file alone
+  check "register --output" 0 "$bin" register "$bunny" "$tmp/scan.ply" --output "$tmp/aligned.ply"
+  echo "precious" > "$tmp/keep.ply"
+  chmod 0555 "$tmp"
+  if [ -w "$tmp" ]; then
+    chmod 0755 "$tmp"; skip "running as a user that can write anywhere"
+  else
+    "$bin" register "$bunny" "$tmp/scan.ply" --output "$tmp/keep.ply" >/dev/null 2>"$tmp/err2"; st=$?
+    chmod 0755 "$tmp"
+    [ $st -eq 1 ] && [ "$(cat "$tmp/keep.ply")" = precious ] && ok "failed write keeps the old file" || notok "failed write keeps the old file"
+  fi
+  head -c 300 "$tmp/aligned.ply" > "$tmp/trunc.ply"
+  check "truncated scan exits 1" 1 "$bin" register "$bunny" "$tmp/trunc.ply"
+  one_line_error "trunc.ply"
+  check "example program" 0 "$example" "$bunny" "$tmp/scan.ply"
+fi
+
+# --backend cuda on a host without a device: a clear error, exit 1.
+if "$bin" devices 2>/dev/null | grep -q '^cuda *none'; then
+  check "--backend cuda without a GPU exits 1" 1 "$bin" register "$tmp/none.ply" "$tmp/none.ply" --backend cuda
+  if [ -r "$bunny" ]; then
+    check "--backend cuda without a GPU fails cleanly" 1 "$bin" register "$bunny" "$bunny" --backend cuda
+    one_line_error "cuda"
+  else
+    skip "needs libcgal-demo data"; skip "needs libcgal-demo data"
+  fi
+else
+  skip "a CUDA device is present"; skip "a CUDA device is present"; skip "a CUDA device is present"
+fi
+echo "1..$n"
+exit 0

@@ -1,0 +1,217 @@
+/* test_api.c: the public API's conventions: versions, the error table,
+ * option defaults and sized structs, contexts, names, transform helpers,
+ * devices. */
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "hicp.h"
+
+Test(api, version)
+{
+  cr_assert_str_eq(hicp_version(), HICP_VERSION_STRING);
+  cr_assert_eq(hicp_version_number(), HICP_VERSION_NUMBER);
+  cr_assert_eq(HICP_VERSION_NUMBER,
+               HICP_VERSION_MAJOR * 10000 + HICP_VERSION_MINOR * 100 + HICP_VERSION_PATCH);
+}
+
+Test(api, error_table)
+{
+  int seen = 0;
+#define CHECK(name, value, msg)                   \
+  cr_assert_str_eq(hicp_strerror(value), msg);    \
+  cr_assert_eq((int)name, value);                 \
+  cr_assert(value <= 0);                          \
+  seen++;
+  HICP_ERROR_TABLE(CHECK)
+#undef CHECK
+  cr_assert_gt(seen, 10);
+  cr_assert_str_eq(hicp_strerror(-9999), "unknown error");
+  cr_assert_str_eq(hicp_strerror(1), "unknown error");
+}
+
+Test(api, names_round_trip)
+{
+  for (int b = 0; b <= 3; b++) {
+    hicp_backend out;
+    cr_assert_eq(hicp_backend_from_name(hicp_backend_name((hicp_backend)b), &out), 0);
+    cr_assert_eq((int)out, b);
+  }
+  for (int m = 0; m <= 5; m++) {
+    hicp_nn_method out;
+    cr_assert_eq(hicp_nn_method_from_name(hicp_nn_method_name((hicp_nn_method)m), &out), 0);
+    cr_assert_eq((int)out, m);
+  }
+  hicp_nn_method m;
+  cr_assert_eq(hicp_nn_method_from_name("pnn-opt", &m), 0);
+  cr_assert_eq(m, HICP_NN_PNN_OPT);
+  cr_assert_eq(hicp_nn_method_from_name("fast", &m), HICP_EINVAL);
+  cr_assert_eq(hicp_nn_method_from_name(NULL, &m), HICP_EINVAL);
+  cr_assert_str_eq(hicp_backend_name((hicp_backend)17), "unknown");
+  cr_assert_str_eq(hicp_stop_name(HICP_STOP_MSE_CHANGE), "mse-change");
+  cr_assert_str_eq(hicp_stop_name((hicp_stop)99), "unknown");
+}
+
+Test(api, option_defaults)
+{
+  hicp_reg_options o;
+  memset(&o, 0xab, sizeof o);
+  hicp_reg_options_init(&o);
+  cr_assert_eq(o.struct_size, sizeof o);
+  cr_assert_eq(o.nn, HICP_NN_PNN_OPT);
+  cr_assert_eq(o.max_iter, 50);
+  cr_assert_eq(o.tol, -1.0);
+  cr_assert_eq(o.trim, 1.0);
+  cr_assert_eq(o.filter_start, -1);
+  cr_assert_eq(o.flags, 0u);
+  hicp_model_options mo;
+  hicp_model_options_init(&mo);
+  cr_assert_eq(mo.delaunay, 1);
+  hicp_context_options co;
+  hicp_context_options_init(&co);
+  cr_assert_eq(co.threads, 0);
+  cr_assert_eq(co.backend, HICP_BACKEND_AUTO);
+  hicp_nn_options no;
+  hicp_nn_options_init(&no);
+  cr_assert_eq(no.method, HICP_NN_PNN_OPT);
+}
+
+/* A program built against an older, shorter options struct keeps working:
+ * the library fills the missing fields with defaults. */
+Test(api, older_struct_sizes)
+{
+  hicp_context_options co;
+  hicp_context_options_init_sized(&co, offsetof(hicp_context_options, flags) + sizeof(unsigned));
+  co.threads = 3;
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(&co, &ctx), 0);
+  cr_assert_eq(hicp_context_threads(ctx), 3);
+  hicp_context_destroy(ctx);
+  /* too small, or never initialised */
+  hicp_context_options bad;
+  memset(&bad, 0, sizeof bad);
+  cr_assert_eq(hicp_context_create(&bad, &ctx), HICP_EINVAL);
+  bad.struct_size = 4;
+  cr_assert_eq(hicp_context_create(&bad, &ctx), HICP_EINVAL);
+}
+
+Test(api, context_options_checked)
+{
+  hicp_context *ctx = (hicp_context *)0x1;
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.threads = -2;
+  cr_assert_eq(hicp_context_create(&o, &ctx), HICP_EINVAL);
+  cr_assert_null(ctx);
+  hicp_context_options_init(&o);
+  o.backend = (hicp_backend)9;
+  cr_assert_eq(hicp_context_create(&o, &ctx), HICP_EINVAL);
+  hicp_context_options_init(&o);
+  o.flags = 1;
+  cr_assert_eq(hicp_context_create(&o, &ctx), HICP_EINVAL);
+  hicp_context_options_init(&o);
+  o.ndevices = 2;
+  cr_assert_eq(hicp_context_create(&o, &ctx), HICP_EINVAL);
+  int devs[2] = {0, -1};
+  o.devices = devs;
+  cr_assert_eq(hicp_context_create(&o, &ctx), HICP_EINVAL);
+  devs[1] = 0; /* the same device twice is allowed */
+  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  cr_assert_gt(hicp_context_threads(ctx), 0);
+  cr_assert_str_empty(hicp_context_error(ctx));
+  hicp_context_cancel(ctx); /* harmless when idle */
+  hicp_context_destroy(ctx);
+  hicp_context_destroy(NULL);
+  cr_assert_eq(hicp_context_create(NULL, NULL), HICP_EINVAL);
+}
+
+Test(api, transforms)
+{
+  hicp_transform t, inv, id;
+  hicp_transform_identity(&id);
+  cr_assert_eq(hicp_transform_check(&id), 0);
+  double c = cos(0.3), s = sin(0.3);
+  hicp_transform_identity(&t);
+  t.m[0] = c;
+  t.m[1] = -s;
+  t.m[4] = s;
+  t.m[5] = c;
+  t.m[3] = 1;
+  t.m[7] = 2;
+  t.m[11] = 3;
+  cr_assert_eq(hicp_transform_check(&t), 0);
+  hicp_transform_invert(&t, &inv);
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++) {
+      double acc = 0;
+      for (int k = 0; k < 4; k++)
+        acc += inv.m[4 * i + k] * t.m[4 * k + j];
+      cr_assert(fabs(acc - (i == j)) < 1e-15);
+    }
+  t.m[0] = 1.1; /* not a rotation */
+  cr_assert_eq(hicp_transform_check(&t), HICP_EINVAL);
+  hicp_transform_identity(&t);
+  t.m[0] = t.m[5] = -1.0; /* a rotation by pi: fine */
+  cr_assert_eq(hicp_transform_check(&t), 0);
+  t.m[10] = -1.0; /* a reflection */
+  cr_assert_eq(hicp_transform_check(&t), HICP_EINVAL);
+  hicp_transform_identity(&t);
+  t.m[14] = 1.0;
+  cr_assert_eq(hicp_transform_check(&t), HICP_EINVAL);
+  t.m[14] = 0.0;
+  t.m[3] = NAN;
+  cr_assert_eq(hicp_transform_check(&t), HICP_EINVAL);
+  cr_assert_eq(hicp_transform_check(NULL), HICP_EINVAL);
+}
+
+Test(api, devices)
+{
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  int n = hicp_device_count(ctx);
+  cr_assert_geq(n, 0);
+  if (n == 0)
+    cr_assert_str_not_empty(hicp_context_error(ctx), "no device: the reason is given");
+  hicp_device_info di;
+  hicp_device_info_init(&di);
+  cr_assert_eq(hicp_device_get_info(ctx, n, &di), HICP_ENODEVICE);
+  cr_assert_eq(hicp_device_get_info(ctx, -1, &di), HICP_EINVAL);
+  for (int g = 0; g < n; g++) {
+    cr_assert_eq(hicp_device_get_info(ctx, g, &di), 0);
+    cr_assert_gt(di.memory_bytes, 0);
+  }
+  hicp_context_destroy(ctx);
+}
+
+/* Without a device, --backend cuda fails cleanly with its own code. */
+Test(api, cuda_backend_without_device)
+{
+  hicp_context *probe;
+  cr_assert_eq(hicp_context_create(NULL, &probe), 0);
+  int n = hicp_device_count(probe);
+  hicp_context_destroy(probe);
+  if (n > 0)
+    cr_skip_test("a CUDA device is present");
+  float p[15] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1};
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.backend = HICP_BACKEND_CUDA;
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  hicp_model *m;
+  cr_assert_eq(hicp_model_build(ctx, p, 5, 0, NULL, &m), 0);
+  hicp_result r;
+  hicp_result_init(&r);
+  cr_assert_eq(hicp_register(ctx, m, p, 5, NULL, NULL, &r), HICP_ENODEVICE);
+  cr_assert(strstr(hicp_context_error(ctx), "cuda") != NULL, "%s", hicp_context_error(ctx));
+  /* auto and hybrid fall back to the CPU */
+  hicp_context_destroy(ctx);
+  o.backend = HICP_BACKEND_HYBRID;
+  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  cr_assert_eq(hicp_register(ctx, m, p, 5, NULL, NULL, &r), 0);
+  cr_assert_eq(r.backend, HICP_BACKEND_CPU);
+  hicp_context_destroy(ctx);
+  hicp_model_destroy(m);
+}

@@ -1,0 +1,591 @@
+/* test_io.c: the file readers and writers: every format and variant read
+ * exactly, round trips bit for bit, and a table of corrupted inputs each
+ * refused with the expected code and a message naming the file. */
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cloud.h"
+#include "io/lzf.h"
+#include "testhelp.h"
+
+static hicp_context *ctx_new(void)
+{
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  return ctx;
+}
+
+/* Reads `path` and checks the coordinates against `want` exactly. */
+static hicp_cloud *read_ok(const char *path, const double *want, size_t n)
+{
+  hicp_context *ctx = ctx_new();
+  hicp_cloud *c = NULL;
+  int rc = hicp_cloud_read(ctx, path, HICP_FORMAT_AUTO, &c);
+  cr_assert_eq(rc, 0, "%s: %s", path, hicp_context_error(ctx));
+  cr_assert_eq(hicp_cloud_size(c), n, "%s: %zu points, want %zu", path, hicp_cloud_size(c), n);
+  double o[3];
+  hicp_cloud_origin(c, o);
+  for (size_t i = 0; i < 3 * n && want != NULL; i++)
+    cr_assert_eq((double)hicp_cloud_xyz(c)[i] + o[i % 3], want[i], "%s: value %zu is %.17g, want %.17g",
+                 path, i, (double)hicp_cloud_xyz(c)[i] + o[i % 3], want[i]);
+  hicp_context_destroy(ctx);
+  return c;
+}
+
+/* Expects reading `path` to fail with `code` and a message naming it. */
+static void read_fails(const char *path, int code, const char *msg_part)
+{
+  hicp_context *ctx = ctx_new();
+  hicp_cloud *c = (hicp_cloud *)0x1;
+  int rc = hicp_cloud_read(ctx, path, HICP_FORMAT_AUTO, &c);
+  cr_assert_eq(rc, code, "%s: got %d (%s), want %d", path, rc, hicp_context_error(ctx), code);
+  cr_assert_null(c);
+  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  cr_assert(strstr(hicp_context_error(ctx), base) != NULL, "message '%s' does not name %s",
+            hicp_context_error(ctx), base);
+  if (msg_part != NULL)
+    cr_assert(strstr(hicp_context_error(ctx), msg_part) != NULL, "message '%s' lacks '%s'",
+              hicp_context_error(ctx), msg_part);
+  cr_assert(strchr(hicp_context_error(ctx), '\n') == NULL);
+  hicp_context_destroy(ctx);
+}
+
+static const char *write_text(const char *dir, const char *name, const char *text)
+{
+  const char *p = th_path(dir, name);
+  th_write(p, text, strlen(text));
+  return p;
+}
+
+/* ---- PLY ---- */
+
+static const double tri3[] = {0.5, -1.25, 2, 3, 4.75, -5, 1e-3, 0.1, 7};
+
+Test(io, ply_ascii_with_extras)
+{
+  const char *dir = th_tmpdir();
+  const char *p = write_text(dir, "a.ply",
+                             "ply\r\nformat ascii 1.0\r\ncomment made by hand\r\nobj_info x\r\n"
+                             "element camera 1\nproperty float fov\n"
+                             "element vertex 3\nproperty uchar red\nproperty double z\n"
+                             "property list uchar int tags\nproperty float x\nproperty float y\n"
+                             "element face 1\nproperty list uchar int vertex_indices\n"
+                             "end_header\n"
+                             "45.5\n"
+                             "255 2 2 7 8 0.5 -1.25\n"
+                             "0 -5 0 3 4.75\n"
+                             "9 7 3 1 2 3 1e-3 0.1\n"
+                             "4 0 1 2 0\n");
+  double want[9] = {0.5, -1.25, 2, 3, 4.75, -5, (double)1e-3f, (double)0.1f, 7};
+  hicp_cloud *c = read_ok(p, want, 3);
+  cr_assert_eq(hicp_cloud_triangle_count(c), 2); /* a quad, fanned */
+  const uint32_t *t = hicp_cloud_triangles(c);
+  uint32_t wt[6] = {0, 1, 2, 0, 2, 0};
+  cr_assert_eq(memcmp(t, wt, sizeof wt), 0);
+  hicp_cloud_destroy(c);
+}
+
+static size_t put(unsigned char *b, size_t at, const void *v, size_t n, int big)
+{
+  for (size_t i = 0; i < n; i++)
+    b[at + i] = ((const unsigned char *)v)[big ? n - 1 - i : i];
+  return at + n;
+}
+
+/* A binary PLY with a double x, float y, short z, colours and a list. */
+static size_t binary_ply(unsigned char *b, int big)
+{
+  const char *hdr = big ? "ply\nformat binary_big_endian 1.0\n" : "ply\nformat binary_little_endian 1.0\n";
+  size_t at = 0;
+  memcpy(b, hdr, strlen(hdr));
+  at = strlen(hdr);
+  const char *rest = "element vertex 3\nproperty double x\nproperty uchar red\nproperty float y\n"
+                     "property list uchar ushort ids\nproperty short z\n"
+                     "element face 1\nproperty list uchar uint vertex_indices\nend_header\n";
+  memcpy(b + at, rest, strlen(rest));
+  at += strlen(rest);
+  for (int i = 0; i < 3; i++) {
+    double x = tri3[3 * i];
+    float y = (float)tri3[3 * i + 1];
+    int16_t z = (int16_t)(i * 1000 - 7);
+    unsigned char red = 200, nl = (unsigned char)i;
+    at = put(b, at, &x, 8, big);
+    at = put(b, at, &red, 1, big);
+    at = put(b, at, &y, 4, big);
+    at = put(b, at, &nl, 1, big);
+    for (int k = 0; k < i; k++) {
+      uint16_t id = (uint16_t)(k + 10);
+      at = put(b, at, &id, 2, big);
+    }
+    at = put(b, at, &z, 2, big);
+  }
+  unsigned char three = 3;
+  at = put(b, at, &three, 1, big);
+  for (uint32_t k = 0; k < 3; k++)
+    at = put(b, at, &k, 4, big);
+  return at;
+}
+
+Test(io, ply_binary_both_endians)
+{
+  const char *dir = th_tmpdir();
+  unsigned char b[2048];
+  double want[9];
+  for (int i = 0; i < 3; i++) {
+    want[3 * i] = (double)(float)tri3[3 * i]; /* clouds hold floats */
+    want[3 * i + 1] = (double)(float)tri3[3 * i + 1];
+    want[3 * i + 2] = i * 1000 - 7;
+  }
+  for (int big = 0; big <= 1; big++) {
+    size_t n = binary_ply(b, big);
+    const char *p = th_path(dir, big ? "be.ply" : "le.ply");
+    th_write(p, b, n);
+    hicp_cloud *c = read_ok(p, want, 3);
+    cr_assert_eq(hicp_cloud_triangle_count(c), 1);
+    hicp_cloud_destroy(c);
+  }
+}
+
+Test(io, ply_every_truncation)
+{
+  const char *dir = th_tmpdir();
+  unsigned char b[2048];
+  size_t n = binary_ply(b, 0);
+  const char *p = th_path(dir, "cut.ply");
+  hicp_context *ctx = ctx_new();
+  for (size_t cut = 0; cut < n; cut++) {
+    th_write(p, b, cut);
+    hicp_cloud *c = NULL;
+    int rc = hicp_cloud_read(ctx, p, HICP_FORMAT_PLY, &c);
+    cr_assert(rc == HICP_EFORMAT || rc == HICP_EEMPTY, "cut at %zu of %zu: %d (%s)", cut, n, rc,
+              hicp_context_error(ctx));
+    cr_assert_null(c);
+  }
+  hicp_context_destroy(ctx);
+}
+
+Test(io, ply_round_trip_bitwise)
+{
+  const char *dir = th_tmpdir();
+  float pts[] = {0.1f, 1e-30f, -3.4e38f, 1.4e-45f /* denormal */, 7.0f, -0.0f, 123456.789f, -1e-7f, 2.5f};
+  uint32_t tri[] = {0, 1, 2};
+  hicp_context *ctx = ctx_new();
+  hicp_cloud *c;
+  cr_assert_eq(hicp_cloud_from_xyz(ctx, pts, 3, 0, &c), 0);
+  c->tri = malloc(sizeof tri);
+  memcpy(c->tri, tri, sizeof tri);
+  c->ntri = 1;
+  for (int ascii = 0; ascii <= 1; ascii++) {
+    const char *p = th_path(dir, ascii ? "rt_ascii.ply" : "rt_bin.ply");
+    cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, p, ascii ? HICP_PLY_ASCII : HICP_PLY_BINARY), 0,
+                 "%s", hicp_context_error(ctx));
+    hicp_cloud *r;
+    cr_assert_eq(hicp_cloud_read(ctx, p, HICP_FORMAT_AUTO, &r), 0, "%s", hicp_context_error(ctx));
+    cr_assert_eq(hicp_cloud_size(r), 3);
+    cr_assert_eq(memcmp(hicp_cloud_xyz(r), pts, sizeof pts), 0, "ascii=%d", ascii);
+    cr_assert_eq(hicp_cloud_triangle_count(r), 1);
+    cr_assert_eq(memcmp(hicp_cloud_triangles(r), tri, sizeof tri), 0);
+    hicp_cloud_destroy(r);
+  }
+  /* with a transform: the written points are R p + t, computed in double */
+  hicp_transform T;
+  hicp_transform_identity(&T);
+  T.m[0] = T.m[5] = 0.0;
+  T.m[1] = -1.0;
+  T.m[4] = 1.0;
+  T.m[3] = 10.0;
+  const char *p = th_path(dir, "moved.ply");
+  cr_assert_eq(hicp_cloud_write_ply(ctx, c, &T, p, HICP_PLY_BINARY), 0);
+  hicp_cloud *r;
+  cr_assert_eq(hicp_cloud_read(ctx, p, HICP_FORMAT_AUTO, &r), 0);
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(hicp_cloud_xyz(r)[3 * i], (float)(-(double)pts[3 * i + 1] + 10.0));
+    cr_assert_eq(hicp_cloud_xyz(r)[3 * i + 1], pts[3 * i]);
+  }
+  hicp_cloud_destroy(r);
+  hicp_cloud_destroy(c);
+  hicp_context_destroy(ctx);
+}
+
+/* ---- PCD ---- */
+
+/* A literal-only LZF stream (valid, if not compressed). */
+static size_t lzf_literal(const unsigned char *in, size_t n, unsigned char *out)
+{
+  size_t o = 0;
+  for (size_t i = 0; i < n; i += 32) {
+    size_t run = n - i < 32 ? n - i : 32;
+    out[o++] = (unsigned char)(run - 1);
+    memcpy(out + o, in + i, run);
+    o += run;
+  }
+  return o;
+}
+
+static const char *pcd_header(const char *data, int points)
+{
+  static char h[512];
+  snprintf(h, sizeof h,
+           "# .PCD v0.7 - Point Cloud Data file format\nVERSION 0.7\n"
+           "FIELDS x y z rgb normal\nSIZE 4 4 4 4 4\nTYPE F F F U F\nCOUNT 1 1 1 1 3\n"
+           "WIDTH %d\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS %d\nDATA %s\n",
+           points, points, data);
+  return h;
+}
+
+/* Three points, the middle one an organised cloud's "no measurement". */
+static void pcd_points(float v[3][7])
+{
+  float src[3][7] = {{0.5f, -1.25f, 2, 0, 1, 2, 3},
+                     {NAN, NAN, NAN, 0, 0, 0, 0},
+                     {3, 4.75f, -5, 0, 4, 5, 6}};
+  memcpy(v, src, sizeof src);
+}
+
+Test(io, pcd_all_encodings)
+{
+  const char *dir = th_tmpdir();
+  float v[3][7];
+  pcd_points(v);
+  double want[6] = {0.5, -1.25, 2, 3, 4.75, -5};
+  /* ascii */
+  char text[2048];
+  snprintf(text, sizeof text, "%s0.5 -1.25 2 4294967295 1 2 3\nnan nan nan 0 0 0 0\n3 4.75 -5 7 4 5 6\n",
+           pcd_header("ascii", 3));
+  hicp_cloud *c = read_ok(write_text(dir, "a.pcd", text), want, 2);
+  hicp_cloud_destroy(c);
+  /* binary: point after point */
+  unsigned char b[4096];
+  const char *h = pcd_header("binary", 3);
+  size_t at = strlen(h);
+  memcpy(b, h, at);
+  for (int i = 0; i < 3; i++) {
+    memcpy(b + at, v[i], 28);
+    at += 28;
+  }
+  const char *pb = th_path(dir, "b.pcd");
+  th_write(pb, b, at);
+  c = read_ok(pb, want, 2);
+  hicp_cloud_destroy(c);
+  /* binary_compressed: field after field, LZF */
+  unsigned char soa[84];
+  size_t o = 0;
+  for (int f = 0; f < 4; f++)
+    for (int i = 0; i < 3; i++, o += 4)
+      memcpy(soa + o, &v[i][f], 4);
+  for (int i = 0; i < 3; i++, o += 12)
+    memcpy(soa + o, &v[i][4], 12);
+  h = pcd_header("binary_compressed", 3);
+  at = strlen(h);
+  memcpy(b, h, at);
+  unsigned char z[256];
+  uint32_t cs = (uint32_t)lzf_literal(soa, sizeof soa, z), us = sizeof soa;
+  memcpy(b + at, &cs, 4);
+  memcpy(b + at + 4, &us, 4);
+  memcpy(b + at + 8, z, cs);
+  const char *pc = th_path(dir, "c.pcd");
+  th_write(pc, b, at + 8 + cs);
+  c = read_ok(pc, want, 2);
+  hicp_cloud_destroy(c);
+  /* every truncation of the compressed and binary files fails cleanly */
+  hicp_context *ctx = ctx_new();
+  const char *cut = th_path(dir, "cut.pcd");
+  for (size_t k = 0; k < at + 8 + cs; k++) {
+    th_write(cut, b, k);
+    hicp_cloud *r = NULL;
+    int rc = hicp_cloud_read(ctx, cut, HICP_FORMAT_PCD, &r);
+    cr_assert(rc == HICP_EFORMAT || rc == HICP_EEMPTY, "cut at %zu: %d %s", k, rc, hicp_context_error(ctx));
+  }
+  hicp_context_destroy(ctx);
+}
+
+Test(io, lzf_back_references)
+{
+  /* "abcabcabcX": literal "abc", back-reference length 6 distance 3, "X" */
+  unsigned char in[] = {2, 'a', 'b', 'c', (unsigned char)((6 - 2) << 5), 2, 0, 'X'};
+  unsigned char out[10];
+  cr_assert_eq(hicp__lzf_decompress(in, sizeof in, out, 10), 0);
+  cr_assert_eq(memcmp(out, "abcabcabcX", 10), 0);
+  /* long back-reference (length field 7 + extra byte) */
+  unsigned char in2[] = {0, 'z', (unsigned char)(7 << 5), 0, 0};
+  unsigned char out2[10];
+  cr_assert_eq(hicp__lzf_decompress(in2, sizeof in2, out2, 10), 0);
+  cr_assert_eq(memcmp(out2, "zzzzzzzzzz", 10), 0);
+  /* malformed: reference before the start, runs past the end, short output */
+  unsigned char bad1[] = {(unsigned char)(1 << 5), 0};
+  cr_assert_eq(hicp__lzf_decompress(bad1, sizeof bad1, out, 3), -1);
+  unsigned char bad2[] = {5, 'a'};
+  cr_assert_eq(hicp__lzf_decompress(bad2, sizeof bad2, out, 6), -1);
+  cr_assert_eq(hicp__lzf_decompress(in, sizeof in, out, 9), -1);
+  cr_assert_eq(hicp__lzf_decompress(in, 5, out, 10), -1);
+}
+
+/* ---- OFF and XYZ ---- */
+
+Test(io, off_variants)
+{
+  const char *dir = th_tmpdir();
+  double want[12] = {0, 0, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0.5};
+  hicp_cloud *c = read_ok(write_text(dir, "q.off",
+                                     "# a comment first\nOFF\n# counts\n4 1 0\n\n"
+                                     "0 0 0\n1 0 0 # trailing comment\n1 1 0\n0 1 0.5\n"
+                                     "4 0 1 2 3 255 0 0\n"),
+                          want, 4);
+  cr_assert_eq(hicp_cloud_triangle_count(c), 2);
+  hicp_cloud_destroy(c);
+  c = read_ok(write_text(dir, "c.off", "COFF 4 0 0\n0 0 0 1 0 0 1\n1 0 0 1 1 1 1\n1 1 0 0 0 0 1\n0 1 0.5 9 9 9 1\n"),
+              want, 4);
+  hicp_cloud_destroy(c);
+  c = read_ok(write_text(dir, "n.off", "NOFF\n4 0 0\n0 0 0 0 0 1\n1 0 0 0 0 1\n1 1 0 0 0 1\n0 1 0.5 0 0 1\n"),
+              want, 4);
+  hicp_cloud_destroy(c);
+  c = read_ok(write_text(dir, "d.off", "nOFF\n3\n4 0 0\n0 0 0\n1 0 0\n1 1 0\n0 1 0.5\n"), want, 4);
+  hicp_cloud_destroy(c);
+}
+
+Test(io, xyz_variants)
+{
+  const char *dir = th_tmpdir();
+  double want[6] = {1.5, -2, (double)3e-2f, 4, 5, 6};
+  hicp_cloud *c = read_ok(write_text(dir, "p.xyz", "# points\n1.5 -2 3e-2 0 0 1\n\n4\t5\t6\n"), want, 2);
+  hicp_cloud_destroy(c);
+  c = read_ok(write_text(dir, "p.csv", "x,y,z,intensity\r\n1.5,-2,3e-2,7\r\n4, 5 ,6,8\r\n"), want, 2);
+  hicp_cloud_destroy(c);
+  c = read_ok(write_text(dir, "p.txt", "// exported\n1.5;-2;3e-2\n4;5;6\n"), want, 2);
+  hicp_cloud_destroy(c);
+}
+
+Test(io, real_files)
+{
+  const char *bunny = th_data("meshes/bunny00.off");
+  if (bunny == NULL)
+    cr_skip_test("libcgal-demo data not found");
+  hicp_cloud *c = read_ok(bunny, NULL, 37706);
+  cr_assert_eq(hicp_cloud_triangle_count(c), 75408);
+  hicp_cloud_destroy(c);
+  const char *b = th_data("points_3/building.ply");
+  if (b != NULL) {
+    c = read_ok(b, NULL, 100000);
+    hicp_cloud_destroy(c);
+  }
+  const char *k = th_data("points_3/kitten.xyz");
+  if (k != NULL) {
+    c = th_load_cloud(k);
+    cr_assert_gt(hicp_cloud_size(c), 1000);
+    hicp_cloud_destroy(c);
+  }
+}
+
+/* ---- The table of hostile inputs ---- */
+
+typedef struct bad_case {
+  const char *name;
+  const char *text;
+  size_t len; /* the data may hold NUL bytes */
+  int code;
+  const char *msg;
+} bad_case;
+#define BAD(name, text, code, msg) {name, text, sizeof(text) - 1, code, msg}
+
+static const bad_case bad_cases[] = {
+    BAD("empty.ply", "", HICP_EEMPTY, "empty"),
+    BAD("header_only.ply", "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\nend_header\n", HICP_EFORMAT, "too short"),
+    BAD("no_end.ply", "ply\nformat ascii 1.0\nelement vertex 1\n", HICP_EFORMAT, "end_header"),
+    BAD("huge.ply", "ply\nformat binary_little_endian 1.0\nelement vertex 1000000000\nproperty float x\nproperty float y\nproperty float z\nend_header\nabc", HICP_EFORMAT, "too short"),
+    BAD("sizemax.ply", "ply\nformat ascii 1.0\nelement vertex 18446744073709551615\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n", HICP_EFORMAT, "count"),
+    BAD("negative.ply", "ply\nformat ascii 1.0\nelement vertex -5\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n", HICP_EFORMAT, "count"),
+    BAD("nan.ply", "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 2 3\nnan 0 0\n", HICP_ENONFINITE, "line 9"),
+    BAD("inf.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 inf 3\n", HICP_ENONFINITE, NULL),
+    BAD("word.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 two 3\n", HICP_EFORMAT, "'two'"),
+    BAD("badtype.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty real x\nproperty float y\nproperty float z\nend_header\n1 2 3\n", HICP_EFORMAT, "real"),
+    BAD("nox.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float y\nproperty float z\nend_header\n2 3\n", HICP_EFORMAT, "no x"),
+    BAD("badface.ply", "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n", HICP_EFORMAT, "vertex 7"),
+    BAD("badformat.ply", "ply\nformat binary_middle_endian 1.0\n", HICP_EFORMAT, "middle"),
+    BAD("short.ply", "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n4 5          \n", HICP_EFORMAT, "end of the file"),
+    BAD("empty.off", "OFF\n0 0 0\n", HICP_EEMPTY, "no points"),
+    BAD("huge.off", "OFF\n99999999999 0 0\n0 0 0\n", HICP_EFORMAT, "too short"),
+    BAD("neg.off", "OFF\n-3 0 0\n0 0 0\n", HICP_EFORMAT, "count"),
+    BAD("face.off", "OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 3\n", HICP_EFORMAT, "vertex 3"),
+    BAD("short.off", "OFF\n3 0 0\n0 0 0\n1 0       \n          \n", HICP_EFORMAT, "line 4"),
+    BAD("4d.off", "4OFF\n1 0 0\n0 0 0 1\n", HICP_EUNSUPPORTED, "4OFF"),
+    BAD("nan.off", "OFF\n1 0 0\n0 NaN 0\n", HICP_ENONFINITE, NULL),
+    BAD("text.xyz", "1 2 3\n4 five 6\n", HICP_EFORMAT, "line 2"),
+    BAD("two.xyz", "1 2 3\n4 5\n", HICP_EFORMAT, "line 2"),
+    BAD("inf.xyz", "1 2 3\n4 5 -inf\n", HICP_ENONFINITE, "line 2"),
+    BAD("only_comments.xyz", "# nothing\n\n// here\n", HICP_EEMPTY, "no points"),
+    BAD("nodata.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\n", HICP_EFORMAT, "DATA"),
+    BAD("kind.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA zip\n", HICP_EFORMAT, "zip"),
+    BAD("noz.pcd", "VERSION 0.7\nFIELDS x y w\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2 3\n", HICP_EFORMAT, "'z'"),
+    BAD("size.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 3\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2 3\n", HICP_EFORMAT, "size"),
+    BAD("count.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2      \n", HICP_EFORMAT, "too few"),
+    BAD("huge.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 900000000\nDATA binary\nabcdefghijkl", HICP_EFORMAT, "remain"),
+    BAD("partnan.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 nan 3\n", HICP_ENONFINITE, "point 0"),
+    BAD("lzf.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA binary_compressed\n\x04\x00\x00\x00\x0c\x00\x00\x00\x20\x05\x00\x00", HICP_EFORMAT, "corrupt"),
+    BAD("lzfsize.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA binary_compressed\n\xff\x00\x00\x00\x0c\x00\x00\x00\x0b", HICP_EFORMAT, "truncated"),
+    BAD("what.dat", "hello world\n", HICP_EUNSUPPORTED, "cannot tell"),
+};
+
+Test(io, hostile_inputs_table)
+{
+  const char *dir = th_tmpdir();
+  for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
+    const bad_case *b = &bad_cases[i];
+    const char *p = th_path(dir, b->name);
+    th_write(p, b->text, b->len);
+    read_fails(p, b->code, b->msg);
+  }
+  cr_assert_geq(sizeof bad_cases / sizeof bad_cases[0], 25);
+}
+
+Test(io, files_that_are_not_files)
+{
+  const char *dir = th_tmpdir();
+  read_fails(dir, HICP_EIO, "directory");
+  read_fails(th_path(dir, "missing.ply"), HICP_EIO, "cannot open");
+  th_write(th_path(dir, "model.hicpm"), "HICPMDL\0xxxxxxxx", 16);
+  read_fails(th_path(dir, "model.hicpm"), HICP_EUNSUPPORTED, "model file");
+}
+
+Test(io, memory_budget)
+{
+  const char *dir = th_tmpdir();
+  /* 50,000 real points in a consistent file, read under a 100 KiB limit */
+  size_t n = 50000;
+  char *text = malloc(n * 16 + 1);
+  size_t at = 0;
+  for (size_t i = 0; i < n; i++)
+    at += (size_t)sprintf(text + at, "%zu %zu 1\n", i % 1000, i / 1000);
+  const char *p = th_path(dir, "big.xyz");
+  th_write(p, text, at);
+  free(text);
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.memory_limit = 100 * 1024;
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  hicp_cloud *c = NULL;
+  cr_assert_eq(hicp_cloud_read(ctx, p, HICP_FORMAT_AUTO, &c), HICP_ELIMIT, "%s", hicp_context_error(ctx));
+  cr_assert(strstr(hicp_context_error(ctx), "memory limit") != NULL);
+  hicp_context_destroy(ctx);
+  c = read_ok(p, NULL, n);
+  hicp_cloud_destroy(c);
+}
+
+/* ---- Atomic writes ---- */
+
+static int failing_writer(hicp_context *ctx, FILE *f, void *arg)
+{
+  (void)arg;
+  fputs("partial content", f);
+  return hicp__fail(ctx, HICP_EIO, "simulated failure");
+}
+
+static int count_files(const char *dir)
+{
+  DIR *d = opendir(dir);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+Test(io, atomic_write)
+{
+  const char *dir = th_tmpdir();
+  hicp_context *ctx = ctx_new();
+  float pts[3] = {1, 2, 3};
+  hicp_cloud *c;
+  cr_assert_eq(hicp_cloud_from_xyz(ctx, pts, 1, 0, &c), 0);
+  /* into a directory that does not exist: a clean error, nothing created */
+  cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, th_path(dir, "nope/out.ply"), HICP_PLY_BINARY),
+               HICP_EIO);
+  cr_assert(strstr(hicp_context_error(ctx), "out.ply") != NULL);
+  cr_assert_eq(count_files(dir), 0);
+  /* over an existing file: replaced */
+  const char *target = th_path(dir, "out.ply");
+  th_write(target, "old", 3);
+  cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, target, HICP_PLY_ASCII), 0);
+  size_t len;
+  unsigned char *got = th_read(target, &len);
+  cr_assert(len > 3 && memcmp(got, "ply\n", 4) == 0);
+  free(got);
+  /* a writer that fails: the old file is untouched, no temporary is left */
+  th_write(target, "precious", 8);
+  cr_assert_eq(hicp__atomic_write(ctx, target, failing_writer, NULL), HICP_EIO);
+  got = th_read(target, &len);
+  cr_assert(len == 8 && memcmp(got, "precious", 8) == 0);
+  free(got);
+  cr_assert_eq(count_files(dir), 1);
+  hicp_cloud_destroy(c);
+  hicp_context_destroy(ctx);
+}
+
+/* ---- Coordinates far from the origin ---- */
+
+Test(io, origin_policy)
+{
+  const char *dir = th_tmpdir();
+  /* UTM-like doubles: 5e6 with millimetre detail */
+  char text[4096];
+  size_t at = (size_t)sprintf(text, "ply\nformat ascii 1.0\nelement vertex 4\nproperty double x\n"
+                                    "property double y\nproperty double z\nend_header\n");
+  double pts[12] = {5000000.001, 4200000.002, 300.003, 5000010.004, 4200000.005, 300.006,
+                    5000000.007, 4200010.008, 301.009, 5000005.010, 4200005.011, 305.012};
+  for (int i = 0; i < 4; i++)
+    at += (size_t)sprintf(text + at, "%.17g %.17g %.17g\n", pts[3 * i], pts[3 * i + 1], pts[3 * i + 2]);
+  const char *p = write_text(dir, "utm.ply", text);
+  hicp_context *ctx = ctx_new();
+  hicp_cloud *c;
+  cr_assert_eq(hicp_cloud_read(ctx, p, HICP_FORMAT_AUTO, &c), 0, "%s", hicp_context_error(ctx));
+  double o[3];
+  hicp_cloud_origin(c, o);
+  cr_assert(o[0] != 0.0 && o[1] != 0.0);
+  for (int i = 0; i < 12; i++)
+    cr_assert(fabs(o[i % 3] + hicp_cloud_xyz(c)[i] - pts[i]) < 1e-6 * 15.0, "value %d off by %g", i,
+              o[i % 3] + hicp_cloud_xyz(c)[i] - pts[i]);
+  /* written back as doubles, they survive to the millimetre */
+  const char *q = th_path(dir, "utm_out.ply");
+  cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, q, HICP_PLY_BINARY), 0);
+  hicp_cloud *r;
+  cr_assert_eq(hicp_cloud_read(ctx, q, HICP_FORMAT_AUTO, &r), 0);
+  double o2[3];
+  hicp_cloud_origin(r, o2);
+  for (int i = 0; i < 12; i++)
+    cr_assert(fabs(o2[i % 3] + hicp_cloud_xyz(r)[i] - pts[i]) < 1e-4);
+  hicp_cloud_destroy(r);
+  hicp_cloud_destroy(c);
+  /* float-exact data keeps a zero origin, even far out */
+  c = read_ok(write_text(dir, "far.xyz", "1000000 2000000 3000000\n1000001 2000000 3000000\n"), NULL, 2);
+  hicp_cloud_origin(c, o);
+  cr_assert(o[0] == 0 && o[1] == 0 && o[2] == 0);
+  hicp_cloud_destroy(c);
+  hicp_context_destroy(ctx);
+}
+
+Test(io, from_xyz_checks)
+{
+  hicp_context *ctx = ctx_new();
+  hicp_cloud *c;
+  float p[6] = {1, 2, 3, 4, 5, INFINITY};
+  cr_assert_eq(hicp_cloud_from_xyz(ctx, p, 2, 0, &c), HICP_ENONFINITE);
+  cr_assert(strstr(hicp_context_error(ctx), "point 1") != NULL);
+  cr_assert_eq(hicp_cloud_from_xyz(ctx, p, 0, 0, &c), HICP_EEMPTY);
+  cr_assert_eq(hicp_cloud_from_xyz(ctx, p, 1, 4, &c), HICP_EINVAL);
+  cr_assert_eq(hicp_cloud_from_xyz(ctx, NULL, 1, 0, &c), HICP_EINVAL);
+  cr_assert_eq(hicp_cloud_from_xyz(ctx, p, 1, 0, &c), 0);
+  cr_assert_eq(hicp_cloud_size(c), 1);
+  cr_assert_null(hicp_cloud_triangles(c));
+  hicp_cloud_destroy(c);
+  hicp_cloud_destroy(NULL);
+  cr_assert_eq(hicp_cloud_size(NULL), 0);
+  hicp_context_destroy(ctx);
+}
