@@ -30,3 +30,29 @@ void hicp__gpu_release(hicp_context *ctx)
 {
   (void)ctx;
 }
+
+int hicp__gpu_register(hicp_context *ctx, const hicp_model *m, const struct hicp__frame *f,
+                       const struct hicp__plan *p, const struct hicp__xf *T0,
+                       double t_start, struct hicp__icp_out *out)
+{
+  (void)t_start;
+  (void)m;
+  (void)f;
+  (void)p;
+  (void)T0;
+  (void)out;
+  return hicp__fail(ctx, HICP_ENODEVICE, "this build of hicp has no CUDA backend");
+}
+
+int hicp__gpu_nn(hicp_context *ctx, const hicp_model *m, const float *q, size_t n, int method,
+                 uint32_t *vertex, float *d2, hicp_walk_stats *stats)
+{
+  (void)m;
+  (void)q;
+  (void)n;
+  (void)method;
+  (void)vertex;
+  (void)d2;
+  (void)stats;
+  return hicp__fail(ctx, HICP_ENODEVICE, "this build of hicp has no CUDA backend");
+}

@@ -25,4 +25,24 @@ void hicp__gpu_release(hicp_context *ctx);
 /* 1 when this build has the CUDA backend. */
 int hicp__gpu_compiled(void);
 
+struct hicp__frame;
+struct hicp__plan;
+struct hicp__icp_out;
+struct hicp__xf;
+
+/* Runs a whole registration on the context's first CUDA device: the model
+ * is uploaded once per context (cached by its uid), the scan copied, and
+ * the iteration loop runs inside one persistent kernel (grid-wide barriers
+ * between passes) so the host waits only once, at the end.  Same results,
+ * bit for bit, as the CPU loop.  Returns 0, HICP_ENODEVICE, HICP_EDEVICE
+ * (with the CUDA message) or HICP_ENOMEM (device memory). */
+int hicp__gpu_register(hicp_context *ctx, const hicp_model *m, const struct hicp__frame *f,
+                       const struct hicp__plan *p, const struct hicp__xf *T0,
+                       double t_start, struct hicp__icp_out *out);
+
+/* Nearest vertex of n queries (model-relative floats) on the GPU; `vertex`
+ * holds warm starts on entry (HICP_NONE for none) and answers on exit. */
+int hicp__gpu_nn(hicp_context *ctx, const hicp_model *m, const float *q, size_t n, int method,
+                 uint32_t *vertex, float *d2, hicp_walk_stats *stats);
+
 #endif /* HICP_BACKEND_H */

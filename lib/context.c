@@ -117,3 +117,8 @@ int hicp__canceled(const hicp_context *ctx)
 {
   return ctx != NULL && atomic_load(&((hicp_context *)ctx)->cancel) != 0;
 }
+
+int hicp__context_first_device(const hicp_context *ctx)
+{
+  return ctx != NULL && ctx->ndevices > 0 ? ctx->devices[0] : 0;
+}

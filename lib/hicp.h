@@ -532,6 +532,8 @@ typedef struct hicp_result {
   double reduce_ms;         /**< filtering and reductions */
   double solve_ms;          /**< 4x4 eigen-solve and convergence tests */
   hicp_walk_stats walk;     /**< over all iterations */
+  char note[160];           /**< "" or a remark, e.g. that the GPU failed and
+                                 the CPU finished the registration */
 } hicp_result;
 
 /** Prepares @p result for a registration call. */

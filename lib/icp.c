@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,19 +174,10 @@ static void to_public(const hicp__xf *T, const double os[3], const double om[3],
   }
 }
 
-typedef struct icp_out {
-  hicp__xf T;
-  hicp__partial tot;
-  int iterations;
-  int stop;
-  int degenerate;
-  double correspond_ms, reduce_ms, solve_ms;
-  hicp_walk_stats walk;
-} icp_out;
 
 /* The iteration loop on the CPU. */
 static int icp_run_cpu(hicp_context *ctx, const hicp_model *m, hicp__frame *f,
-                       const hicp__plan *p, const hicp__xf *T0, double t_start, icp_out *out)
+                       const hicp__plan *p, const hicp__xf *T0, double t_start, hicp__icp_out *out)
 {
   hicp__mview view = hicp__model_view(m);
   hicp__partial *scratch = malloc(sizeof *scratch * f->nchunks);
@@ -271,22 +263,21 @@ static int icp_run_cpu(hicp_context *ctx, const hicp_model *m, hicp__frame *f,
   return HICP_OK;
 }
 
-/* Chooses where to run: the GPU backend is not yet wired in, so "auto" and
- * "hybrid" run on the CPU and "cuda" reports whether a device exists. */
+/* Chooses where one registration runs: "cpu" on the CPU; "cuda" on the GPU
+ * or not at all; "auto" and "hybrid" on the GPU when one is usable, else on
+ * the CPU.  (A batch spreads frames over both: see the scheduler.) */
 static int choose_backend(hicp_context *ctx, hicp_backend *out)
 {
   char why[256];
-  int ngpu = hicp__gpu_count(why, sizeof why);
-  switch (ctx->backend) {
-  case HICP_BACKEND_CUDA:
-    if (ngpu == 0)
-      return hicp__fail(ctx, HICP_ENODEVICE, "--backend cuda: %s", why);
-    return hicp__fail(ctx, HICP_EUNSUPPORTED,
-                      "the CUDA registration path is not available in this version");
-  default:
+  if (ctx->backend == HICP_BACKEND_CPU) {
     *out = HICP_BACKEND_CPU;
     return HICP_OK;
   }
+  int ngpu = hicp__gpu_count(why, sizeof why);
+  if (ctx->backend == HICP_BACKEND_CUDA && ngpu == 0)
+    return hicp__fail(ctx, HICP_ENODEVICE, "--backend cuda: %s", why);
+  *out = ngpu > 0 ? HICP_BACKEND_CUDA : HICP_BACKEND_CPU;
+  return HICP_OK;
 }
 
 static int register_points(hicp_context *ctx, const hicp_model *m, const float *p0, size_t n,
@@ -311,7 +302,8 @@ static int register_points(hicp_context *ctx, const hicp_model *m, const float *
   } else {
     hicp_transform_identity(&init_pub);
   }
-  hicp_backend backend;
+  hicp_backend backend = HICP_BACKEND_CPU;
+  char note[160] = "";
   rc = choose_backend(ctx, &backend);
   if (rc != HICP_OK)
     return rc;
@@ -336,8 +328,18 @@ static int register_points(hicp_context *ctx, const hicp_model *m, const float *
       f.match[i] = HICP_NONE;
     hicp__xf T0;
     to_internal(&init_pub, scan_origin, m->origin, &T0);
-    icp_out out;
-    rc = icp_run_cpu(ctx, m, &f, &plan, &T0, t_start, &out);
+    hicp__icp_out out;
+    if (backend == HICP_BACKEND_CUDA) {
+      rc = hicp__gpu_register(ctx, m, &f, &plan, &T0, t_start, &out);
+      /* "auto" and "hybrid" carry on on the CPU when the device fails. */
+      if (rc != HICP_OK && ctx->backend != HICP_BACKEND_CUDA && rc != HICP_EINVAL) {
+        snprintf(note, sizeof note, "GPU failed (%.100s); ran on the CPU", ctx->err);
+        hicp__clear_error(ctx);
+        backend = HICP_BACKEND_CPU;
+      }
+    }
+    if (backend == HICP_BACKEND_CPU)
+      rc = icp_run_cpu(ctx, m, &f, &plan, &T0, t_start, &out);
     if (rc == HICP_OK) {
       hicp_result r;
       memset(&r, 0, sizeof r);
@@ -361,6 +363,7 @@ static int register_points(hicp_context *ctx, const hicp_model *m, const float *
       r.solve_ms = out.solve_ms;
       r.walk = out.walk;
       r.time_ms = hicp__now_ms() - t_start;
+      memcpy(r.note, note, sizeof r.note);
       size_t sz = result->struct_size < sizeof r ? result->struct_size : sizeof r;
       r.struct_size = result->struct_size;
       memcpy(result, &r, sz);

@@ -46,6 +46,17 @@ typedef struct hicp__frame {
   hicp__walkpart *walk; /* per chunk */
 } hicp__frame;
 
+/* What a run of the iteration loop produces (either backend). */
+typedef struct hicp__icp_out {
+  hicp__xf T;             /* the final transform (internal coordinates) */
+  hicp__partial tot;      /* the sums at T */
+  int iterations;
+  int stop;               /* hicp_stop */
+  int degenerate;
+  double correspond_ms, reduce_ms, solve_ms;
+  hicp_walk_stats walk;
+} hicp__icp_out;
+
 /* Pass A over chunks [c0, c1): for every point apply T, find its nearest
  * vertex (warm-started from match[]), store match and e2, and write each
  * chunk's partial sums under selection `sel` and its walk statistics. */

@@ -26,6 +26,8 @@ struct hicp__gpu; /* CUDA backend state (gpu/), opaque to lib/ */
 /* The context's device-state slot, for gpu/ (which cannot see the C11
  * struct: nvcc compiles C++). */
 struct hicp__gpu **hicp__context_gpu_slot(hicp_context *ctx);
+/* The first CUDA device the context was given (0 when none was listed). */
+int hicp__context_first_device(const hicp_context *ctx);
 /* 1 if hicp_context_cancel() was called since the current call began. */
 int hicp__canceled(const hicp_context *ctx);
 

@@ -49,6 +49,7 @@ hicp__mview hicp__model_view(const hicp_model *m)
   v.kd_pts = m->kd_pts;
   v.nv = m->nv;
   v.zero_start = m->zero_start;
+  v.safe_r2 = m->has_delaunay ? m->safe_r2 : NULL;
   return v;
 }
 
@@ -92,7 +93,8 @@ int hicp_model_get_info(const hicp_model *m, hicp_model_info *out)
       info.degree_hist[d < HICP_DEGREE_BINS ? d : HICP_DEGREE_BINS - 1]++;
     }
     info.mean_degree = m->nv ? (double)m->nedges / m->nv : 0.0;
-    info.bytes_graph = sizeof(uint32_t) * ((uint64_t)m->nv + 1 + m->nedges);
+    info.bytes_graph = sizeof(uint32_t) * ((uint64_t)m->nv + 1 + m->nedges) +
+                       sizeof(float) * (uint64_t)m->nv; /* rows, neighbours, safe radii */
   }
   info.bytes_points = sizeof(hicp__vtx) * (uint64_t)m->nv + sizeof(uint32_t) * m->npoints;
   info.bytes_kdtree = sizeof(hicp__kdnode) * (uint64_t)m->nkd + sizeof(hicp__vtx) * (uint64_t)m->nv;

@@ -15,6 +15,9 @@ struct hicp_model {
   uint32_t *vertex_of;     /* npoints: original index -> vertex */
   uint32_t *row;           /* nv + 1, or NULL without a Delaunay graph */
   uint32_t *nbr;           /* nedges */
+  float *safe_r2;          /* nv, with the graph: squared radius of the ball
+                              around each vertex inside its Voronoi cell,
+                              shrunk to cover rounding (pp/nn.h) */
   hicp__kdnode *kd;        /* nkd nodes */
   uint32_t nkd;
   hicp__vtx *kd_pts;       /* nv, leaf order, id = vertex index */

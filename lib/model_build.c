@@ -125,6 +125,33 @@ static void geometry(hicp_model *m)
   hicp__nn_brute(&view, q, &m->zero_start, &dd);
 }
 
+/* Per vertex, the squared radius of the largest ball around it inside its
+ * Voronoi cell (half the distance to its nearest other vertex, which is a
+ * Delaunay neighbour), shrunk by 4e-5 relative and rounded down, so that a
+ * query inside it has that vertex as its nearest beyond any rounding
+ * (pp/nn.h, hicp__nn_walk). */
+static int safe_radii(hicp_context *ctx, hicp_model *m)
+{
+  m->safe_r2 = hicp__model_own(m, malloc(sizeof(float) * m->nv));
+  if (m->safe_r2 == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the model");
+  for (uint32_t v = 0; v < m->nv; v++) {
+    double best = HUGE_VAL;
+    for (uint32_t e = m->row[v]; e < m->row[v + 1]; e++) {
+      const hicp__vtx *a = &m->vtx[v], *b = &m->vtx[m->nbr[e]];
+      double dx = (double)a->x - b->x, dy = (double)a->y - b->y, dz = (double)a->z - b->z;
+      double d = dx * dx + dy * dy + dz * dz;
+      best = d < best ? d : best;
+    }
+    double r2 = 0.25 * best * (1.0 - 4e-5);
+    float f = (float)r2;
+    if ((double)f > r2)
+      f = nextafterf(f, 0.0f);
+    m->safe_r2[v] = isfinite(f) ? f : 0.0f;
+  }
+  return HICP_OK;
+}
+
 int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t stride,
                      const hicp_model_options *user, hicp_model **out)
 {
@@ -167,6 +194,7 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
         hicp__model_own(m, m->row);
         hicp__model_own(m, m->nbr);
         m->has_delaunay = 1;
+        rc = safe_radii(ctx, m);
       } else if (rc == HICP_EQHULL) {
         /* No 3-D triangulation (flat, collinear, tiny): the kd-tree serves
          * every method exactly.  Keep the reason for hicp model info. */

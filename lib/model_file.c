@@ -1,7 +1,8 @@
 /* model_file.c: saving a model and mapping it back.
  *
- * Layout: a fixed header, then six sections (vertices, original->vertex map,
- * CSR rows, neighbours, kd-tree nodes, kd-tree points), each starting on a
+ * Layout: a fixed header, then seven sections (vertices, original->vertex
+ * map, CSR rows, neighbours, kd-tree nodes, kd-tree points, safe radii),
+ * each starting on a
  * 64-byte boundary so the mapped arrays are aligned as the code expects.
  * Values are in the writer's byte order; the header records it, and a file
  * from a machine of the other byte order is refused rather than converted.
@@ -30,9 +31,9 @@
 #define FORMAT_VERSION 1u
 #define ENDIAN_MARK 0x01020304u
 #define ALIGN 64u
-#define NSECTIONS 6
+#define NSECTIONS 7
 
-enum { SEC_VTX, SEC_VERTEX_OF, SEC_ROW, SEC_NBR, SEC_KD, SEC_KD_PTS };
+enum { SEC_VTX, SEC_VERTEX_OF, SEC_ROW, SEC_NBR, SEC_KD, SEC_KD_PTS, SEC_SAFE };
 
 typedef struct file_header {
   char magic[8];
@@ -191,6 +192,8 @@ int hicp_model_save(hicp_context *ctx, const hicp_model *m, const char *path)
   h->size[SEC_KD] = sizeof(hicp__kdnode) * m->nkd;
   job.sec[SEC_KD_PTS] = m->kd_pts;
   h->size[SEC_KD_PTS] = sizeof(hicp__vtx) * m->nv;
+  job.sec[SEC_SAFE] = m->safe_r2;
+  h->size[SEC_SAFE] = m->has_delaunay ? sizeof(float) * m->nv : 0;
   uint64_t pos = align_up(sizeof *h);
   sum_state s;
   sum_init(&s);
@@ -276,7 +279,8 @@ static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual
       h->size[SEC_ROW] != (g ? sizeof(uint32_t) * (h->nv + 1) : 0) ||
       h->size[SEC_NBR] != (g ? sizeof(uint32_t) * h->nedges : 0) ||
       h->size[SEC_KD] != sizeof(hicp__kdnode) * h->nkd ||
-      h->size[SEC_KD_PTS] != sizeof(hicp__vtx) * h->nv || (g && h->nedges == 0))
+      h->size[SEC_KD_PTS] != sizeof(hicp__vtx) * h->nv ||
+      h->size[SEC_SAFE] != (g ? sizeof(float) * h->nv : 0) || (g && h->nedges == 0))
     return hicp__fail(ctx, HICP_EFORMAT, "%s: inconsistent counts in the header", path);
   uint64_t prev_end = align_up(sizeof *h);
   for (int s = 0; s < NSECTIONS; s++) {
@@ -362,6 +366,7 @@ int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
   m->nbr = m->has_delaunay ? (uint32_t *)(base + h.offset[SEC_NBR]) : NULL;
   m->kd = (hicp__kdnode *)(base + h.offset[SEC_KD]);
   m->kd_pts = (hicp__vtx *)(base + h.offset[SEC_KD_PTS]);
+  m->safe_r2 = m->has_delaunay ? (float *)(base + h.offset[SEC_SAFE]) : NULL;
   rc = check_indices(ctx, m, path);
   if (rc != HICP_OK) {
     hicp_model_destroy(m);

@@ -47,6 +47,19 @@ static int validate_graph(hicp_context *ctx, const hicp_model *m)
                           (unsigned)v, (unsigned)u);
     }
   }
+  /* Safe radii: never beyond half the distance to the nearest neighbour. */
+  for (uint32_t v = 0; v < m->nv; v++) {
+    double best = 1e300;
+    for (uint32_t e = m->row[v]; e < m->row[v + 1]; e++) {
+      const hicp__vtx *a = &m->vtx[v], *b = &m->vtx[m->nbr[e]];
+      double dx = (double)a->x - b->x, dy = (double)a->y - b->y, dz = (double)a->z - b->z;
+      double d = dx * dx + dy * dy + dz * dz;
+      best = d < best ? d : best;
+    }
+    if (!(m->safe_r2[v] >= 0.0f) || (double)m->safe_r2[v] > 0.25 * best * (1.0 - 2e-5))
+      return hicp__fail(ctx, HICP_EINTERNAL, "graph: vertex %u has an unsafe safe radius",
+                        (unsigned)v);
+  }
   /* Reachability: breadth-first from vertex 0. */
   uint32_t *queue = malloc(sizeof(uint32_t) * m->nv);
   unsigned char *seen = calloc(m->nv, 1);

@@ -83,7 +83,7 @@ _HICPEOF
 
 AS_IF([test "x$have_cuda" = xyes], [
   CUDA_CFLAGS="-I$hicp_cuda_root/include"
-  CUDA_LIBS="-L$hicp_cuda_libdir -lcudart"
+  CUDA_LIBS="-L$hicp_cuda_libdir -lcudart -lstdc++"
   AS_IF([test "x$enable_cuda_rpath" = xyes], [CUDA_LIBS="$CUDA_LIBS -Wl,-rpath,$hicp_cuda_libdir"])
   AC_DEFINE([HICP_HAVE_CUDA], [1], [Define to 1 when the CUDA backend is built.])
   hicp_cuda_summary="yes ($NVCC, archs: $with_cuda_arch + PTX)"

@@ -29,7 +29,11 @@
 
 #define HICP_FLT_EPS 1.19209290e-07f /* 2^-23 */
 #define HICP_FLT_MIN 1.17549435e-38f /* smallest normal float */
+#if defined(__CUDA_ARCH__)
+#define HICP_FLT_INF (__int_as_float(0x7f800000))
+#else
 #define HICP_FLT_INF (__builtin_inff())
+#endif
 #define HICP_NONE UINT32_MAX        /* "no vertex" */
 
 #endif /* HICP_PP_HD_H */

@@ -181,7 +181,15 @@ HICP_PP int hicp__walk_flood(const hicp__mview *m, const float q[3], uint32_t *v
   return 0;
 }
 
-/* Greedy Delaunay walk from vertex `start` to the exact nearest vertex. */
+/* Greedy Delaunay walk from vertex `start` to the exact nearest vertex.
+ *
+ * Early exit: a query inside the ball of radius r_v = (distance from v to
+ * its nearest other vertex) / 2 around v has v as its unique nearest vertex
+ * (every other vertex u is at least 2 r_v - |q - v| > |q - v| away), and by
+ * a margin far beyond float rounding because safe_r2 is r_v^2 shrunk by
+ * 4e-5 relative (rounding moves computed squared distances by at most 5e-7
+ * relative).  In ICP the previous match is usually still the answer, and
+ * this test confirms it without reading its row. */
 HICP_PP hicp__nn_res hicp__nn_walk(const hicp__mview *m, const float q[3], uint32_t start)
 {
   hicp__nn_res r;
@@ -189,7 +197,14 @@ HICP_PP hicp__nn_res hicp__nn_walk(const hicp__mview *m, const float q[3], uint3
   float dcur = hicp__d2(q, &m->vtx[cur]);
   uint32_t steps = 0;
   int near_tie;
+  r.walked = 1;
   for (;;) {
+    if (m->safe_r2 != 0 && dcur < m->safe_r2[cur]) {
+      r.v = cur;
+      r.d2 = dcur;
+      r.steps = steps;
+      return r;
+    }
     uint32_t next = cur;
     float dnext = dcur;
     float bound = hicp__tie_bound(dcur);
@@ -214,7 +229,6 @@ HICP_PP hicp__nn_res hicp__nn_walk(const hicp__mview *m, const float q[3], uint3
   r.v = cur;
   r.d2 = dcur;
   r.steps = steps;
-  r.walked = 1;
   return r;
 }
 

@@ -35,6 +35,7 @@ typedef struct hicp__mview {
   const uint32_t *nbr;       /* Delaunay neighbours (vertex indices) */
   const hicp__kdnode *kd;    /* kd-tree, root at kd[0] */
   const hicp__vtx *kd_pts;   /* vertices in leaf order, id = vertex index */
+  const float *safe_r2;      /* per vertex, or NULL: see hicp__nn_walk */
   uint32_t nv;
   uint32_t zero_start;       /* vertex nearest the centroid (the "zero" walk) */
 } hicp__mview;
