@@ -16,14 +16,14 @@ void hicp__chunk_sum(const hicp__mview *view, const hicp__frame *f, const hicp__
   hicp__partial lanes[HICP_LANES];
   const uint32_t base = c * f->chunk;
   const uint32_t end = base + f->chunk < f->n ? base + f->chunk : f->n;
-  for (int l = 0; l < HICP_LANES; l++)
-    hicp__partial_zero(&lanes[l]);
-  /* Lane l sums points base + l + 256 j in order of j (pp/reduce.h). */
-  for (uint32_t j = base; j < end; j += HICP_LANES) {
-    uint32_t stop = j + HICP_LANES < end ? j + HICP_LANES : end;
-    for (uint32_t i = j; i < stop; i++)
-      hicp__partial_add_pair(&lanes[i - j], &f->p0[3 * (size_t)i], &view->vtx[f->match[i]],
-                             f->e2[i], sel);
+  /* Lane l sums points base + l + 256 j in order of j (pp/reduce.h), in a
+   * local accumulator the compiler can keep in registers. */
+  for (uint32_t l = 0; l < HICP_LANES; l++) {
+    hicp__partial acc;
+    hicp__partial_zero(&acc);
+    for (uint32_t i = base + l; i < end; i += HICP_LANES)
+      hicp__partial_add_pair(&acc, &f->p0[3 * (size_t)i], &view->vtx[f->match[i]], f->e2[i], sel);
+    lanes[l] = acc;
   }
   hicp__partial_tree(lanes, HICP_LANES);
   *out = lanes[0];
@@ -40,7 +40,7 @@ static void chunk_correspond(const hicp__mview *view, hicp__frame *f, const hicp
     double qd[3];
     hicp__apply(T, &f->p0[3 * (size_t)i], qd);
     float q[3] = {(float)qd[0], (float)qd[1], (float)qd[2]};
-    hicp__nn_res r = hicp__nn_query(view, q, method, f->match[i]);
+    hicp__nn_res r = hicp__nn_track(view, q, method, f->match[i], &f->track[i]);
     f->match[i] = r.v;
     f->e2[i] = hicp__pair_e2(qd, &view->vtx[r.v]);
     if (r.walked) {

@@ -314,14 +314,15 @@ static int register_points(hicp_context *ctx, const hicp_model *m, const float *
   f.n = (uint32_t)n;
   f.chunk = plan.chunk;
   f.nchunks = (uint32_t)((n + plan.chunk - 1) / plan.chunk);
-  rc = hicp__check_budget(ctx, (uint64_t)n * 12u + (uint64_t)f.nchunks * (sizeof(hicp__partial) * 2 + sizeof(hicp__walkpart)), "the registration");
+  rc = hicp__check_budget(ctx, (uint64_t)n * 40u + (uint64_t)f.nchunks * (sizeof(hicp__partial) * 2 + sizeof(hicp__walkpart)), "the registration");
   if (rc != HICP_OK)
     return rc;
   f.match = malloc(sizeof *f.match * n);
   f.e2 = malloc(sizeof *f.e2 * n);
+  f.track = calloc(n, sizeof *f.track);
   f.part = malloc(sizeof *f.part * f.nchunks);
   f.walk = malloc(sizeof *f.walk * f.nchunks);
-  if (f.match == NULL || f.e2 == NULL || f.part == NULL || f.walk == NULL) {
+  if (f.match == NULL || f.e2 == NULL || f.track == NULL || f.part == NULL || f.walk == NULL) {
     rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu scan points", n);
   } else {
     for (size_t i = 0; i < n; i++)
@@ -371,6 +372,7 @@ static int register_points(hicp_context *ctx, const hicp_model *m, const float *
   }
   free(f.match);
   free(f.e2);
+  free(f.track);
   free(f.part);
   free(f.walk);
   return rc;

@@ -16,6 +16,7 @@
 #define HICP_ICP_H
 
 #include "internal.h"
+#include "pp/nn.h"
 #include "pp/reduce.h"
 #include "pp/solve.h"
 #include "pp/types.h"
@@ -42,6 +43,7 @@ typedef struct hicp__frame {
   uint32_t chunk;
   uint32_t *match;      /* per point: matched vertex, HICP_NONE before the first pass */
   double *e2;           /* per point: squared distance of the pair (double) */
+  hicp__track *track;   /* per point: search certificate (pp/nn.h) */
   hicp__partial *part;  /* per chunk */
   hicp__walkpart *walk; /* per chunk */
 } hicp__frame;

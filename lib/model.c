@@ -50,6 +50,8 @@ hicp__mview hicp__model_view(const hicp_model *m)
   v.nv = m->nv;
   v.zero_start = m->zero_start;
   v.safe_r2 = m->has_delaunay ? m->safe_r2 : NULL;
+  v.ecode = m->has_delaunay ? m->ecode : NULL;
+  v.eunit = m->has_delaunay ? m->eunit : NULL;
   return v;
 }
 
@@ -93,8 +95,9 @@ int hicp_model_get_info(const hicp_model *m, hicp_model_info *out)
       info.degree_hist[d < HICP_DEGREE_BINS ? d : HICP_DEGREE_BINS - 1]++;
     }
     info.mean_degree = m->nv ? (double)m->nedges / m->nv : 0.0;
-    info.bytes_graph = sizeof(uint32_t) * ((uint64_t)m->nv + 1 + m->nedges) +
-                       sizeof(float) * (uint64_t)m->nv; /* rows, neighbours, safe radii */
+    /* rows, neighbours, edge-length codes and units, safe radii */
+    info.bytes_graph = sizeof(uint32_t) * ((uint64_t)m->nv + 1 + m->nedges) + m->nedges +
+                       2 * sizeof(float) * (uint64_t)m->nv;
   }
   info.bytes_points = sizeof(hicp__vtx) * (uint64_t)m->nv + sizeof(uint32_t) * m->npoints;
   info.bytes_kdtree = sizeof(hicp__kdnode) * (uint64_t)m->nkd + sizeof(hicp__vtx) * (uint64_t)m->nv;

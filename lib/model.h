@@ -15,6 +15,9 @@ struct hicp_model {
   uint32_t *vertex_of;     /* npoints: original index -> vertex */
   uint32_t *row;           /* nv + 1, or NULL without a Delaunay graph */
   uint32_t *nbr;           /* nedges */
+  uint8_t *ecode;          /* nedges: edge length lower bound, in eunit[v];
+                              rows are sorted by edge length */
+  float *eunit;            /* nv */
   float *safe_r2;          /* nv, with the graph: squared radius of the ball
                               around each vertex inside its Voronoi cell,
                               shrunk to cover rounding (pp/nn.h) */
@@ -46,7 +49,8 @@ void *hicp__model_own(hicp_model *m, void *block);
 
 /* Delaunay neighbour lists of nv distinct points (delaunay_qhull.c, the only
  * file that includes Qhull).  On success *row (nv + 1) and *nbr are heap
- * arrays, sorted by neighbour index within each row.  Returns HICP_EQHULL
+ * arrays, sorted by neighbour index within each row (hicp_model_build then
+ * re-sorts each row by edge length).  Returns HICP_EQHULL
  * with Qhull's message when no 3-D triangulation exists (flat or tiny
  * input): the caller falls back to the kd-tree. */
 int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, uint32_t **row,

@@ -125,30 +125,69 @@ static void geometry(hicp_model *m)
   hicp__nn_brute(&view, q, &m->zero_start, &dd);
 }
 
-/* Per vertex, the squared radius of the largest ball around it inside its
- * Voronoi cell (half the distance to its nearest other vertex, which is a
- * Delaunay neighbour), shrunk by 4e-5 relative and rounded down, so that a
- * query inside it has that vertex as its nearest beyond any rounding
- * (pp/nn.h, hicp__nn_walk). */
-static int safe_radii(hicp_context *ctx, hicp_model *m)
+typedef struct edge_len {
+  double len;
+  uint32_t u;
+} edge_len;
+
+static int cmp_edge_len(const void *pa, const void *pb)
+{
+  const edge_len *a = pa, *b = pb;
+  if (a->len != b->len)
+    return a->len < b->len ? -1 : 1;
+  return a->u < b->u ? -1 : a->u > b->u;
+}
+
+/* Sorts each row by edge length and records, per edge, a lower bound of
+ * its length as an 8-bit multiple of a per-row unit (Lmax / 255, rounded
+ * down): the walk skips the rest of a row once the bound shows that no
+ * further neighbour can be nearer the query (pp/nn.h).  Also the safe radius
+ * of each vertex: half the distance to its nearest other vertex (always a
+ * Delaunay neighbour), squared, shrunk by 4e-5 relative and rounded down, so
+ * that a query inside it has that vertex as its nearest beyond any
+ * rounding. */
+static int sort_rows(hicp_context *ctx, hicp_model *m)
 {
   m->safe_r2 = hicp__model_own(m, malloc(sizeof(float) * m->nv));
-  if (m->safe_r2 == NULL)
+  m->eunit = hicp__model_own(m, malloc(sizeof(float) * m->nv));
+  m->ecode = hicp__model_own(m, malloc(m->nedges ? m->nedges : 1));
+  uint32_t maxdeg = 0;
+  for (uint32_t v = 0; v < m->nv; v++)
+    maxdeg = m->row[v + 1] - m->row[v] > maxdeg ? m->row[v + 1] - m->row[v] : maxdeg;
+  edge_len *tmp = malloc(sizeof *tmp * (maxdeg ? maxdeg : 1));
+  if (m->safe_r2 == NULL || m->eunit == NULL || m->ecode == NULL || tmp == NULL) {
+    free(tmp);
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the model");
-  for (uint32_t v = 0; v < m->nv; v++) {
-    double best = HUGE_VAL;
-    for (uint32_t e = m->row[v]; e < m->row[v + 1]; e++) {
-      const hicp__vtx *a = &m->vtx[v], *b = &m->vtx[m->nbr[e]];
-      double dx = (double)a->x - b->x, dy = (double)a->y - b->y, dz = (double)a->z - b->z;
-      double d = dx * dx + dy * dy + dz * dz;
-      best = d < best ? d : best;
-    }
-    double r2 = 0.25 * best * (1.0 - 4e-5);
-    float f = (float)r2;
-    if ((double)f > r2)
-      f = nextafterf(f, 0.0f);
-    m->safe_r2[v] = isfinite(f) ? f : 0.0f;
   }
+  for (uint32_t v = 0; v < m->nv; v++) {
+    uint32_t b = m->row[v], n = m->row[v + 1] - b;
+    const hicp__vtx *a = &m->vtx[v];
+    for (uint32_t k = 0; k < n; k++) {
+      const hicp__vtx *c = &m->vtx[m->nbr[b + k]];
+      double dx = (double)a->x - c->x, dy = (double)a->y - c->y, dz = (double)a->z - c->z;
+      tmp[k].len = sqrt(dx * dx + dy * dy + dz * dz);
+      tmp[k].u = m->nbr[b + k];
+    }
+    qsort(tmp, n, sizeof *tmp, cmp_edge_len);
+    /* lengths are computed in double from float coordinates: shrink the
+     * bounds by 1e-12 relative to stay below the exact lengths */
+    double lmax = tmp[n - 1].len * (1.0 - 1e-12);
+    float unit = hicp__round_down(lmax / 255.0);
+    m->eunit[v] = unit;
+    for (uint32_t k = 0; k < n; k++) {
+      double lo = tmp[k].len * (1.0 - 1e-12);
+      double c = unit > 0.0f ? floor(lo / unit) : 0.0;
+      if (c > 255.0)
+        c = 255.0;
+      while (c > 0.0 && c * unit > lo)
+        c -= 1.0;
+      m->nbr[b + k] = tmp[k].u;
+      m->ecode[b + k] = (uint8_t)c;
+    }
+    double r2 = 0.25 * tmp[0].len * tmp[0].len * (1.0 - 4e-5);
+    m->safe_r2[v] = hicp__round_down(r2);
+  }
+  free(tmp);
   return HICP_OK;
 }
 
@@ -194,7 +233,7 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
         hicp__model_own(m, m->row);
         hicp__model_own(m, m->nbr);
         m->has_delaunay = 1;
-        rc = safe_radii(ctx, m);
+        rc = sort_rows(ctx, m);
       } else if (rc == HICP_EQHULL) {
         /* No 3-D triangulation (flat, collinear, tiny): the kd-tree serves
          * every method exactly.  Keep the reason for hicp model info. */

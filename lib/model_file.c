@@ -1,8 +1,8 @@
 /* model_file.c: saving a model and mapping it back.
  *
- * Layout: a fixed header, then seven sections (vertices, original->vertex
- * map, CSR rows, neighbours, kd-tree nodes, kd-tree points, safe radii),
- * each starting on a
+ * Layout: a fixed header, then nine sections (vertices, original->vertex
+ * map, CSR rows, neighbours, kd-tree nodes, kd-tree points, safe radii,
+ * edge-length codes and units), each starting on a
  * 64-byte boundary so the mapped arrays are aligned as the code expects.
  * Values are in the writer's byte order; the header records it, and a file
  * from a machine of the other byte order is refused rather than converted.
@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,9 +32,9 @@
 #define FORMAT_VERSION 1u
 #define ENDIAN_MARK 0x01020304u
 #define ALIGN 64u
-#define NSECTIONS 7
+#define NSECTIONS 9
 
-enum { SEC_VTX, SEC_VERTEX_OF, SEC_ROW, SEC_NBR, SEC_KD, SEC_KD_PTS, SEC_SAFE };
+enum { SEC_VTX, SEC_VERTEX_OF, SEC_ROW, SEC_NBR, SEC_KD, SEC_KD_PTS, SEC_SAFE, SEC_ECODE, SEC_EUNIT };
 
 typedef struct file_header {
   char magic[8];
@@ -194,6 +195,10 @@ int hicp_model_save(hicp_context *ctx, const hicp_model *m, const char *path)
   h->size[SEC_KD_PTS] = sizeof(hicp__vtx) * m->nv;
   job.sec[SEC_SAFE] = m->safe_r2;
   h->size[SEC_SAFE] = m->has_delaunay ? sizeof(float) * m->nv : 0;
+  job.sec[SEC_ECODE] = m->ecode;
+  h->size[SEC_ECODE] = m->has_delaunay ? m->nedges : 0;
+  job.sec[SEC_EUNIT] = m->eunit;
+  h->size[SEC_EUNIT] = m->has_delaunay ? sizeof(float) * m->nv : 0;
   uint64_t pos = align_up(sizeof *h);
   sum_state s;
   sum_init(&s);
@@ -234,6 +239,10 @@ static int check_indices(hicp_context *ctx, const hicp_model *m, const char *pat
     for (uint64_t e = 0; e < m->nedges; e++)
       if (m->nbr[e] >= m->nv)
         return hicp__fail(ctx, HICP_EFORMAT, "%s: graph neighbour out of range", path);
+    for (uint32_t v = 0; v < m->nv; v++)
+      if (!(m->eunit[v] >= 0.0f && m->eunit[v] < HUGE_VALF) ||
+          !(m->safe_r2[v] >= 0.0f && m->safe_r2[v] < HUGE_VALF))
+        return hicp__fail(ctx, HICP_EFORMAT, "%s: invalid edge unit or safe radius", path);
   }
   for (uint32_t n = 0; n < m->nkd; n++) {
     const hicp__kdnode *nd = &m->kd[n];
@@ -280,7 +289,9 @@ static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual
       h->size[SEC_NBR] != (g ? sizeof(uint32_t) * h->nedges : 0) ||
       h->size[SEC_KD] != sizeof(hicp__kdnode) * h->nkd ||
       h->size[SEC_KD_PTS] != sizeof(hicp__vtx) * h->nv ||
-      h->size[SEC_SAFE] != (g ? sizeof(float) * h->nv : 0) || (g && h->nedges == 0))
+      h->size[SEC_SAFE] != (g ? sizeof(float) * h->nv : 0) ||
+      h->size[SEC_ECODE] != (g ? h->nedges : 0) ||
+      h->size[SEC_EUNIT] != (g ? sizeof(float) * h->nv : 0) || (g && h->nedges == 0))
     return hicp__fail(ctx, HICP_EFORMAT, "%s: inconsistent counts in the header", path);
   uint64_t prev_end = align_up(sizeof *h);
   for (int s = 0; s < NSECTIONS; s++) {
@@ -367,6 +378,8 @@ int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
   m->kd = (hicp__kdnode *)(base + h.offset[SEC_KD]);
   m->kd_pts = (hicp__vtx *)(base + h.offset[SEC_KD_PTS]);
   m->safe_r2 = m->has_delaunay ? (float *)(base + h.offset[SEC_SAFE]) : NULL;
+  m->ecode = m->has_delaunay ? (uint8_t *)(base + h.offset[SEC_ECODE]) : NULL;
+  m->eunit = m->has_delaunay ? (float *)(base + h.offset[SEC_EUNIT]) : NULL;
   rc = check_indices(ctx, m, path);
   if (rc != HICP_OK) {
     hicp_model_destroy(m);

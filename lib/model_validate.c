@@ -3,6 +3,7 @@
  * failure names the first violation found. */
 #include "config.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,16 +11,10 @@
 
 static int has_edge(const hicp_model *m, uint32_t a, uint32_t b)
 {
-  /* rows are sorted: binary search */
-  uint32_t lo = m->row[a], hi = m->row[a + 1];
-  while (lo < hi) {
-    uint32_t mid = lo + (hi - lo) / 2;
-    if (m->nbr[mid] < b)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo < m->row[a + 1] && m->nbr[lo] == b;
+  for (uint32_t e = m->row[a]; e < m->row[a + 1]; e++)
+    if (m->nbr[e] == b)
+      return 1;
+  return 0;
 }
 
 static int validate_graph(hicp_context *ctx, const hicp_model *m)
@@ -39,9 +34,19 @@ static int validate_graph(hicp_context *ctx, const hicp_model *m)
       if (u == v)
         return hicp__fail(ctx, HICP_EINTERNAL, "graph: vertex %u is its own neighbour",
                           (unsigned)v);
-      if (e > m->row[v] && m->nbr[e - 1] >= u)
-        return hicp__fail(ctx, HICP_EINTERNAL, "graph: row %u is not sorted or has a repeat",
+      if (e > m->row[v] && m->ecode[e - 1] > m->ecode[e])
+        return hicp__fail(ctx, HICP_EINTERNAL, "graph: row %u is not sorted by edge length",
                           (unsigned)v);
+      for (uint32_t f = m->row[v]; f < e; f++)
+        if (m->nbr[f] == u)
+          return hicp__fail(ctx, HICP_EINTERNAL, "graph: row %u repeats neighbour %u",
+                            (unsigned)v, (unsigned)u);
+      const hicp__vtx *a = &m->vtx[v], *b = &m->vtx[u];
+      double dx = (double)a->x - b->x, dy = (double)a->y - b->y, dz = (double)a->z - b->z;
+      if ((double)m->ecode[e] * (double)m->eunit[v] > sqrt(dx * dx + dy * dy + dz * dz))
+        return hicp__fail(ctx, HICP_EINTERNAL,
+                          "graph: edge %u->%u has a length code above its length", (unsigned)v,
+                          (unsigned)u);
       if (!has_edge(m, u, v))
         return hicp__fail(ctx, HICP_EINTERNAL, "graph: edge %u->%u has no reverse edge",
                           (unsigned)v, (unsigned)u);

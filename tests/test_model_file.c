@@ -44,6 +44,8 @@ static void assert_same_model(const hicp_model *a, const hicp_model *b)
     cr_assert_eq(memcmp(a->row, b->row, sizeof(uint32_t) * (a->nv + 1)), 0);
     cr_assert_eq(memcmp(a->nbr, b->nbr, sizeof(uint32_t) * a->nedges), 0);
     cr_assert_eq(memcmp(a->safe_r2, b->safe_r2, sizeof(float) * a->nv), 0);
+    cr_assert_eq(memcmp(a->ecode, b->ecode, a->nedges), 0);
+    cr_assert_eq(memcmp(a->eunit, b->eunit, sizeof(float) * a->nv), 0);
   }
   cr_assert_eq(a->nkd, b->nkd);
   cr_assert_eq(memcmp(a->kd, b->kd, sizeof(hicp__kdnode) * a->nkd), 0);

@@ -22,6 +22,10 @@
 
 #include "pp/types.h"
 
+#if !defined(__CUDA_ARCH__)
+#include <string.h>
+#endif
+
 /* Squared distance in float, in the one fixed order used everywhere. */
 HICP_PP float hicp__d2(const float q[3], const hicp__vtx *p)
 {
@@ -52,7 +56,35 @@ typedef struct hicp__nn_res {
   float d2;       /* computed squared distance */
   uint32_t steps; /* walk moves (0 when not a walk) */
   uint32_t walked; /* 1 if a Delaunay walk answered */
+  float slack;    /* the answer stays while the query moves less than this
+                     (0: no guarantee); see hicp__nn_track */
 } hicp__nn_res;
+
+/* Rounds a non-negative double down to a float (0 for anything else). */
+HICP_PP float hicp__round_down(double s)
+{
+  if (!(s > 0.0))
+    return 0.0f;
+  float f = (float)s;
+  if ((double)f > s) {
+    /* the next float towards zero: one less in the bit pattern (f > 0) */
+#if defined(__CUDA_ARCH__)
+    f = __uint_as_float(__float_as_uint(f) - 1u);
+#else
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    b -= 1u;
+    memcpy(&f, &b, sizeof f);
+#endif
+  }
+  return f;
+}
+
+/* Relative margins turning computed float squared distances into bounds on
+ * exact distances (rounding is below 5e-7 relative on d^2) with room left
+ * for the rounding of the distances at the next query. */
+#define HICP_SLACK_LO (1.0 - 2e-6)
+#define HICP_SLACK_HI (1.0 + 2e-6)
 
 /* Brute force over all vertices. */
 HICP_PP void hicp__nn_brute(const hicp__mview *m, const float q[3], uint32_t *bv, float *bd)
@@ -198,25 +230,50 @@ HICP_PP hicp__nn_res hicp__nn_walk(const hicp__mview *m, const float q[3], uint3
   uint32_t steps = 0;
   int near_tie;
   r.walked = 1;
+  float drow = HICP_FLT_INF; /* nearest neighbour of the last row scanned */
   for (;;) {
     if (m->safe_r2 != 0 && dcur < m->safe_r2[cur]) {
+      /* Every other vertex is at least 2 r - |q - v| away: the answer
+       * stays while the query moves less than r - |q - v|. */
       r.v = cur;
       r.d2 = dcur;
       r.steps = steps;
+      r.slack = hicp__round_down(HICP_SQRT((double)m->safe_r2[cur]) -
+                                 HICP_SQRT((double)dcur) * HICP_SLACK_HI);
       return r;
     }
     uint32_t next = cur;
     float dnext = dcur;
     float bound = hicp__tie_bound(dcur);
     near_tie = 0;
-    for (uint32_t e = m->row[cur]; e < m->row[cur + 1]; e++) {
+    drow = HICP_FLT_INF;
+    /* Rows are sorted by edge length.  A neighbour u with |v - u| >=
+     * 2 |q - v| (1 + 1e-5) is at least |q - v| (1 + 2e-5) from q, beyond
+     * any rounding: neither nearer nor a near-tie, and neither is any
+     * later one.  `cut` is the first length code that proves it. */
+    const double reach = 2.0 * HICP_SQRT((double)dcur) * (1.0 + 1e-5);
+    /* floor + 1 >= ceil: at worst one more edge is scanned */
+    const double units = m->eunit[cur] > 0.0f ? reach / (double)m->eunit[cur] : 256.0;
+    const uint32_t cut = units < 255.0 ? (uint32_t)units + 1u : 256u;
+    uint32_t e = m->row[cur];
+    const uint32_t end = m->row[cur + 1];
+    for (; e < end && m->ecode[e] < cut; e++) {
       uint32_t u = m->nbr[e];
       float d = hicp__d2(q, &m->vtx[u]);
       if (d < dnext || (d == dnext && d < dcur && u < next)) {
         next = u;
         dnext = d;
       }
+      drow = d < drow ? d : drow;
       near_tie |= d <= bound;
+    }
+    /* Unscanned neighbours are at least (code * unit - |q - v|) from q:
+     * their bound stands in for them in the second-nearest distance. */
+    if (e < end) {
+      double rest = (double)m->ecode[e] * (double)m->eunit[cur] -
+                    HICP_SQRT((double)dcur) * HICP_SLACK_HI;
+      double rest2 = rest > 0.0 ? rest * rest : 0.0;
+      drow = (double)drow < rest2 ? drow : hicp__round_down(rest2);
     }
     if (next == cur)
       break;
@@ -224,8 +281,17 @@ HICP_PP hicp__nn_res hicp__nn_walk(const hicp__mview *m, const float q[3], uint3
     dcur = dnext;
     steps++;
   }
-  if (near_tie && hicp__walk_flood(m, q, &cur, &dcur) != 0)
-    hicp__nn_brute(m, q, &cur, &dcur);
+  r.slack = 0.0f;
+  if (near_tie) {
+    if (hicp__walk_flood(m, q, &cur, &dcur) != 0)
+      hicp__nn_brute(m, q, &cur, &dcur);
+  } else {
+    /* The second nearest vertex is a Delaunay neighbour of the nearest, so
+     * the row gives it: the answer stays while the query moves less than
+     * half the gap between the two distances. */
+    r.slack = hicp__round_down(0.5 * (HICP_SQRT((double)drow) * HICP_SLACK_LO -
+                                      HICP_SQRT((double)dcur) * HICP_SLACK_HI));
+  }
   r.v = cur;
   r.d2 = dcur;
   r.steps = steps;
@@ -244,6 +310,7 @@ HICP_PP hicp__nn_res hicp__nn_query(const hicp__mview *m, const float q[3], int 
   uint32_t start;
   r.steps = 0;
   r.walked = 0;
+  r.slack = 0.0f;
   switch (method) {
   case 1: /* HICP_NN_BRUTE */
     hicp__nn_brute(m, q, &r.v, &r.d2);
@@ -273,6 +340,52 @@ HICP_PP hicp__nn_res hicp__nn_query(const hicp__mview *m, const float q[3], int 
     return r;
   }
   return hicp__nn_walk(m, q, start);
+}
+
+/* Per scan point state that lets ICP skip the search: the query the last
+ * answer was certified for, and how far the query may move from it before
+ * the certificate lapses. */
+typedef struct hicp__track {
+  float q[3];
+  float slack; /* 0: none */
+} hicp__track;
+
+/* A query of an ICP pass.  For the walks that reuse the previous match (pnn,
+ * pnn-opt), a query that moved less than its slack since the last answer
+ * keeps that answer with no search at all: if the previous query q0 had v
+ * nearest and every other vertex at least 2 s farther, then after a move of
+ * d < s, v is still nearer than any other vertex by 2 (s - d) plus the
+ * rounding margins folded into s (HICP_SLACK_LO/HI), so brute force in float
+ * would return v too.  The slack then shrinks by d.  All in double with
+ * + - * sqrt: the CPU and the GPU agree to the bit. */
+HICP_PP hicp__nn_res hicp__nn_track(const hicp__mview *m, const float q[3], int method,
+                                    uint32_t prev, hicp__track *t)
+{
+  hicp__nn_res r;
+  if (prev != HICP_NONE && t->slack > 0.0f && (method == 0 || method == 5)) {
+    double dx = (double)q[0] - (double)t->q[0];
+    double dy = (double)q[1] - (double)t->q[1];
+    double dz = (double)q[2] - (double)t->q[2];
+    double moved = HICP_SQRT((dx * dx + dy * dy) + dz * dz) * (1.0 + 1e-12);
+    if (moved < (double)t->slack) {
+      r.v = prev;
+      r.d2 = hicp__d2(q, &m->vtx[prev]);
+      r.steps = 0;
+      r.walked = 1;
+      r.slack = hicp__round_down((double)t->slack - moved);
+      t->q[0] = q[0];
+      t->q[1] = q[1];
+      t->q[2] = q[2];
+      t->slack = r.slack;
+      return r;
+    }
+  }
+  r = hicp__nn_query(m, q, method, prev);
+  t->q[0] = q[0];
+  t->q[1] = q[1];
+  t->q[2] = q[2];
+  t->slack = (method == 0 || method == 5) ? r.slack : 0.0f;
+  return r;
 }
 
 #endif /* HICP_PP_NN_H */

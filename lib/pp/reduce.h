@@ -111,18 +111,27 @@ HICP_PP void hicp__partial_add_pair(hicp__partial *a, const float p[3], const hi
     return;
   if (s->trim_on && e2 > s->trim_e2)
     return;
-  double pd[3] = {p[0], p[1], p[2]};
-  double yd[3] = {y->x, y->y, y->z};
-  a->v[HICP_PF_N_IN] += 1.0;
-  a->v[HICP_PF_E2_IN] += e2;
-  for (int i = 0; i < 3; i++) {
-    a->v[HICP_PF_SP + i] += pd[i];
-    a->v[HICP_PF_SY + i] += yd[i];
-  }
+  const double px = p[0], py = p[1], pz = p[2];
+  const double yx = y->x, yy = y->y, yz = y->z;
+  double *v = a->v;
+  v[HICP_PF_N_IN] += 1.0;
+  v[HICP_PF_E2_IN] += e2;
+  v[HICP_PF_SP + 0] += px;
+  v[HICP_PF_SP + 1] += py;
+  v[HICP_PF_SP + 2] += pz;
+  v[HICP_PF_SY + 0] += yx;
+  v[HICP_PF_SY + 1] += yy;
+  v[HICP_PF_SY + 2] += yz;
   /* float * float is exact in double (24 + 24 bits < 53). */
-  for (int i = 0; i < 3; i++)
-    for (int j = 0; j < 3; j++)
-      a->v[HICP_PF_SPY + 3 * i + j] += pd[i] * yd[j];
+  v[HICP_PF_SPY + 0] += px * yx;
+  v[HICP_PF_SPY + 1] += px * yy;
+  v[HICP_PF_SPY + 2] += px * yz;
+  v[HICP_PF_SPY + 3] += py * yx;
+  v[HICP_PF_SPY + 4] += py * yy;
+  v[HICP_PF_SPY + 5] += py * yz;
+  v[HICP_PF_SPY + 6] += pz * yx;
+  v[HICP_PF_SPY + 7] += pz * yy;
+  v[HICP_PF_SPY + 8] += pz * yz;
 }
 
 /* The halving tree over n partials (n >= 1): the result is left in a[0].

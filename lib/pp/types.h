@@ -36,6 +36,8 @@ typedef struct hicp__mview {
   const hicp__kdnode *kd;    /* kd-tree, root at kd[0] */
   const hicp__vtx *kd_pts;   /* vertices in leaf order, id = vertex index */
   const float *safe_r2;      /* per vertex, or NULL: see hicp__nn_walk */
+  const uint8_t *ecode;      /* per edge: length lower bound in units of eunit */
+  const float *eunit;        /* per vertex: the unit of its row's codes */
   uint32_t nv;
   uint32_t zero_start;       /* vertex nearest the centroid (the "zero" walk) */
 } hicp__mview;

@@ -1,0 +1,194 @@
+/* hicp_bench.c: times hicp registrations and nearest-neighbour queries
+ * through the public API, for the benchmark scripts (bench/run).
+ *
+ *   hicp_bench register MODEL SCAN [--iters N] [--threads T] [--nn M]
+ *                       [--repeat R] [--backend B]
+ *   hicp_bench nn MODEL QUERIES [--nn M] [--threads T] [--repeat R] [--rounds K]
+ *   hicp_bench build MODEL [--repeat R]
+ *
+ * Prints one JSON object per run on stdout: the median and all times, and
+ * the result's pose and errors.  Model building and file reading are
+ * excluded from registration times; `build` times them separately. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hicp.h"
+
+static double now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+  qsort(v, (size_t)n, sizeof *v, cmp_d);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void die(hicp_context *ctx, const char *what)
+{
+  fprintf(stderr, "hicp_bench: %s: %s\n", what, ctx ? hicp_context_error(ctx) : "");
+  exit(1);
+}
+
+static void print_times(const double *t, int n)
+{
+  printf("\"times_ms\":[");
+  for (int i = 0; i < n; i++)
+    printf("%s%.6f", i ? "," : "", t[i]);
+  printf("]");
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 3) {
+    fprintf(stderr, "usage: hicp_bench register|nn|build MODEL [SCAN] [options]\n");
+    return 2;
+  }
+  const char *mode = argv[1], *model_path = argv[2];
+  const char *scan_path = (strcmp(mode, "build") != 0 && argc > 3) ? argv[3] : NULL;
+  int iters = 30, threads = 0, repeat = 5, rounds = 1;
+  hicp_nn_method nn = HICP_NN_PNN_OPT;
+  hicp_backend backend = HICP_BACKEND_CPU;
+  for (int i = scan_path ? 4 : 3; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--iters"))
+      iters = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--threads"))
+      threads = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--repeat"))
+      repeat = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--rounds"))
+      rounds = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--nn") && hicp_nn_method_from_name(argv[i + 1], &nn) == 0)
+      ;
+    else if (!strcmp(argv[i], "--backend") && hicp_backend_from_name(argv[i + 1], &backend) == 0)
+      ;
+    else {
+      fprintf(stderr, "hicp_bench: bad option %s\n", argv[i]);
+      return 2;
+    }
+  }
+  if (repeat < 1 || repeat > 1000)
+    repeat = 5;
+  hicp_context_options co;
+  hicp_context_options_init(&co);
+  co.threads = threads;
+  co.backend = backend;
+  hicp_context *ctx;
+  if (hicp_context_create(&co, &ctx) != 0)
+    die(NULL, "context");
+  double *t = calloc((size_t)repeat, sizeof *t);
+
+  if (!strcmp(mode, "build")) {
+    hicp_cloud *c;
+    if (hicp_cloud_read(ctx, model_path, HICP_FORMAT_AUTO, &c) != 0)
+      die(ctx, model_path);
+    hicp_model_info mi;
+    hicp_model_info_init(&mi);
+    for (int r = 0; r < repeat; r++) {
+      hicp_model *m;
+      double t0 = now_ms();
+      if (hicp_model_build_cloud(ctx, c, NULL, &m) != 0)
+        die(ctx, "build");
+      t[r] = now_ms() - t0;
+      hicp_model_get_info(m, &mi);
+      hicp_model_destroy(m);
+    }
+    double med = median(t, repeat);
+    printf("{\"mode\":\"build\",\"points\":%llu,\"vertices\":%llu,\"edges\":%llu,\"qhull_ms\":%.3f,"
+           "\"graph_bytes_per_point\":%.2f,\"total_bytes_per_point\":%.2f,\"median_ms\":%.3f,",
+           (unsigned long long)mi.points, (unsigned long long)mi.vertices,
+           (unsigned long long)mi.edges, mi.qhull_ms, (double)mi.bytes_graph / mi.points,
+           (double)mi.bytes_total / mi.points, med);
+    print_times(t, repeat);
+    printf("}\n");
+    hicp_cloud_destroy(c);
+    return 0;
+  }
+  if (scan_path == NULL) {
+    fprintf(stderr, "hicp_bench: %s needs a second file\n", mode);
+    return 2;
+  }
+  hicp_model *m;
+  if (hicp_model_open(ctx, model_path, NULL, &m) != 0)
+    die(ctx, model_path);
+  hicp_cloud *s;
+  if (hicp_cloud_read(ctx, scan_path, HICP_FORMAT_AUTO, &s) != 0)
+    die(ctx, scan_path);
+
+  if (!strcmp(mode, "register")) {
+    hicp_reg_options o;
+    hicp_reg_options_init(&o);
+    o.nn = nn;
+    o.max_iter = iters;
+    o.tol = 0.0; /* no early stop */
+    hicp_result r;
+    for (int k = 0; k < repeat; k++) {
+      hicp_result_init(&r);
+      double t0 = now_ms();
+      if (hicp_register_cloud(ctx, m, s, &o, NULL, &r) != 0)
+        die(ctx, "register");
+      t[k] = now_ms() - t0;
+    }
+    double med = median(t, repeat);
+    printf("{\"mode\":\"register\",\"nn\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"iterations\":%d,"
+           "\"scan_points\":%zu,\"median_ms\":%.4f,\"rmse\":%.17g,\"correspond_ms\":%.4f,"
+           "\"reduce_ms\":%.4f,\"solve_ms\":%.4f,\"mean_steps\":%.4f,\"transform\":[",
+           hicp_nn_method_name(nn), hicp_backend_name(r.backend), hicp_context_threads(ctx),
+           r.iterations, hicp_cloud_size(s), med, r.rmse, r.correspond_ms, r.reduce_ms,
+           r.solve_ms, r.walk.queries ? (double)r.walk.steps / r.walk.queries : 0.0);
+    for (int i = 0; i < 16; i++)
+      printf("%s%.17g", i ? "," : "", r.transform.m[i]);
+    printf("],\"walk_hist\":[");
+    for (int i = 0; i < 16; i++)
+      printf("%s%llu", i ? "," : "", (unsigned long long)r.walk.hist[i]);
+    printf("],");
+    print_times(t, repeat);
+    printf("}\n");
+  } else if (!strcmp(mode, "nn")) {
+    size_t n = hicp_cloud_size(s);
+    uint32_t *idx = malloc(sizeof *idx * n);
+    float *d2 = malloc(sizeof *d2 * n);
+    hicp_nn_options o;
+    hicp_nn_options_init(&o);
+    o.method = nn;
+    hicp_walk_stats ws;
+    memset(&ws, 0, sizeof ws);
+    for (int k = 0; k < repeat; k++) {
+      /* round 0 cold; later rounds warm-started from the previous answers */
+      double t0 = now_ms();
+      for (int rd = 0; rd < rounds; rd++) {
+        o.warm_start = rd > 0;
+        if (hicp_nn_query_cloud(ctx, m, s, &o, idx, d2, &ws) != 0)
+          die(ctx, "nn");
+      }
+      t[k] = now_ms() - t0;
+    }
+    double med = median(t, repeat);
+    printf("{\"mode\":\"nn\",\"nn\":\"%s\",\"threads\":%d,\"queries\":%zu,\"rounds\":%d,"
+           "\"median_ms\":%.4f,\"ns_per_query\":%.2f,\"mean_steps_last_round\":%.4f,",
+           hicp_nn_method_name(nn), hicp_context_threads(ctx), n, rounds, med,
+           med * 1e6 / ((double)n * rounds), ws.queries ? (double)ws.steps / ws.queries : 0.0);
+    print_times(t, repeat);
+    printf("}\n");
+    free(idx);
+    free(d2);
+  }
+  hicp_cloud_destroy(s);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+  free(t);
+  return 0;
+}
