@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "chunk.h"
 #include "icp.h"
 #include "pp/nn.h"
 
@@ -29,37 +30,18 @@ void hicp__chunk_sum(const hicp__mview *view, const hicp__frame *f, const hicp__
   *out = lanes[0];
 }
 
-static void chunk_correspond(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
-                             int method, uint32_t c)
-{
-  const uint32_t base = c * f->chunk;
-  const uint32_t end = base + f->chunk < f->n ? base + f->chunk : f->n;
-  hicp__walkpart w;
-  memset(&w, 0, sizeof w);
-  for (uint32_t i = base; i < end; i++) {
-    double qd[3];
-    hicp__apply(T, &f->p0[3 * (size_t)i], qd);
-    float q[3] = {(float)qd[0], (float)qd[1], (float)qd[2]};
-    hicp__nn_res r = hicp__nn_track(view, q, method, f->match[i], &f->track[i]);
-    f->match[i] = r.v;
-    f->e2[i] = hicp__pair_e2(qd, &view->vtx[r.v]);
-    if (r.walked) {
-      w.queries++;
-      w.steps += r.steps;
-      w.max_steps = r.steps > w.max_steps ? r.steps : w.max_steps;
-      w.hist[r.steps < HICP_WALK_BINS - 1 ? r.steps : HICP_WALK_BINS - 1]++;
-    }
-  }
-  f->walk[c] = w;
-}
+HICP_CPU_CHUNK_CORRESPOND(chunk_scalar, hicp__nn_track, )
 
 void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int method,
                       const hicp__select *sel, uint32_t c0, uint32_t c1, int threads)
 {
   const long long first = c0, last = c1;
+  hicp__chunk_fn correspond = hicp__cpu_simd_chunk(view);
+  if (correspond == NULL)
+    correspond = chunk_scalar;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (long long c = first; c < last; c++) {
-    chunk_correspond(view, f, T, method, (uint32_t)c);
+    correspond(view, f, T, method, (uint32_t)c);
     hicp__chunk_sum(view, f, sel, (uint32_t)c, &f->part[c]);
   }
 }

@@ -150,7 +150,8 @@ static int sort_rows(hicp_context *ctx, hicp_model *m)
 {
   m->safe_r2 = hicp__model_own(m, malloc(sizeof(float) * m->nv));
   m->eunit = hicp__model_own(m, malloc(sizeof(float) * m->nv));
-  m->ecode = hicp__model_own(m, malloc(m->nedges ? m->nedges : 1));
+  /* 16 bytes of padding: vector code scans may read past a row's end */
+  m->ecode = hicp__model_own(m, calloc(m->nedges + 16, 1));
   uint32_t maxdeg = 0;
   for (uint32_t v = 0; v < m->nv; v++)
     maxdeg = m->row[v + 1] - m->row[v] > maxdeg ? m->row[v + 1] - m->row[v] : maxdeg;

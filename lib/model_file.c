@@ -195,6 +195,8 @@ int hicp_model_save(hicp_context *ctx, const hicp_model *m, const char *path)
   h->size[SEC_KD_PTS] = sizeof(hicp__vtx) * m->nv;
   job.sec[SEC_SAFE] = m->safe_r2;
   h->size[SEC_SAFE] = m->has_delaunay ? sizeof(float) * m->nv : 0;
+  /* the edge units follow the codes, so vector scans reading up to 16
+   * bytes past the last code stay inside the mapping (cpu/walk_simd.c) */
   job.sec[SEC_ECODE] = m->ecode;
   h->size[SEC_ECODE] = m->has_delaunay ? m->nedges : 0;
   job.sec[SEC_EUNIT] = m->eunit;

@@ -408,3 +408,61 @@ Test(nn, bad_arguments)
   hicp_context_destroy(ctx);
   hicp_model_destroy(m);
 }
+
+/* The ICP certificates (hicp__nn_track): queries drifting in small random
+ * steps, as scan points do between iterations, keep exact answers whether
+ * the certificate, the safe radius, the pruned rows or the walk answers. */
+Test(nn, tracked_queries_stay_exact)
+{
+  uint64_t seed = th_run_seed();
+  th_rng r;
+  th_rng_seed(&r, seed);
+  size_t n = 3000, nq = 600;
+  float *p = malloc(sizeof(float) * 3 * n);
+  for (size_t i = 0; i < n; i++) { /* a wavy surface, like a scan */
+    double u = th_uniform(&r), v = th_uniform(&r);
+    p[3 * i] = (float)u;
+    p[3 * i + 1] = (float)v;
+    p[3 * i + 2] = (float)(0.1 * sin(6 * u) * cos(5 * v));
+  }
+  hicp_model *m = build(p, n, 1);
+  hicp__mview view = hicp__model_view(m);
+  float *q = malloc(sizeof(float) * 3 * nq);
+  uint32_t *match = malloc(sizeof *match * nq);
+  hicp__track *tr = calloc(nq, sizeof *tr);
+  for (size_t i = 0; i < nq; i++) {
+    for (int d = 0; d < 3; d++)
+      q[3 * i + d] = p[3 * i + d] + (float)(0.02 * th_normal(&r));
+    match[i] = HICP_NONE;
+  }
+  size_t certified = 0, total = 0;
+  for (int step = 0; step < 60; step++) {
+    /* steps shrink like ICP updates, with occasional jumps */
+    double scale = (step % 17 == 16) ? 0.05 : 0.01 * pow(0.8, step % 17);
+    for (size_t i = 0; i < nq; i++) {
+      for (int d = 0; d < 3; d++)
+        q[3 * i + d] += (float)(scale * th_normal(&r));
+      int method = (i % 2) ? HICP_NN_PNN : HICP_NN_PNN_OPT;
+      float before = tr[i].slack;
+      hicp__nn_res res = hicp__nn_track(&view, &q[3 * i], method, match[i], &tr[i]);
+      certified += before > 0.0f && res.steps == 0 && res.v == match[i];
+      total++;
+      uint32_t wi;
+      float wd;
+      oracle(p, n, &q[3 * i], &wi, &wd);
+      cr_assert(view.vtx[res.v].id == wi && res.d2 == wd,
+                "seed %llu step %d query %zu: got %u (%.9g), want %u (%.9g)",
+                (unsigned long long)seed, step, i, view.vtx[res.v].id, (double)res.d2, wi,
+                (double)wd);
+      match[i] = res.v;
+    }
+  }
+  /* the certificates must actually be used, or this test proves nothing */
+  cr_assert_gt(certified, total / 10, "only %zu of %zu answers kept by a certificate", certified,
+               total);
+  free(p);
+  free(q);
+  free(match);
+  free(tr);
+  hicp_model_destroy(m);
+}

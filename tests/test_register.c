@@ -315,6 +315,15 @@ Test(register, bitwise_methods_threads)
       cr_assert_eq(r.iterations, ref.iterations);
     }
   }
+  /* The vector row scans (cpu/walk_simd.c) give the reference's bits. */
+  static const char *simd[] = {"scalar", "avx2", "avx512"};
+  for (size_t k = 0; k < 3; k++) {
+    setenv("HICP_SIMD", simd[k], 1);
+    hicp_result r = run(&s, s.scan, s.n, 2, &o, NULL);
+    cr_assert(memcmp(&r.transform, &ref.transform, sizeof r.transform) == 0,
+              "HICP_SIMD=%s differs", simd[k]);
+  }
+  unsetenv("HICP_SIMD");
   /* Another chunk size sums in another shape: close, not necessarily equal. */
   o.nn = HICP_NN_PNN_OPT;
   o.chunk_points = 256;

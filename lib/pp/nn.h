@@ -213,134 +213,198 @@ HICP_PP int hicp__walk_flood(const hicp__mview *m, const float q[3], uint32_t *v
   return 0;
 }
 
-/* Greedy Delaunay walk from vertex `start` to the exact nearest vertex.
- *
- * Early exit: a query inside the ball of radius r_v = (distance from v to
- * its nearest other vertex) / 2 around v has v as its unique nearest vertex
- * (every other vertex u is at least 2 r_v - |q - v| > |q - v| away), and by
- * a margin far beyond float rounding because safe_r2 is r_v^2 shrunk by
- * 4e-5 relative (rounding moves computed squared distances by at most 5e-7
- * relative).  In ICP the previous match is usually still the answer, and
- * this test confirms it without reading its row. */
-HICP_PP hicp__nn_res hicp__nn_walk(const hicp__mview *m, const float q[3], uint32_t start)
+/* What a row scan reports (hicp__row_scan). */
+typedef struct hicp__row {
+  uint32_t next; /* the row's smallest (distance, index) neighbour, HICP_NONE if none */
+  float dnext;   /* its distance */
+  float drow;    /* a lower bound on every neighbour's distance */
+  int near_tie;  /* a scanned neighbour lies within the tie bound of dcur */
+} hicp__row;
+
+/* The first length code from which the neighbours of `cur` cannot matter:
+ * rows are sorted by edge length, and a neighbour u with |v - u| >=
+ * 2 |q - v| (1 + 1e-5) is at least |q - v| (1 + 2e-5) from q, beyond any
+ * rounding: neither nearer nor a near-tie, and neither is any later one. */
+HICP_PP uint32_t hicp__row_cut(const hicp__mview *m, uint32_t cur, float dcur)
 {
-  hicp__nn_res r;
-  uint32_t cur = start;
-  float dcur = hicp__d2(q, &m->vtx[cur]);
-  uint32_t steps = 0;
-  int near_tie;
-  r.walked = 1;
-  float drow = HICP_FLT_INF; /* nearest neighbour of the last row scanned */
-  for (;;) {
-    if (m->safe_r2 != 0 && dcur < m->safe_r2[cur]) {
-      /* Every other vertex is at least 2 r - |q - v| away: the answer
-       * stays while the query moves less than r - |q - v|. */
-      r.v = cur;
-      r.d2 = dcur;
-      r.steps = steps;
-      r.slack = hicp__round_down(HICP_SQRT((double)m->safe_r2[cur]) -
-                                 HICP_SQRT((double)dcur) * HICP_SLACK_HI);
-      return r;
-    }
-    uint32_t next = cur;
-    float dnext = dcur;
-    float bound = hicp__tie_bound(dcur);
-    near_tie = 0;
-    drow = HICP_FLT_INF;
-    /* Rows are sorted by edge length.  A neighbour u with |v - u| >=
-     * 2 |q - v| (1 + 1e-5) is at least |q - v| (1 + 2e-5) from q, beyond
-     * any rounding: neither nearer nor a near-tie, and neither is any
-     * later one.  `cut` is the first length code that proves it. */
-    const double reach = 2.0 * HICP_SQRT((double)dcur) * (1.0 + 1e-5);
-    /* floor + 1 >= ceil: at worst one more edge is scanned */
-    const double units = m->eunit[cur] > 0.0f ? reach / (double)m->eunit[cur] : 256.0;
-    const uint32_t cut = units < 255.0 ? (uint32_t)units + 1u : 256u;
-    uint32_t e = m->row[cur];
-    const uint32_t end = m->row[cur + 1];
-    for (; e < end && m->ecode[e] < cut; e++) {
-      uint32_t u = m->nbr[e];
-      float d = hicp__d2(q, &m->vtx[u]);
-      if (d < dnext || (d == dnext && d < dcur && u < next)) {
-        next = u;
-        dnext = d;
-      }
-      drow = d < drow ? d : drow;
-      near_tie |= d <= bound;
-    }
-    /* Unscanned neighbours are at least (code * unit - |q - v|) from q:
-     * their bound stands in for them in the second-nearest distance. */
-    if (e < end) {
-      double rest = (double)m->ecode[e] * (double)m->eunit[cur] -
-                    HICP_SQRT((double)dcur) * HICP_SLACK_HI;
-      double rest2 = rest > 0.0 ? rest * rest : 0.0;
-      drow = (double)drow < rest2 ? drow : hicp__round_down(rest2);
-    }
-    if (next == cur)
-      break;
-    cur = next;
-    dcur = dnext;
-    steps++;
-  }
-  r.slack = 0.0f;
-  if (near_tie) {
-    if (hicp__walk_flood(m, q, &cur, &dcur) != 0)
-      hicp__nn_brute(m, q, &cur, &dcur);
-  } else {
-    /* The second nearest vertex is a Delaunay neighbour of the nearest, so
-     * the row gives it: the answer stays while the query moves less than
-     * half the gap between the two distances. */
-    r.slack = hicp__round_down(0.5 * (HICP_SQRT((double)drow) * HICP_SLACK_LO -
-                                      HICP_SQRT((double)dcur) * HICP_SLACK_HI));
-  }
-  r.v = cur;
-  r.d2 = dcur;
-  r.steps = steps;
-  return r;
+  const double reach = 2.0 * HICP_SQRT((double)dcur) * (1.0 + 1e-5);
+  /* floor + 1 >= ceil: at worst one more edge is scanned */
+  const double units = m->eunit[cur] > 0.0f ? reach / (double)m->eunit[cur] : 256.0;
+  return units < 255.0 ? (uint32_t)units + 1u : 256u;
 }
 
-/* One query by `method` (a hicp_nn_method value).  `prev` is the query's
- * previous match (vertex index) or HICP_NONE.  Models without a Delaunay
- * graph (coplanar, collinear or tiny inputs) answer every walk method with
- * the exact kd-tree search, seeded with the start vertex the walk would have
- * used. */
-HICP_PP hicp__nn_res hicp__nn_query(const hicp__mview *m, const float q[3], int method,
-                                    uint32_t prev)
+/* Unscanned neighbours (from edge e on) are at least (code * unit - |q - v|)
+ * from q: their bound stands in for them in the second-nearest distance. */
+HICP_PP float hicp__row_rest(const hicp__mview *m, uint32_t cur, float dcur, uint32_t e,
+                             float drow)
 {
-  hicp__nn_res r;
-  uint32_t start;
-  r.steps = 0;
-  r.walked = 0;
-  r.slack = 0.0f;
-  switch (method) {
-  case 1: /* HICP_NN_BRUTE */
-    hicp__nn_brute(m, q, &r.v, &r.d2);
-    return r;
-  case 2: /* HICP_NN_KDTREE */
-    r.v = HICP_NONE;
-    r.d2 = HICP_FLT_INF;
-    hicp__nn_kdtree(m, q, &r.v, &r.d2);
-    return r;
-  case 3: /* HICP_NN_ZERO */
-    start = m->zero_start;
-    break;
-  case 4: /* HICP_NN_KDANN */
-    start = hicp__nn_kd_descend(m, q);
-    break;
-  case 5: /* HICP_NN_PNN */
-    start = prev != HICP_NONE ? prev : m->zero_start;
-    break;
-  default: /* HICP_NN_PNN_OPT */
-    start = prev != HICP_NONE ? prev : hicp__nn_kd_descend(m, q);
-    break;
-  }
-  if (m->row == 0) {
-    r.v = start;
-    r.d2 = hicp__d2(q, &m->vtx[start]);
-    hicp__nn_kdtree(m, q, &r.v, &r.d2);
-    return r;
-  }
-  return hicp__nn_walk(m, q, start);
+  if (e >= m->row[cur + 1])
+    return drow;
+  double rest = (double)m->ecode[e] * (double)m->eunit[cur] - HICP_SQRT((double)dcur) * HICP_SLACK_HI;
+  double rest2 = rest > 0.0 ? rest * rest : 0.0;
+  return (double)drow < rest2 ? drow : hicp__round_down(rest2);
 }
+
+/* One row of the walk, scalar: the neighbours of `cur` that can matter. */
+HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur, float dcur,
+                            hicp__row *o)
+{
+  const uint32_t cut = hicp__row_cut(m, cur, dcur);
+  const float bound = hicp__tie_bound(dcur);
+  uint32_t next = HICP_NONE;
+  float dnext = HICP_FLT_INF;
+  int near_tie = 0;
+  uint32_t e = m->row[cur];
+  const uint32_t end = m->row[cur + 1];
+  for (; e < end && m->ecode[e] < cut; e++) {
+    const uint32_t u = m->nbr[e];
+    const float d = hicp__d2(q, &m->vtx[u]);
+    if (d < dnext || (d == dnext && u < next)) {
+      next = u;
+      dnext = d;
+    }
+    near_tie |= d <= bound;
+  }
+  o->next = next;
+  o->dnext = dnext;
+  o->drow = hicp__row_rest(m, cur, dcur, e, dnext);
+  o->near_tie = near_tie;
+}
+
+/* The walk, the query dispatch and the ICP query, defined for a given row
+ * scan: the scalar one here (used by the GPU and as the reference), vector
+ * ones in cpu/walk_simd.c.  ATTR carries a target attribute.
+ *
+ * Walk: greedy descent from `start` to the exact nearest vertex (see the top
+ * of this file).  Early exit: a query inside the ball of radius r_v = (the
+ * distance from v to its nearest other vertex) / 2 around v has v as its
+ * unique nearest vertex, by a margin beyond rounding since safe_r2 is r_v^2
+ * shrunk by 4e-5 relative; in ICP the previous match is usually still the
+ * answer and this test confirms it without reading its row.  Slack: how far
+ * the query may move before the answer can change (hicp__nn_track): from
+ * the safe radius, or from the gap to the second nearest vertex, which is a
+ * Delaunay neighbour of the nearest.
+ *
+ * Query: one query by `method` (a hicp_nn_method value) with `prev` the
+ * query's previous match or HICP_NONE.  Models without a Delaunay graph
+ * (coplanar, collinear or tiny inputs) answer every walk method with the
+ * exact kd-tree search, seeded with the start vertex the walk would use.
+ *
+ * Track: a query of an ICP pass.  For pnn and pnn-opt, a query that moved
+ * less than its slack since the last answer keeps that answer with no
+ * search: if q0 had v nearest and every other vertex at least 2 s farther,
+ * after a move of d < s, v is still nearer than any other vertex by 2 (s - d)
+ * plus the rounding margins folded into s, so brute force in float would
+ * return v too; the slack shrinks by d.  All in double with + - * sqrt: the
+ * CPU and the GPU agree to the bit. */
+#define HICP_NN_FUNCTIONS(SUFFIX, ROW_SCAN, ATTR)                                              \
+  ATTR HICP_PP hicp__nn_res hicp__nn_walk##SUFFIX(const hicp__mview *m, const float q[3],       \
+                                                  uint32_t start)                               \
+  {                                                                                              \
+    hicp__nn_res r;                                                                              \
+    uint32_t cur = start;                                                                        \
+    float dcur = hicp__d2(q, &m->vtx[cur]);                                                      \
+    uint32_t steps = 0;                                                                          \
+    hicp__row rs;                                                                                \
+    r.walked = 1;                                                                                \
+    for (;;) {                                                                                   \
+      if (dcur < m->safe_r2[cur]) {                                                              \
+        r.v = cur;                                                                               \
+        r.d2 = dcur;                                                                             \
+        r.steps = steps;                                                                         \
+        r.slack = hicp__round_down(HICP_SQRT((double)m->safe_r2[cur]) -                          \
+                                   HICP_SQRT((double)dcur) * HICP_SLACK_HI);                     \
+        return r;                                                                                \
+      }                                                                                          \
+      ROW_SCAN(m, q, cur, dcur, &rs);                                                            \
+      if (!(rs.dnext < dcur))                                                                    \
+        break;                                                                                   \
+      cur = rs.next;                                                                             \
+      dcur = rs.dnext;                                                                           \
+      steps++;                                                                                   \
+    }                                                                                            \
+    r.slack = 0.0f;                                                                              \
+    if (rs.near_tie) {                                                                           \
+      if (hicp__walk_flood(m, q, &cur, &dcur) != 0)                                              \
+        hicp__nn_brute(m, q, &cur, &dcur);                                                       \
+    } else {                                                                                     \
+      r.slack = hicp__round_down(0.5 * (HICP_SQRT((double)rs.drow) * HICP_SLACK_LO -             \
+                                        HICP_SQRT((double)dcur) * HICP_SLACK_HI));               \
+    }                                                                                            \
+    r.v = cur;                                                                                   \
+    r.d2 = dcur;                                                                                 \
+    r.steps = steps;                                                                             \
+    return r;                                                                                    \
+  }                                                                                              \
+                                                                                                 \
+  ATTR HICP_PP hicp__nn_res hicp__nn_query##SUFFIX(const hicp__mview *m, const float q[3],      \
+                                                   int method, uint32_t prev)                   \
+  {                                                                                              \
+    hicp__nn_res r;                                                                              \
+    uint32_t start;                                                                              \
+    r.steps = 0;                                                                                 \
+    r.walked = 0;                                                                                \
+    r.slack = 0.0f;                                                                              \
+    switch (method) {                                                                            \
+    case 1: /* HICP_NN_BRUTE */                                                                  \
+      hicp__nn_brute(m, q, &r.v, &r.d2);                                                         \
+      return r;                                                                                  \
+    case 2: /* HICP_NN_KDTREE */                                                                 \
+      r.v = HICP_NONE;                                                                           \
+      r.d2 = HICP_FLT_INF;                                                                       \
+      hicp__nn_kdtree(m, q, &r.v, &r.d2);                                                        \
+      return r;                                                                                  \
+    case 3: /* HICP_NN_ZERO */                                                                   \
+      start = m->zero_start;                                                                     \
+      break;                                                                                     \
+    case 4: /* HICP_NN_KDANN */                                                                  \
+      start = hicp__nn_kd_descend(m, q);                                                         \
+      break;                                                                                     \
+    case 5: /* HICP_NN_PNN */                                                                    \
+      start = prev != HICP_NONE ? prev : m->zero_start;                                          \
+      break;                                                                                     \
+    default: /* HICP_NN_PNN_OPT */                                                               \
+      start = prev != HICP_NONE ? prev : hicp__nn_kd_descend(m, q);                              \
+      break;                                                                                     \
+    }                                                                                            \
+    if (m->row == 0) {                                                                           \
+      r.v = start;                                                                               \
+      r.d2 = hicp__d2(q, &m->vtx[start]);                                                        \
+      hicp__nn_kdtree(m, q, &r.v, &r.d2);                                                        \
+      return r;                                                                                  \
+    }                                                                                            \
+    return hicp__nn_walk##SUFFIX(m, q, start);                                                   \
+  }                                                                                              \
+                                                                                                 \
+  ATTR HICP_PP hicp__nn_res hicp__nn_track##SUFFIX(const hicp__mview *m, const float q[3],      \
+                                                   int method, uint32_t prev, hicp__track *t)   \
+  {                                                                                              \
+    hicp__nn_res r;                                                                              \
+    if (prev != HICP_NONE && t->slack > 0.0f && (method == 0 || method == 5)) {                  \
+      double dx = (double)q[0] - (double)t->q[0];                                                \
+      double dy = (double)q[1] - (double)t->q[1];                                                \
+      double dz = (double)q[2] - (double)t->q[2];                                                \
+      double moved = HICP_SQRT((dx * dx + dy * dy) + dz * dz) * (1.0 + 1e-12);                 \
+      if (moved < (double)t->slack) {                                                            \
+        r.v = prev;                                                                              \
+        r.d2 = hicp__d2(q, &m->vtx[prev]);                                                       \
+        r.steps = 0;                                                                             \
+        r.walked = 1;                                                                            \
+        r.slack = hicp__round_down((double)t->slack - moved);                                    \
+        t->q[0] = q[0];                                                                          \
+        t->q[1] = q[1];                                                                          \
+        t->q[2] = q[2];                                                                          \
+        t->slack = r.slack;                                                                      \
+        return r;                                                                                \
+      }                                                                                          \
+    }                                                                                            \
+    r = hicp__nn_query##SUFFIX(m, q, method, prev);                                              \
+    t->q[0] = q[0];                                                                              \
+    t->q[1] = q[1];                                                                              \
+    t->q[2] = q[2];                                                                              \
+    t->slack = (method == 0 || method == 5) ? r.slack : 0.0f;                                    \
+    return r;                                                                                    \
+  }
 
 /* Per scan point state that lets ICP skip the search: the query the last
  * answer was certified for, and how far the query may move from it before
@@ -350,42 +414,7 @@ typedef struct hicp__track {
   float slack; /* 0: none */
 } hicp__track;
 
-/* A query of an ICP pass.  For the walks that reuse the previous match (pnn,
- * pnn-opt), a query that moved less than its slack since the last answer
- * keeps that answer with no search at all: if the previous query q0 had v
- * nearest and every other vertex at least 2 s farther, then after a move of
- * d < s, v is still nearer than any other vertex by 2 (s - d) plus the
- * rounding margins folded into s (HICP_SLACK_LO/HI), so brute force in float
- * would return v too.  The slack then shrinks by d.  All in double with
- * + - * sqrt: the CPU and the GPU agree to the bit. */
-HICP_PP hicp__nn_res hicp__nn_track(const hicp__mview *m, const float q[3], int method,
-                                    uint32_t prev, hicp__track *t)
-{
-  hicp__nn_res r;
-  if (prev != HICP_NONE && t->slack > 0.0f && (method == 0 || method == 5)) {
-    double dx = (double)q[0] - (double)t->q[0];
-    double dy = (double)q[1] - (double)t->q[1];
-    double dz = (double)q[2] - (double)t->q[2];
-    double moved = HICP_SQRT((dx * dx + dy * dy) + dz * dz) * (1.0 + 1e-12);
-    if (moved < (double)t->slack) {
-      r.v = prev;
-      r.d2 = hicp__d2(q, &m->vtx[prev]);
-      r.steps = 0;
-      r.walked = 1;
-      r.slack = hicp__round_down((double)t->slack - moved);
-      t->q[0] = q[0];
-      t->q[1] = q[1];
-      t->q[2] = q[2];
-      t->slack = r.slack;
-      return r;
-    }
-  }
-  r = hicp__nn_query(m, q, method, prev);
-  t->q[0] = q[0];
-  t->q[1] = q[1];
-  t->q[2] = q[2];
-  t->slack = (method == 0 || method == 5) ? r.slack : 0.0f;
-  return r;
-}
+/* hicp__nn_walk, hicp__nn_query, hicp__nn_track: the reference versions. */
+HICP_NN_FUNCTIONS(, hicp__row_scan, )
 
 #endif /* HICP_PP_NN_H */

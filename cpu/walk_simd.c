@@ -1,0 +1,180 @@
+/* walk_simd.c: the Delaunay walk's row scan with AVX2 and AVX-512 on x86-64,
+ * chosen at run time.  Only the row scan differs from the reference walk
+ * (lib/pp/nn.h, which the GPU runs): the same neighbours are scanned (the
+ * length-code cut), each distance is computed with the same float
+ * operations in the same order (separate multiply and add instructions, no
+ * fused multiply-add), and the row's smallest (distance, index) is the same
+ * lexicographic minimum, so every answer, and every register, equals the
+ * reference bit for bit.  The tests run all variants (HICP_SIMD). */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunk.h"
+#include "pp/nn.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HICP_X86 1
+
+#define AVX512 __attribute__((target("avx512f")))
+#define AVX2 __attribute__((target("avx2")))
+
+/* The end of the scanned part of a row: codes are sorted, so it is the
+ * first code >= cut, found 16 codes at a time (SSE2).  The code array has
+ * 16 bytes of padding after its end (model_build.c, model_file.c). */
+static inline uint32_t row_end(const hicp__mview *m, uint32_t b, uint32_t end, uint32_t cut)
+{
+  if (cut >= 256)
+    return end;
+  if (cut == 0)
+    return b;
+  const __m128i lim = _mm_set1_epi8((char)(cut - 1));
+  uint32_t e = b;
+  while (e < end) {
+    const __m128i c = _mm_loadu_si128((const __m128i *)(m->ecode + e));
+    unsigned below = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(c, lim), c));
+    unsigned stop = ~below; /* bit k: code[e + k] >= cut */
+    if (stop != 0) {
+      uint32_t k = (uint32_t)__builtin_ctz(stop);
+      if (k < 16)
+        return e + k < end ? e + k : end;
+    }
+    e += 16;
+  }
+  return end;
+}
+
+/* The neighbours of `cur` that can matter, 16 at a time. */
+AVX512 static inline void row_scan_avx512(const hicp__mview *m, const float q[3], uint32_t cur,
+                                          float dcur, hicp__row *o)
+{
+  const uint32_t cut = hicp__row_cut(m, cur, dcur);
+  const uint32_t b = m->row[cur], end = m->row[cur + 1];
+  const uint32_t e = row_end(m, b, end, cut);
+  const __m512 qx = _mm512_set1_ps(q[0]), qy = _mm512_set1_ps(q[1]), qz = _mm512_set1_ps(q[2]);
+  const __m512 bound = _mm512_set1_ps(hicp__tie_bound(dcur));
+  const float *base = &m->vtx[0].x;
+  __m512 best_d = _mm512_set1_ps(HICP_FLT_INF);
+  __m512i best_u = _mm512_set1_epi32(-1);
+  __mmask16 ties = 0;
+  for (uint32_t k = b; k < e; k += 16) {
+    const uint32_t cnt = e - k;
+    const __mmask16 mk = cnt >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cnt) - 1u);
+    const __m512i u = _mm512_maskz_loadu_epi32(mk, m->nbr + k);
+    const __m512i off = _mm512_slli_epi32(u, 2); /* 4 floats per vertex record */
+    const __m512 zero = _mm512_setzero_ps();
+    const __m512 x = _mm512_mask_i32gather_ps(zero, mk, off, base, 4);
+    const __m512 y = _mm512_mask_i32gather_ps(zero, mk, off, base + 1, 4);
+    const __m512 z = _mm512_mask_i32gather_ps(zero, mk, off, base + 2, 4);
+    const __m512 dx = _mm512_sub_ps(qx, x), dy = _mm512_sub_ps(qy, y), dz = _mm512_sub_ps(qz, z);
+    const __m512 d = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(dx, dx), _mm512_mul_ps(dy, dy)),
+                                   _mm512_mul_ps(dz, dz));
+    const __mmask16 lt = _mm512_mask_cmp_ps_mask(mk, d, best_d, _CMP_LT_OQ);
+    const __mmask16 eq = _mm512_mask_cmp_ps_mask(mk, d, best_d, _CMP_EQ_OQ) &
+                         _mm512_cmplt_epu32_mask(u, best_u);
+    const __mmask16 better = lt | eq;
+    best_d = _mm512_mask_mov_ps(best_d, better, d);
+    best_u = _mm512_mask_mov_epi32(best_u, better, u);
+    ties |= _mm512_mask_cmp_ps_mask(mk, d, bound, _CMP_LE_OQ);
+  }
+  const float dmin = _mm512_reduce_min_ps(best_d);
+  const __mmask16 at = _mm512_cmp_ps_mask(best_d, _mm512_set1_ps(dmin), _CMP_EQ_OQ);
+  o->next = e > b ? (uint32_t)_mm512_mask_reduce_min_epu32(at, best_u) : HICP_NONE;
+  o->dnext = dmin;
+  o->drow = hicp__row_rest(m, cur, dcur, e, dmin);
+  o->near_tie = ties != 0;
+}
+
+/* Unsigned 32-bit a < b on AVX2 (signed compare after flipping the sign). */
+AVX2 static inline __m256i lt_epu32(__m256i a, __m256i b)
+{
+  const __m256i s = _mm256_set1_epi32((int)0x80000000u);
+  return _mm256_cmpgt_epi32(_mm256_xor_si256(b, s), _mm256_xor_si256(a, s));
+}
+
+/* The same, 8 at a time. */
+AVX2 static inline void row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur,
+                                      float dcur, hicp__row *o)
+{
+  const uint32_t cut = hicp__row_cut(m, cur, dcur);
+  const uint32_t b = m->row[cur], end = m->row[cur + 1];
+  const uint32_t e = row_end(m, b, end, cut);
+  const __m256 qx = _mm256_set1_ps(q[0]), qy = _mm256_set1_ps(q[1]), qz = _mm256_set1_ps(q[2]);
+  const __m256 bound = _mm256_set1_ps(hicp__tie_bound(dcur));
+  const float *base = &m->vtx[0].x;
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256 best_d = _mm256_set1_ps(HICP_FLT_INF);
+  __m256i best_u = _mm256_set1_epi32(-1);
+  __m256 ties = _mm256_setzero_ps();
+  for (uint32_t k = b; k < e; k += 8) {
+    const int cnt = (int)(e - k);
+    const __m256i mki = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), lane); /* lane < cnt */
+    const __m256 mk = _mm256_castsi256_ps(mki);
+    const __m256i u = _mm256_maskload_epi32((const int *)(m->nbr + k), mki);
+    const __m256i off = _mm256_slli_epi32(u, 2);
+    const __m256 zero = _mm256_setzero_ps();
+    const __m256 x = _mm256_mask_i32gather_ps(zero, base, off, mk, 4);
+    const __m256 y = _mm256_mask_i32gather_ps(zero, base + 1, off, mk, 4);
+    const __m256 z = _mm256_mask_i32gather_ps(zero, base + 2, off, mk, 4);
+    const __m256 dx = _mm256_sub_ps(qx, x), dy = _mm256_sub_ps(qy, y), dz = _mm256_sub_ps(qz, z);
+    const __m256 d = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(dx, dx), _mm256_mul_ps(dy, dy)),
+                                   _mm256_mul_ps(dz, dz));
+    const __m256 lt = _mm256_cmp_ps(d, best_d, _CMP_LT_OQ);
+    const __m256 eq = _mm256_and_ps(_mm256_cmp_ps(d, best_d, _CMP_EQ_OQ),
+                                    _mm256_castsi256_ps(lt_epu32(u, best_u)));
+    const __m256 better = _mm256_and_ps(_mm256_or_ps(lt, eq), mk);
+    best_d = _mm256_blendv_ps(best_d, d, better);
+    best_u = _mm256_castps_si256(
+        _mm256_blendv_ps(_mm256_castsi256_ps(best_u), _mm256_castsi256_ps(u), better));
+    ties = _mm256_or_ps(ties, _mm256_and_ps(_mm256_cmp_ps(d, bound, _CMP_LE_OQ), mk));
+  }
+  /* The lexicographic minimum across the lanes: fold halves three times. */
+  static const int perms[3][8] = {{4, 5, 6, 7, 0, 1, 2, 3}, {2, 3, 0, 1, 6, 7, 4, 5},
+                                  {1, 0, 3, 2, 5, 4, 7, 6}};
+  for (int s = 0; s < 3; s++) {
+    const __m256i p = _mm256_loadu_si256((const __m256i *)perms[s]);
+    const __m256 od = _mm256_permutevar8x32_ps(best_d, p);
+    const __m256i ou = _mm256_permutevar8x32_epi32(best_u, p);
+    const __m256 better = _mm256_or_ps(
+        _mm256_cmp_ps(od, best_d, _CMP_LT_OQ),
+        _mm256_and_ps(_mm256_cmp_ps(od, best_d, _CMP_EQ_OQ), _mm256_castsi256_ps(lt_epu32(ou, best_u))));
+    best_d = _mm256_blendv_ps(best_d, od, better);
+    best_u = _mm256_castps_si256(
+        _mm256_blendv_ps(_mm256_castsi256_ps(best_u), _mm256_castsi256_ps(ou), better));
+  }
+  const float dmin = _mm256_cvtss_f32(best_d);
+  const uint32_t umin = (uint32_t)_mm256_cvtsi256_si32(best_u);
+  o->next = e > b ? umin : HICP_NONE;
+  o->dnext = dmin;
+  o->drow = hicp__row_rest(m, cur, dcur, e, dmin);
+  o->near_tie = _mm256_movemask_ps(ties) != 0;
+}
+
+HICP_NN_FUNCTIONS(_avx512, row_scan_avx512, AVX512)
+HICP_NN_FUNCTIONS(_avx2, row_scan_avx2, AVX2)
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx512, hicp__nn_track_avx512, AVX512)
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx2, hicp__nn_track_avx2, AVX2)
+#endif
+
+hicp__chunk_fn hicp__cpu_simd_chunk(const hicp__mview *view)
+{
+#if defined(HICP_X86)
+  /* The gathers index floats with 32-bit offsets: 4 per vertex. */
+  if (view->row == NULL || view->nv >= (1u << 29))
+    return NULL;
+  const char *force = getenv("HICP_SIMD");
+  if (force != NULL && strcmp(force, "scalar") == 0)
+    return NULL;
+  if (force != NULL && strcmp(force, "avx2") == 0)
+    return __builtin_cpu_supports("avx2") ? chunk_avx2 : NULL;
+  if (__builtin_cpu_supports("avx512f"))
+    return chunk_avx512;
+  if (__builtin_cpu_supports("avx2"))
+    return chunk_avx2;
+#else
+  (void)view;
+#endif
+  return NULL;
+}
