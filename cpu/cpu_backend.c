@@ -10,6 +10,7 @@
 #include "chunk.h"
 #include "icp.h"
 #include "pp/nn.h"
+#include "scheduler.h"
 
 void hicp__chunk_sum(const hicp__mview *view, const hicp__frame *f, const hicp__select *sel,
                      uint32_t c, hicp__partial *out)
@@ -53,4 +54,44 @@ void hicp__cpu_pass_b(const hicp__mview *view, hicp__frame *f, const hicp__selec
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (long long c = first; c < last; c++)
     hicp__chunk_sum(view, f, sel, (uint32_t)c, &f->part[c]);
+}
+
+/* The CPU as a scheduler worker (lib/sched.h). */
+static int cpu_begin(hicp__worker *w, const hicp_model *m, hicp__frame *f)
+{
+  (void)w;
+  (void)m;
+  (void)f;
+  return HICP_OK;
+}
+
+static int cpu_pass_a(hicp__worker *w, const hicp_model *m, hicp__frame *f, const hicp__xf *T,
+                      int method, const hicp__select *sel, uint32_t c0, uint32_t c1)
+{
+  hicp__mview view = hicp__model_view(m);
+  hicp__cpu_pass_a(&view, f, T, method, sel, c0, c1, w->threads);
+  return HICP_OK;
+}
+
+static int cpu_pass_b(hicp__worker *w, const hicp_model *m, hicp__frame *f,
+                      const hicp__select *sel, uint32_t c0, uint32_t c1)
+{
+  hicp__mview view = hicp__model_view(m);
+  hicp__cpu_pass_b(&view, f, sel, c0, c1, w->threads);
+  return HICP_OK;
+}
+
+static void cpu_end(hicp__worker *w)
+{
+  (void)w;
+}
+
+static const hicp__worker_ops cpu_ops = {cpu_begin, cpu_pass_a, cpu_pass_b, cpu_end, cpu_end};
+
+void hicp__cpu_worker_init(hicp__worker *w, hicp_context *ctx, int threads)
+{
+  memset(w, 0, sizeof *w);
+  w->ops = &cpu_ops;
+  w->ctx = ctx;
+  w->threads = threads > 0 ? threads : 1;
 }

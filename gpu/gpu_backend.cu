@@ -29,6 +29,7 @@ extern "C" {
 #include "backend.h"
 #include "icp.h"
 #include "model.h"
+#include "scheduler.h"
 }
 #include "pp/nn.h"
 
@@ -129,10 +130,8 @@ extern "C" int hicp__gpu_describe(int ordinal, hicp__gpu_info *info)
   return HICP_OK;
 }
 
-extern "C" void hicp__gpu_release(hicp_context *ctx)
+static void gpu_destroy(struct hicp__gpu *g)
 {
-  struct hicp__gpu **slot = hicp__context_gpu_slot(ctx);
-  struct hicp__gpu *g = *slot;
   if (g == NULL)
     return;
   cudaSetDevice(g->device);
@@ -142,24 +141,23 @@ extern "C" void hicp__gpu_release(hicp_context *ctx)
     cudaStreamDestroy(g->stream);
   cudaGetLastError();
   free(g);
+}
+
+extern "C" void hicp__gpu_release(hicp_context *ctx)
+{
+  struct hicp__gpu **slot = hicp__context_gpu_slot(ctx);
+  gpu_destroy(*slot);
   *slot = NULL;
 }
 
-/* The context's device state, created on first use. */
-static int gpu_state(hicp_context *ctx, struct hicp__gpu **out)
+/* Device state for one logical device: a stream and a model cache. */
+static int gpu_create(hicp_context *ctx, int device, struct hicp__gpu **out)
 {
-  struct hicp__gpu **slot = hicp__context_gpu_slot(ctx);
-  if (*slot != NULL) {
-    *out = *slot;
-    cudaError_t e = cudaSetDevice((*slot)->device);
-    return e == cudaSuccess ? HICP_OK : cuda_fail(ctx, e, "cudaSetDevice");
-  }
   char why[256];
   int n = hicp__gpu_count(why, sizeof why);
   if (n == 0)
     return hicp__fail(ctx, HICP_ENODEVICE, "%s", why);
-  int device = hicp__context_first_device(ctx);
-  if (device >= n)
+  if (device < 0 || device >= n)
     return hicp__fail(ctx, HICP_ENODEVICE, "no CUDA device %d (this host has %d)", device, n);
   struct hicp__gpu *g = (struct hicp__gpu *)calloc(1, sizeof *g);
   if (g == NULL)
@@ -172,9 +170,22 @@ static int gpu_state(hicp_context *ctx, struct hicp__gpu **out)
     free(g);
     return rc;
   }
-  *slot = g;
   *out = g;
   return HICP_OK;
+}
+
+/* The context's device state, created on first use. */
+static int gpu_state(hicp_context *ctx, struct hicp__gpu **out)
+{
+  struct hicp__gpu **slot = hicp__context_gpu_slot(ctx);
+  if (*slot != NULL) {
+    *out = *slot;
+    cudaError_t e = cudaSetDevice((*slot)->device);
+    return e == cudaSuccess ? HICP_OK : cuda_fail(ctx, e, "cudaSetDevice");
+  }
+  int rc = gpu_create(ctx, hicp__context_first_device(ctx), slot);
+  *out = *slot;
+  return rc;
 }
 
 /* Copies `bytes` from host to a new device block owned by `d`. */
@@ -272,6 +283,7 @@ struct kparams {
   const float *p0;
   uint32_t n, nchunks, chunk;
   uint32_t *match;
+  hicp__track *track;
   double *e2;
   hicp__partial *part;
   hicp__partial *tree;     /* scratch copy for the combine */
@@ -345,7 +357,7 @@ __device__ void chunk_pass_a(const kparams &P, uint32_t c, const hicp__xf &T,
     double qd[3];
     hicp__apply(&T, p, qd);
     float q[3] = {__double2float_rn(qd[0]), __double2float_rn(qd[1]), __double2float_rn(qd[2])};
-    hicp__nn_res r = hicp__nn_query(&P.m, q, P.method, P.match[i]);
+    hicp__nn_res r = hicp__nn_track(&P.m, q, P.method, P.match[i], &P.track[i]);
     P.match[i] = r.v;
     double e2 = hicp__pair_e2(qd, &P.m.vtx[r.v]);
     P.e2[i] = e2;
@@ -639,7 +651,12 @@ extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
                       cudaMemcpyHostToDevice, g->stream));
   if (rc == HICP_OK && (rc = dalloc(ctx, &b, sizeof(uint32_t) * f->n, &v)) == HICP_OK)
     P.match = (uint32_t *)v;
-  TRY(cudaMemsetAsync(P.match, 0xff, sizeof(uint32_t) * f->n, g->stream)); /* HICP_NONE */
+  /* warm starts (tracking) or HICP_NONE */
+  TRY(cudaMemcpyAsync(P.match, f->match, sizeof(uint32_t) * f->n, cudaMemcpyHostToDevice,
+                      g->stream));
+  if (rc == HICP_OK && (rc = dalloc(ctx, &b, sizeof(hicp__track) * f->n, &v)) == HICP_OK)
+    P.track = (hicp__track *)v;
+  TRY(cudaMemsetAsync(P.track, 0, sizeof(hicp__track) * f->n, g->stream));
   if (rc == HICP_OK && (rc = dalloc(ctx, &b, sizeof(double) * f->n, &v)) == HICP_OK)
     P.e2 = (double *)v;
   if (rc == HICP_OK && (rc = dalloc(ctx, &b, sizeof(hicp__partial) * f->nchunks, &v)) == HICP_OK)
@@ -785,4 +802,166 @@ extern "C" int hicp__gpu_nn(hicp_context *ctx, const hicp_model *m, const float 
   }
   dfree(&b);
   return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The GPU as a scheduler worker (lib/scheduler.h): chunk ranges of the
+ * passes of a frame whose iterations are split between workers.  The host
+ * arrays are the frame's state of record: before a pass the worker uploads
+ * the matches and certificates of its range (another worker may have had
+ * those chunks last time), after it downloads what it computed. */
+
+__global__ void __launch_bounds__(THREADS) range_pass_a(kparams P, hicp__xf T, hicp__select sel,
+                                                        uint32_t c0)
+{
+  __shared__ double sh[THREADS];
+  __shared__ block_walk bw;
+  chunk_pass_a(P, c0 + blockIdx.x, T, sel, sh, &bw);
+}
+
+__global__ void __launch_bounds__(THREADS) range_pass_b(kparams P, hicp__select sel, uint32_t c0)
+{
+  __shared__ double sh[THREADS];
+  chunk_pass_b(P, c0 + blockIdx.x, sel, sh);
+}
+
+struct gpu_worker {
+  struct hicp__gpu *g;
+  frame_buffers b;
+  kparams P;
+};
+
+static int gw_begin(hicp__worker *w, const hicp_model *m, hicp__frame *f)
+{
+  gpu_worker *s = (gpu_worker *)w->state;
+  hicp_context *ctx = w->ctx;
+  int rc = HICP_OK;
+  TRY(cudaSetDevice(s->g->device));
+  hicp__mview view;
+  if (rc == HICP_OK)
+    rc = device_model(ctx, s->g, m, &view);
+  memset(&s->b, 0, sizeof s->b);
+  kparams &P = s->P;
+  memset(&P, 0, sizeof P);
+  P.m = view;
+  P.n = f->n;
+  P.nchunks = f->nchunks;
+  P.chunk = f->chunk;
+  void *v;
+  if (rc == HICP_OK && (rc = dalloc(ctx, &s->b, sizeof(float) * 3 * (size_t)f->n, &v)) == HICP_OK)
+    P.p0 = (const float *)v;
+  TRY(cudaMemcpyAsync((void *)P.p0, f->p0, sizeof(float) * 3 * (size_t)f->n,
+                      cudaMemcpyHostToDevice, s->g->stream));
+  if (rc == HICP_OK && (rc = dalloc(ctx, &s->b, sizeof(uint32_t) * f->n, &v)) == HICP_OK)
+    P.match = (uint32_t *)v;
+  if (rc == HICP_OK && (rc = dalloc(ctx, &s->b, sizeof(hicp__track) * f->n, &v)) == HICP_OK)
+    P.track = (hicp__track *)v;
+  if (rc == HICP_OK && (rc = dalloc(ctx, &s->b, sizeof(double) * f->n, &v)) == HICP_OK)
+    P.e2 = (double *)v;
+  if (rc == HICP_OK && (rc = dalloc(ctx, &s->b, sizeof(hicp__partial) * f->nchunks, &v)) == HICP_OK)
+    P.part = (hicp__partial *)v;
+  if (rc == HICP_OK && (rc = dalloc(ctx, &s->b, sizeof(hicp__walkpart) * f->nchunks, &v)) == HICP_OK)
+    P.walk = (hicp__walkpart *)v;
+  TRY(cudaStreamSynchronize(s->g->stream));
+  if (rc != HICP_OK)
+    dfree(&s->b);
+  return rc;
+}
+
+static void point_range(const hicp__frame *f, uint32_t c0, uint32_t c1, size_t *i0, size_t *n)
+{
+  size_t a = (size_t)c0 * f->chunk, b = (size_t)c1 * f->chunk;
+  if (b > f->n)
+    b = f->n;
+  *i0 = a;
+  *n = b > a ? b - a : 0;
+}
+
+static int gw_pass_a(hicp__worker *w, const hicp_model *m, hicp__frame *f, const hicp__xf *T,
+                     int method, const hicp__select *sel, uint32_t c0, uint32_t c1)
+{
+  (void)m;
+  gpu_worker *s = (gpu_worker *)w->state;
+  hicp_context *ctx = w->ctx;
+  cudaStream_t st = s->g->stream;
+  kparams P = s->P;
+  P.method = method;
+  size_t i0, np;
+  point_range(f, c0, c1, &i0, &np);
+  int rc = HICP_OK;
+  TRY(cudaSetDevice(s->g->device));
+  TRY(cudaMemcpyAsync(P.match + i0, f->match + i0, sizeof(uint32_t) * np, cudaMemcpyHostToDevice, st));
+  TRY(cudaMemcpyAsync(P.track + i0, f->track + i0, sizeof(hicp__track) * np, cudaMemcpyHostToDevice, st));
+  if (rc == HICP_OK) {
+    range_pass_a<<<c1 - c0, THREADS, 0, st>>>(P, *T, *sel, c0);
+    TRY(cudaGetLastError());
+  }
+  TRY(cudaMemcpyAsync(f->match + i0, P.match + i0, sizeof(uint32_t) * np, cudaMemcpyDeviceToHost, st));
+  TRY(cudaMemcpyAsync(f->track + i0, P.track + i0, sizeof(hicp__track) * np, cudaMemcpyDeviceToHost, st));
+  TRY(cudaMemcpyAsync(f->e2 + i0, P.e2 + i0, sizeof(double) * np, cudaMemcpyDeviceToHost, st));
+  TRY(cudaMemcpyAsync(f->part + c0, P.part + c0, sizeof(hicp__partial) * (c1 - c0),
+                      cudaMemcpyDeviceToHost, st));
+  TRY(cudaMemcpyAsync(f->walk + c0, P.walk + c0, sizeof(hicp__walkpart) * (c1 - c0),
+                      cudaMemcpyDeviceToHost, st));
+  TRY(cudaStreamSynchronize(st));
+  return rc;
+}
+
+static int gw_pass_b(hicp__worker *w, const hicp_model *m, hicp__frame *f,
+                     const hicp__select *sel, uint32_t c0, uint32_t c1)
+{
+  (void)m;
+  gpu_worker *s = (gpu_worker *)w->state;
+  hicp_context *ctx = w->ctx;
+  cudaStream_t st = s->g->stream;
+  int rc = HICP_OK;
+  TRY(cudaSetDevice(s->g->device));
+  if (rc == HICP_OK) {
+    range_pass_b<<<c1 - c0, THREADS, 0, st>>>(s->P, *sel, c0);
+    TRY(cudaGetLastError());
+  }
+  TRY(cudaMemcpyAsync(f->part + c0, s->P.part + c0, sizeof(hicp__partial) * (c1 - c0),
+                      cudaMemcpyDeviceToHost, st));
+  TRY(cudaStreamSynchronize(st));
+  return rc;
+}
+
+static void gw_end(hicp__worker *w)
+{
+  gpu_worker *s = (gpu_worker *)w->state;
+  cudaSetDevice(s->g->device);
+  dfree(&s->b);
+  cudaGetLastError();
+}
+
+static void gw_destroy(hicp__worker *w)
+{
+  gpu_worker *s = (gpu_worker *)w->state;
+  if (s == NULL)
+    return;
+  gpu_destroy(s->g);
+  free(s);
+  w->state = NULL;
+}
+
+static const hicp__worker_ops gpu_worker_ops = {gw_begin, gw_pass_a, gw_pass_b, gw_end, gw_destroy};
+
+extern "C" int hicp__gpu_worker_init(hicp__worker *w, hicp_context *ctx, int logical)
+{
+  memset(w, 0, sizeof *w);
+  int device = hicp__context_device(ctx, logical);
+  gpu_worker *s = (gpu_worker *)calloc(1, sizeof *s);
+  if (s == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+  int rc = gpu_create(ctx, device, &s->g);
+  if (rc != HICP_OK) {
+    free(s);
+    return rc;
+  }
+  w->ops = &gpu_worker_ops;
+  w->ctx = ctx;
+  w->threads = 1;
+  w->is_gpu = 1;
+  w->state = s;
+  return HICP_OK;
 }

@@ -4,8 +4,10 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "backend.h"
+#include "scheduler.h"
 
 int hicp__gpu_compiled(void)
 {
@@ -54,5 +56,12 @@ int hicp__gpu_nn(hicp_context *ctx, const hicp_model *m, const float *q, size_t 
   (void)vertex;
   (void)d2;
   (void)stats;
+  return hicp__fail(ctx, HICP_ENODEVICE, "this build of hicp has no CUDA backend");
+}
+
+int hicp__gpu_worker_init(hicp__worker *w, hicp_context *ctx, int logical)
+{
+  memset(w, 0, sizeof *w);
+  (void)logical;
   return hicp__fail(ctx, HICP_ENODEVICE, "this build of hicp has no CUDA backend");
 }

@@ -115,10 +115,20 @@ struct hicp__gpu **hicp__context_gpu_slot(hicp_context *ctx)
 
 int hicp__canceled(const hicp_context *ctx)
 {
-  return ctx != NULL && atomic_load(&((hicp_context *)ctx)->cancel) != 0;
+  for (; ctx != NULL; ctx = ctx->parent)
+    if (atomic_load(&((hicp_context *)ctx)->cancel) != 0)
+      return 1;
+  return 0;
 }
 
 int hicp__context_first_device(const hicp_context *ctx)
 {
   return ctx != NULL && ctx->ndevices > 0 ? ctx->devices[0] : 0;
+}
+
+int hicp__context_device(const hicp_context *ctx, int logical)
+{
+  if (ctx != NULL && ctx->ndevices > 0)
+    return ctx->devices[logical % ctx->ndevices];
+  return logical;
 }

@@ -15,6 +15,7 @@ struct hicp_context {
   atomic_int cancel;          /* set by hicp_context_cancel() from any thread */
   char err[HICP_ERRMSG_MAX];  /* last error message */
   struct hicp__gpu *gpu;      /* created on first GPU use, NULL otherwise */
+  struct hicp_context *parent; /* a batch worker's context: cancelled with it */
 };
 
 #endif /* HICP_CONTEXT_H */

@@ -74,7 +74,8 @@ extern "C" {
   X(HICP_EEMPTY, -11, "empty point set")                                     \
   X(HICP_ECANCELED, -12, "canceled")                                         \
   X(HICP_ETIMEOUT, -13, "time budget exhausted")                             \
-  X(HICP_EINTERNAL, -14, "internal error")
+  X(HICP_EINTERNAL, -14, "internal error")                                   \
+  X(HICP_EAGAIN, -15, "no result is ready yet")
 
 /** Error codes returned by hicp functions (0 or negative). */
 typedef enum hicp_error {
@@ -534,6 +535,9 @@ typedef struct hicp_result {
   hicp_walk_stats walk;     /**< over all iterations */
   char note[160];           /**< "" or a remark, e.g. that the GPU failed and
                                  the CPU finished the registration */
+  int error;                /**< batches and streams: 0, or the error code
+                                 of this frame (then the other fields are 0) */
+  uint64_t frame;           /**< batches and streams: the frame's index */
 } hicp_result;
 
 /** Prepares @p result for a registration call. */
@@ -560,6 +564,87 @@ HICP_API int hicp_register(hicp_context *ctx, const hicp_model *model, const flo
 HICP_API int hicp_register_cloud(hicp_context *ctx, const hicp_model *model,
                                  const hicp_cloud *scan, const hicp_reg_options *opts,
                                  const hicp_transform *init, hicp_result *result);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Batches, streams and tracking */
+/** @{ */
+
+/** How a batch or a stream schedules its frames; fill with hicp_batch_options_init(). */
+typedef struct hicp_batch_options {
+  size_t struct_size;  /**< set by hicp_batch_options_init() */
+  int track;           /**< 1: tracking, each frame starts from the previous
+                            frame's pose (the first from its own init); the
+                            frames then run one after another, each spread
+                            over every worker.  0 (default): frames are
+                            independent and run side by side. */
+  int reuse_matches;   /**< with track: frames with as many points as the
+                            previous one (the same sensor grid) start their
+                            searches from its matches.  Default 1. */
+  double cpu_share;    /**< hybrid tracking: the fraction of each iteration's
+                            chunks given to the CPU; -1 (default) measures
+                            the workers' throughput and adapts as it runs.
+                            Any split gives the same bits. */
+  unsigned flags;      /**< reserved, must be 0 */
+} hicp_batch_options;
+
+/** Fills @p opts with defaults. */
+#define hicp_batch_options_init(opts) hicp_batch_options_init_sized((opts), sizeof *(opts))
+/** Implementation of hicp_batch_options_init(); call the macro instead. */
+HICP_API void hicp_batch_options_init_sized(hicp_batch_options *opts, size_t size);
+
+/**
+ * Registers @p nframes scans to one model.  Frame i has counts[i] points at
+ * frames[i] (x, y, z floats, opts->scan_stride bytes apart) and starts from
+ * inits[i] (@p inits may be NULL: identity, or with tracking the previous
+ * frame's pose).  Each results[i] must be prepared with hicp_result_init().
+ * The context's backend decides the workers: "cpu" its CPU threads, "cuda"
+ * its devices (one worker per listed device; a device listed twice runs two
+ * workers), "hybrid" both, "auto" the devices when present, else the CPU.
+ * Every result is the same bits as hicp_register() of that frame alone,
+ * whatever the workers, the split and the completion order.
+ * @param bopts NULL for defaults.
+ * @return 0 when every frame ran; otherwise the first failing frame's code
+ *         (each result says whether its frame failed, in results[i].error).
+ */
+HICP_API int hicp_register_batch(hicp_context *ctx, const hicp_model *model,
+                                 const float *const *frames, const size_t *counts, size_t nframes,
+                                 const hicp_reg_options *opts, const hicp_batch_options *bopts,
+                                 const hicp_transform *inits, hicp_result *results);
+
+/** A stream of frames against one model, answered in submission order. */
+typedef struct hicp_stream hicp_stream;
+
+/**
+ * Starts a stream on @p ctx (which the stream then owns until
+ * hicp_stream_destroy(): use no other call on it meanwhile; submit and
+ * receive from one thread, or from two with the submitter and the receiver
+ * each using only its own call).  The model must outlive the stream.
+ */
+HICP_API int hicp_stream_create(hicp_context *ctx, const hicp_model *model,
+                                const hicp_reg_options *opts, const hicp_batch_options *bopts,
+                                hicp_stream **out);
+
+/**
+ * Queues a frame of @p n points (copied: the caller may reuse @p xyz at
+ * once).  @p init may be NULL.  @p frame, when not NULL, receives the
+ * frame's index (0, 1, 2, ... in submission order).
+ */
+HICP_API int hicp_stream_submit(hicp_stream *stream, const float *xyz, size_t n,
+                                const hicp_transform *init, uint64_t *frame);
+
+/**
+ * The result of the oldest frame not yet received, in submission order.
+ * @param wait 1: block until it is ready; 0: return ::HICP_EAGAIN if it is
+ *        not ready yet.  ::HICP_EINVAL when nothing is outstanding.
+ * @param result prepared with hicp_result_init(); its `frame` and `error`
+ *        fields say which frame and whether it failed.
+ */
+HICP_API int hicp_stream_receive(hicp_stream *stream, hicp_result *result, int wait);
+
+/** Stops the stream (unreceived results are dropped) and frees it; NULL is a no-op. */
+HICP_API void hicp_stream_destroy(hicp_stream *stream);
 
 /** @} */
 

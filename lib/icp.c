@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "context.h"
 #include "icp.h"
 #include "model.h"
+#include "scheduler.h"
 
 void hicp_reg_options_init_sized(hicp_reg_options *opts, size_t size)
 {
@@ -176,10 +178,112 @@ static void to_public(const hicp__xf *T, const double os[3], const double om[3],
 
 
 /* The iteration loop on the CPU. */
-static int icp_run_cpu(hicp_context *ctx, const hicp_model *m, hicp__frame *f,
-                       const hicp__plan *p, const hicp__xf *T0, double t_start, hicp__icp_out *out)
+/* Per-pass timing of each worker feeds its measured rate. */
+typedef struct pass_job {
+  hicp__worker *w;
+  const hicp_model *m;
+  hicp__frame *f;
+  const hicp__xf *T;
+  const hicp__select *sel;
+  int method;
+  int b; /* 0: pass A, 1: pass B */
+  uint32_t c0, c1;
+  int rc;
+  double ms;
+} pass_job;
+
+static void *run_pass(void *arg)
 {
-  hicp__mview view = hicp__model_view(m);
+  pass_job *j = arg;
+  double t0 = hicp__now_ms();
+  if (j->c1 > j->c0)
+    j->rc = j->b ? j->w->ops->pass_b(j->w, j->m, j->f, j->sel, j->c0, j->c1)
+                 : j->w->ops->pass_a(j->w, j->m, j->f, j->T, j->method, j->sel, j->c0, j->c1);
+  else
+    j->rc = HICP_OK;
+  j->ms = hicp__now_ms() - t0;
+  return NULL;
+}
+
+/* Cuts [0, nchunks) into one range per worker, in proportion to the
+ * workers' measured rates (equal shares until measured), or by the fixed
+ * CPU share.  The split moves only time, never bits. */
+static void split_chunks(const hicp__team *team, uint32_t nchunks, uint32_t *cut)
+{
+  double share[HICP_TEAM_MAX], total = 0.0;
+  int ncpu = 0;
+  for (int i = 0; i < team->nw; i++)
+    ncpu += !team->w[i]->is_gpu;
+  for (int i = 0; i < team->nw; i++) {
+    const hicp__worker *w = team->w[i];
+    if (team->cpu_share >= 0.0 && ncpu > 0 && ncpu < team->nw)
+      share[i] = w->is_gpu ? (1.0 - team->cpu_share) / (team->nw - ncpu) : team->cpu_share / ncpu;
+    else if (team->cpu_share >= 0.0)
+      share[i] = 1.0;
+    else
+      share[i] = w->rate > 0.0 ? w->rate : 1.0;
+    total += share[i];
+  }
+  double acc = 0.0;
+  cut[0] = 0;
+  for (int i = 0; i < team->nw; i++) {
+    acc += share[i];
+    uint32_t c = i + 1 == team->nw ? nchunks : (uint32_t)((double)nchunks * acc / total + 0.5);
+    cut[i + 1] = c < cut[i] ? cut[i] : c > nchunks ? nchunks : c;
+  }
+}
+
+/* Runs one pass on every worker of the team at once (extra workers in
+ * their own threads), then folds the measured times into their rates. */
+static int run_team_pass(hicp_context *ctx, hicp__team *team, const hicp_model *m,
+                         hicp__frame *f, const hicp__xf *T, int method, const hicp__select *sel,
+                         int b, const uint32_t *cut)
+{
+  pass_job jobs[HICP_TEAM_MAX];
+  pthread_t tid[HICP_TEAM_MAX];
+  int started[HICP_TEAM_MAX] = {0};
+  for (int i = 0; i < team->nw; i++) {
+    pass_job j = {team->w[i], m, f, T, sel, method, b, cut[i], cut[i + 1], HICP_OK, 0.0};
+    jobs[i] = j;
+  }
+  for (int i = 1; i < team->nw; i++)
+    started[i] = pthread_create(&tid[i], NULL, run_pass, &jobs[i]) == 0;
+  run_pass(&jobs[0]);
+  for (int i = 1; i < team->nw; i++) {
+    if (started[i])
+      pthread_join(tid[i], NULL);
+    else
+      run_pass(&jobs[i]); /* no thread: do it here */
+  }
+  int rc = HICP_OK;
+  for (int i = 0; i < team->nw; i++) {
+    hicp__worker *w = team->w[i];
+    if (jobs[i].rc != HICP_OK && rc == HICP_OK) {
+      rc = jobs[i].rc;
+      if (w->ctx != ctx)
+        hicp__fail(ctx, rc, "%s", hicp_context_error(w->ctx));
+    }
+    uint32_t nc = jobs[i].c1 - jobs[i].c0;
+    if (nc > 0 && jobs[i].ms > 0.0) {
+      double r = (double)nc / jobs[i].ms;
+      w->rate = w->rate > 0.0 ? 0.5 * w->rate + 0.5 * r : r;
+    }
+  }
+  return rc;
+}
+
+int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const hicp__plan *p,
+                   const hicp__xf *T0, double t_start, hicp__team *team, hicp__icp_out *out)
+{
+  hicp__worker solo;
+  hicp__team one;
+  if (team == NULL || team->nw == 0) {
+    hicp__cpu_worker_init(&solo, ctx, ctx->threads);
+    one.w[0] = &solo;
+    one.nw = 1;
+    one.cpu_share = -1.0;
+    team = &one;
+  }
   hicp__partial *scratch = malloc(sizeof *scratch * f->nchunks);
   double *trim_buf = p->trim < 1.0 ? malloc(sizeof(double) * f->n) : NULL;
   if (scratch == NULL || (p->trim < 1.0 && trim_buf == NULL)) {
@@ -187,13 +291,21 @@ static int icp_run_cpu(hicp_context *ctx, const hicp_model *m, hicp__frame *f,
     free(trim_buf);
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the registration");
   }
-  const int threads = ctx->threads;
+  int rc = HICP_OK, begun = 0;
+  for (; begun < team->nw && rc == HICP_OK; begun++)
+    rc = team->w[begun]->ops->begin(team->w[begun], m, f);
+  if (rc != HICP_OK) {
+    begun--;
+    if (team->w[begun]->ctx != ctx)
+      hicp__fail(ctx, rc, "%s", hicp_context_error(team->w[begun]->ctx));
+  }
   hicp__xf T = *T0, T_prev = *T0;
   double mse_prev = 0.0;
   double win_lo = -HUGE_VAL, win_hi = HUGE_VAL; /* sigma filter window */
   int degenerate = 0;
+  uint32_t cut[HICP_TEAM_MAX + 1];
   memset(out, 0, sizeof *out);
-  for (int k = 0;; k++) {
+  for (int k = 0; rc == HICP_OK; k++) {
     hicp__select sel;
     memset(&sel, 0, sizeof sel);
     sel.max_d2 = p->max_d2;
@@ -203,7 +315,10 @@ static int icp_run_cpu(hicp_context *ctx, const hicp_model *m, hicp__frame *f,
     sel.w_hi = win_hi;
 
     double t0 = hicp__now_ms();
-    hicp__cpu_pass_a(&view, f, &T, p->method, &sel, 0, f->nchunks, threads);
+    split_chunks(team, f->nchunks, cut);
+    rc = run_team_pass(ctx, team, m, f, &T, p->method, &sel, 0, cut);
+    if (rc != HICP_OK)
+      break;
     double t1 = hicp__now_ms();
     hicp__partial tot;
     combine(f, scratch, &tot);
@@ -225,7 +340,9 @@ static int icp_run_cpu(hicp_context *ctx, const hicp_model *m, hicp__frame *f,
           sel.trim_on = 1;
         }
       }
-      hicp__cpu_pass_b(&view, f, &sel, 0, f->nchunks, threads);
+      rc = run_team_pass(ctx, team, m, f, &T, p->method, &sel, 1, cut);
+      if (rc != HICP_OK)
+        break;
       combine(f, scratch, &tot);
     }
     walk_add(&out->walk, f);
@@ -258,15 +375,17 @@ static int icp_run_cpu(hicp_context *ctx, const hicp_model *m, hicp__frame *f,
     T = T_next;
     mse_prev = mse;
   }
+  for (int i = 0; i < begun; i++)
+    team->w[i]->ops->end(team->w[i]);
   free(scratch);
   free(trim_buf);
-  return HICP_OK;
+  return rc;
 }
 
 /* Chooses where one registration runs: "cpu" on the CPU; "cuda" on the GPU
  * or not at all; "auto" and "hybrid" on the GPU when one is usable, else on
- * the CPU.  (A batch spreads frames over both: see the scheduler.) */
-static int choose_backend(hicp_context *ctx, hicp_backend *out)
+ * the CPU.  (Batches spread frames over both: batch.c.) */
+int hicp__choose_backend(hicp_context *ctx, hicp_backend *out)
 {
   char why[256];
   if (ctx->backend == HICP_BACKEND_CPU) {
@@ -280,19 +399,68 @@ static int choose_backend(hicp_context *ctx, hicp_backend *out)
   return HICP_OK;
 }
 
-static int register_points(hicp_context *ctx, const hicp_model *m, const float *p0, size_t n,
-                           const double scan_origin[3], const hicp_reg_options *user,
-                           const hicp_transform *init, hicp_result *result)
+int hicp__make_plan(hicp_context *ctx, const hicp_model *m, const hicp_reg_options *user,
+                    hicp__plan *plan, size_t *scan_stride)
 {
-  double t_start = hicp__now_ms();
   hicp_reg_options o;
   hicp_reg_options_init(&o);
-  if (user != NULL && hicp__copy_sized(&o, sizeof o, user, offsetof(hicp_reg_options, flags) + sizeof(unsigned), "hicp_reg_options", ctx) != 0)
+  if (user != NULL && hicp__copy_sized(&o, sizeof o, user,
+                                       offsetof(hicp_reg_options, flags) + sizeof(unsigned),
+                                       "hicp_reg_options", ctx) != 0)
     return HICP_EINVAL;
-  hicp__plan plan;
-  int rc = make_plan(ctx, m, &o, &plan);
-  if (rc != HICP_OK)
-    return rc;
+  int rc = make_plan(ctx, m, &o, plan);
+  if (rc == HICP_OK && scan_stride != NULL) {
+    *scan_stride = o.scan_stride ? o.scan_stride : 3 * sizeof(float);
+    if (*scan_stride < 3 * sizeof(float))
+      rc = hicp__fail(ctx, HICP_EINVAL, "scan stride %zu is smaller than a point", *scan_stride);
+  }
+  return rc;
+}
+
+static void fill_result(const hicp__icp_out *out, const hicp__plan *plan, size_t n,
+                        const double origin[3], const hicp_model *m, hicp_backend backend,
+                        const char *note, double t_start, hicp_result *result)
+{
+  hicp_result r;
+  memset(&r, 0, sizeof r);
+  to_public(&out->T, origin, m->origin, &r.transform);
+  hicp_transform_invert(&r.transform, &r.inverse);
+  const hicp__partial *t = &out->tot;
+  r.points = n;
+  r.inliers = (uint64_t)t->v[HICP_PF_N_IN];
+  r.rmse = sqrt(t->v[HICP_PF_E2_ALL] / t->v[HICP_PF_N_ALL]);
+  r.inlier_rmse = t->v[HICP_PF_N_IN] > 0.0 ? sqrt(t->v[HICP_PF_E2_IN] / t->v[HICP_PF_N_IN]) : NAN;
+  r.fitness = t->v[HICP_PF_N_IN] / (double)n;
+  r.iterations = out->iterations;
+  r.stop = (hicp_stop)out->stop;
+  r.converged = out->stop == HICP_STOP_MSE_CHANGE || out->stop == HICP_STOP_MSE_ABS ||
+                out->stop == HICP_STOP_INCREMENT;
+  r.degenerate = out->degenerate;
+  r.backend = backend;
+  r.nn = (hicp_nn_method)plan->method;
+  r.correspond_ms = out->correspond_ms;
+  r.reduce_ms = out->reduce_ms;
+  r.solve_ms = out->solve_ms;
+  r.walk = out->walk;
+  r.time_ms = hicp__now_ms() - t_start;
+  snprintf(r.note, sizeof r.note, "%s", note);
+  r.frame = result->frame;
+  size_t sz = result->struct_size < sizeof r ? result->struct_size : sizeof r;
+  r.struct_size = result->struct_size;
+  memcpy(result, &r, sz);
+}
+
+int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0, size_t n,
+                         const double origin[3], const hicp__plan *plan,
+                         const hicp_transform *init, hicp__team *team, const uint32_t *warm,
+                         uint32_t *match_out, hicp_result *result)
+{
+  double t_start = hicp__now_ms();
+  if (n == 0)
+    return hicp__fail(ctx, HICP_EEMPTY, "the scan has no points");
+  if (n >= UINT32_MAX)
+    return hicp__fail(ctx, HICP_ELIMIT, "%zu scan points: at most %u are supported", n,
+                      (unsigned)(UINT32_MAX - 1));
   hicp_transform init_pub;
   if (init != NULL) {
     if (hicp_transform_check(init) != HICP_OK)
@@ -304,16 +472,22 @@ static int register_points(hicp_context *ctx, const hicp_model *m, const float *
   }
   hicp_backend backend = HICP_BACKEND_CPU;
   char note[160] = "";
-  rc = choose_backend(ctx, &backend);
-  if (rc != HICP_OK)
-    return rc;
+  int rc = HICP_OK;
+  if (team != NULL && team->nw > 0) {
+    backend = team->nw > 1 ? HICP_BACKEND_HYBRID
+                           : team->w[0]->is_gpu ? HICP_BACKEND_CUDA : HICP_BACKEND_CPU;
+  } else {
+    rc = hicp__choose_backend(ctx, &backend);
+    if (rc != HICP_OK)
+      return rc;
+  }
 
   hicp__frame f;
   memset(&f, 0, sizeof f);
   f.p0 = p0;
   f.n = (uint32_t)n;
-  f.chunk = plan.chunk;
-  f.nchunks = (uint32_t)((n + plan.chunk - 1) / plan.chunk);
+  f.chunk = plan->chunk;
+  f.nchunks = (uint32_t)((n + plan->chunk - 1) / plan->chunk);
   rc = hicp__check_budget(ctx, (uint64_t)n * 40u + (uint64_t)f.nchunks * (sizeof(hicp__partial) * 2 + sizeof(hicp__walkpart)), "the registration");
   if (rc != HICP_OK)
     return rc;
@@ -326,48 +500,28 @@ static int register_points(hicp_context *ctx, const hicp_model *m, const float *
     rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu scan points", n);
   } else {
     for (size_t i = 0; i < n; i++)
-      f.match[i] = HICP_NONE;
+      f.match[i] = warm != NULL && warm[i] < m->nv ? warm[i] : HICP_NONE;
     hicp__xf T0;
-    to_internal(&init_pub, scan_origin, m->origin, &T0);
+    to_internal(&init_pub, origin, m->origin, &T0);
     hicp__icp_out out;
-    if (backend == HICP_BACKEND_CUDA) {
-      rc = hicp__gpu_register(ctx, m, &f, &plan, &T0, t_start, &out);
+    if (backend == HICP_BACKEND_CUDA && team == NULL) {
+      rc = hicp__gpu_register(ctx, m, &f, plan, &T0, t_start, &out);
       /* "auto" and "hybrid" carry on on the CPU when the device fails. */
       if (rc != HICP_OK && ctx->backend != HICP_BACKEND_CUDA && rc != HICP_EINVAL) {
         snprintf(note, sizeof note, "GPU failed (%.100s); ran on the CPU", ctx->err);
         hicp__clear_error(ctx);
         backend = HICP_BACKEND_CPU;
+      } else if (rc == HICP_OK && match_out != NULL) {
+        /* the device loop keeps its matches: warm starts stay host-side */
+        match_out = NULL;
       }
     }
-    if (backend == HICP_BACKEND_CPU)
-      rc = icp_run_cpu(ctx, m, &f, &plan, &T0, t_start, &out);
+    if (backend != HICP_BACKEND_CUDA || team != NULL)
+      rc = hicp__icp_loop(ctx, m, &f, plan, &T0, t_start, team, &out);
     if (rc == HICP_OK) {
-      hicp_result r;
-      memset(&r, 0, sizeof r);
-      to_public(&out.T, scan_origin, m->origin, &r.transform);
-      hicp_transform_invert(&r.transform, &r.inverse);
-      const hicp__partial *t = &out.tot;
-      r.points = n;
-      r.inliers = (uint64_t)t->v[HICP_PF_N_IN];
-      r.rmse = sqrt(t->v[HICP_PF_E2_ALL] / t->v[HICP_PF_N_ALL]);
-      r.inlier_rmse = t->v[HICP_PF_N_IN] > 0.0 ? sqrt(t->v[HICP_PF_E2_IN] / t->v[HICP_PF_N_IN]) : NAN;
-      r.fitness = t->v[HICP_PF_N_IN] / (double)n;
-      r.iterations = out.iterations;
-      r.stop = (hicp_stop)out.stop;
-      r.converged = out.stop == HICP_STOP_MSE_CHANGE || out.stop == HICP_STOP_MSE_ABS ||
-                    out.stop == HICP_STOP_INCREMENT;
-      r.degenerate = out.degenerate;
-      r.backend = backend;
-      r.nn = (hicp_nn_method)plan.method;
-      r.correspond_ms = out.correspond_ms;
-      r.reduce_ms = out.reduce_ms;
-      r.solve_ms = out.solve_ms;
-      r.walk = out.walk;
-      r.time_ms = hicp__now_ms() - t_start;
-      memcpy(r.note, note, sizeof r.note);
-      size_t sz = result->struct_size < sizeof r ? result->struct_size : sizeof r;
-      r.struct_size = result->struct_size;
-      memcpy(result, &r, sz);
+      fill_result(&out, plan, n, origin, m, backend, note, t_start, result);
+      if (match_out != NULL)
+        memcpy(match_out, f.match, sizeof *f.match * n);
     }
   }
   free(f.match);
@@ -392,27 +546,18 @@ static int check_common(hicp_context *ctx, const hicp_model *m, hicp_result *res
   return HICP_OK;
 }
 
-int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, size_t n,
-                  const hicp_reg_options *opts, const hicp_transform *init, hicp_result *result)
+/* Copies n strided points into a packed array, rejecting non-finite ones. */
+int hicp__copy_scan(hicp_context *ctx, const float *scan, size_t n, size_t stride, float **out)
 {
-  int rc = check_common(ctx, m, result);
-  if (rc != HICP_OK)
-    return rc;
+  *out = NULL;
   if (n == 0)
     return hicp__fail(ctx, HICP_EEMPTY, "the scan has no points");
   if (scan == NULL)
-    return hicp__fail(ctx, HICP_EINVAL, "hicp_register: NULL scan");
+    return hicp__fail(ctx, HICP_EINVAL, "NULL scan");
   if (n >= UINT32_MAX)
     return hicp__fail(ctx, HICP_ELIMIT, "%zu scan points: at most %u are supported", n,
                       (unsigned)(UINT32_MAX - 1));
-  size_t stride = opts != NULL && opts->struct_size >= offsetof(hicp_reg_options, chunk_points)
-                      ? opts->scan_stride
-                      : 0;
-  if (stride == 0)
-    stride = 3 * sizeof(float);
-  if (stride < 3 * sizeof(float))
-    return hicp__fail(ctx, HICP_EINVAL, "scan stride %zu is smaller than a point", stride);
-  rc = hicp__check_budget(ctx, (uint64_t)n * 12u, "the scan");
+  int rc = hicp__check_budget(ctx, (uint64_t)n * 12u, "the scan");
   if (rc != HICP_OK)
     return rc;
   float *p0 = malloc(sizeof(float) * 3 * n);
@@ -426,8 +571,27 @@ int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, siz
       return hicp__fail(ctx, HICP_ENONFINITE, "scan point %zu has a non-finite coordinate", i);
     }
   }
+  *out = p0;
+  return HICP_OK;
+}
+
+int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, size_t n,
+                  const hicp_reg_options *opts, const hicp_transform *init, hicp_result *result)
+{
+  int rc = check_common(ctx, m, result);
+  if (rc != HICP_OK)
+    return rc;
+  hicp__plan plan;
+  size_t stride;
+  rc = hicp__make_plan(ctx, m, opts, &plan, &stride);
+  if (rc != HICP_OK)
+    return rc;
+  float *p0;
+  rc = hicp__copy_scan(ctx, scan, n, stride, &p0);
+  if (rc != HICP_OK)
+    return rc;
   static const double zero[3] = {0.0, 0.0, 0.0};
-  rc = register_points(ctx, m, p0, n, zero, opts, init, result);
+  rc = hicp__register_frame(ctx, m, p0, n, zero, &plan, init, NULL, NULL, NULL, result);
   free(p0);
   return rc;
 }
@@ -441,8 +605,13 @@ int hicp_register_cloud(hicp_context *ctx, const hicp_model *m, const hicp_cloud
     return rc;
   if (scan == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_register_cloud: NULL scan");
-  if (opts != NULL && opts->struct_size >= offsetof(hicp_reg_options, chunk_points) &&
-      opts->scan_stride != 0 && opts->scan_stride != 3 * sizeof(float))
+  hicp__plan plan;
+  size_t stride;
+  rc = hicp__make_plan(ctx, m, opts, &plan, &stride);
+  if (rc != HICP_OK)
+    return rc;
+  if (stride != 3 * sizeof(float))
     return hicp__fail(ctx, HICP_EINVAL, "scan_stride does not apply to a cloud");
-  return register_points(ctx, m, scan->xyz, scan->n, scan->origin, opts, init, result);
+  return hicp__register_frame(ctx, m, scan->xyz, scan->n, scan->origin, &plan, init, NULL, NULL,
+                              NULL, result);
 }

@@ -28,6 +28,9 @@ struct hicp__gpu; /* CUDA backend state (gpu/), opaque to lib/ */
 struct hicp__gpu **hicp__context_gpu_slot(hicp_context *ctx);
 /* The first CUDA device the context was given (0 when none was listed). */
 int hicp__context_first_device(const hicp_context *ctx);
+/* The device of the context's logical device `logical` (the listed one, or
+ * the ordinal itself when none were listed). */
+int hicp__context_device(const hicp_context *ctx, int logical);
 /* 1 if hicp_context_cancel() was called since the current call began. */
 int hicp__canceled(const hicp_context *ctx);
 

@@ -1,0 +1,618 @@
+/* batch.c: many frames against one model: hicp_register_batch and streams.
+ *
+ * Independent frames run side by side: every worker (one per CPU thread, one
+ * per listed CUDA device) has its own context and takes the next frame from
+ * a shared counter, so fast workers take more frames and frames of different
+ * sizes never wait for each other.  Tracking frames run one after another
+ * (each starts from the previous pose, and from the previous matches when
+ * the sensor grid is the same), each frame's iterations spread over all the
+ * workers by the hybrid loop (icp.c).  Every result is the bits
+ * hicp_register() would give for that frame alone. */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "context.h"
+#include "scheduler.h"
+
+void hicp_batch_options_init_sized(hicp_batch_options *opts, size_t size)
+{
+  hicp_batch_options d;
+  memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.track = 0;
+  d.reuse_matches = 1;
+  d.cpu_share = -1.0;
+  if (opts == NULL || size < sizeof(size_t))
+    return;
+  memset(opts, 0, size);
+  memcpy(opts, &d, size < sizeof d ? size : sizeof d);
+  opts->struct_size = size;
+}
+
+static int batch_options(hicp_context *ctx, const hicp_batch_options *user,
+                         hicp_batch_options *o)
+{
+  hicp_batch_options_init(o);
+  if (user != NULL && hicp__copy_sized(o, sizeof *o, user,
+                                       offsetof(hicp_batch_options, flags) + sizeof(unsigned),
+                                       "hicp_batch_options", ctx) != 0)
+    return HICP_EINVAL;
+  if ((o->track != 0 && o->track != 1) || (o->reuse_matches != 0 && o->reuse_matches != 1) ||
+      !(o->cpu_share == -1.0 || (o->cpu_share >= 0.0 && o->cpu_share <= 1.0)) || o->flags != 0)
+    return hicp__fail(ctx, HICP_EINVAL,
+                      "hicp_batch_options: track and reuse_matches are 0 or 1, cpu_share -1 or "
+                      "in [0, 1], flags 0");
+  return HICP_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The workers of a batch or a stream */
+
+typedef struct crew_member {
+  hicp_context *ctx; /* own context: own errors, own device state */
+  int gpu;           /* 1: runs frames on its device */
+} crew_member;
+
+typedef struct crew {
+  crew_member m[64];
+  int n;
+  int ngpu;
+} crew;
+
+/* A child context: the parent's settings, one CPU thread or one device,
+ * cancelled with its parent. */
+static int child_context(hicp_context *parent, int threads, hicp_backend backend, int device,
+                         hicp_context **out)
+{
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.threads = threads;
+  o.backend = backend;
+  o.memory_limit = parent->memory_limit;
+  o.devices = &device;
+  o.ndevices = device >= 0 ? 1 : 0;
+  int rc = hicp_context_create(&o, out);
+  if (rc != HICP_OK)
+    return hicp__fail(parent, rc, "cannot create a worker context");
+  (*out)->parent = parent;
+  return HICP_OK;
+}
+
+static void crew_free(crew *c)
+{
+  for (int i = 0; i < c->n; i++)
+    hicp_context_destroy(c->m[i].ctx);
+  c->n = 0;
+}
+
+/* The workers the context's backend calls for: its devices ("cuda", or
+ * "auto" when a device is usable), its CPU threads ("cpu", or "auto"
+ * without a device), or both ("hybrid"). */
+static int crew_make(hicp_context *ctx, int cpu_threads_each, crew *c)
+{
+  memset(c, 0, sizeof *c);
+  char why[256];
+  int ngpu = ctx->backend == HICP_BACKEND_CPU ? 0 : hicp__gpu_count(why, sizeof why);
+  if (ctx->backend == HICP_BACKEND_CUDA && ngpu == 0)
+    return hicp__fail(ctx, HICP_ENODEVICE, "--backend cuda: %s", why);
+  int use_gpu = ngpu > 0;
+  int use_cpu = ctx->backend == HICP_BACKEND_CPU || ctx->backend == HICP_BACKEND_HYBRID || !use_gpu;
+  if (use_gpu) {
+    int nlog = ctx->ndevices > 0 ? ctx->ndevices : ngpu;
+    for (int i = 0; i < nlog && c->n < 32; i++) {
+      int dev = ctx->ndevices > 0 ? ctx->devices[i] : i;
+      if (dev >= ngpu) {
+        crew_free(c);
+        return hicp__fail(ctx, HICP_ENODEVICE, "no CUDA device %d (this host has %d)", dev, ngpu);
+      }
+      int rc = child_context(ctx, 1, HICP_BACKEND_CUDA, dev, &c->m[c->n].ctx);
+      if (rc != HICP_OK) {
+        crew_free(c);
+        return rc;
+      }
+      c->m[c->n++].gpu = 1;
+      c->ngpu++;
+    }
+  }
+  if (use_cpu) {
+    /* Device workers mostly wait on their device but still need a core. */
+    int ncpu = ctx->threads / cpu_threads_each - (use_gpu ? c->ngpu : 0);
+    if (ncpu < 1)
+      ncpu = 1;
+    for (int i = 0; i < ncpu && c->n < 64; i++) {
+      int rc = child_context(ctx, cpu_threads_each, HICP_BACKEND_CPU, -1, &c->m[c->n].ctx);
+      if (rc != HICP_OK) {
+        crew_free(c);
+        return rc;
+      }
+      c->m[c->n++].gpu = 0;
+    }
+  }
+  return HICP_OK;
+}
+
+/* Runs one frame on a crew member; a device that fails hands the frame to
+ * the CPU (same context, one thread) unless the user asked for "cuda". */
+static int run_frame(hicp_context *parent, crew_member *cm, const hicp_model *m, const float *p0,
+                     size_t n, const hicp__plan *plan, const hicp_transform *init,
+                     hicp_result *r)
+{
+  static const double zero[3] = {0.0, 0.0, 0.0};
+  int rc = hicp__register_frame(cm->ctx, m, p0, n, zero, plan, init, NULL, NULL, NULL, r);
+  if (rc != HICP_OK && cm->gpu && parent->backend != HICP_BACKEND_CUDA &&
+      (rc == HICP_EDEVICE || rc == HICP_ENOMEM || rc == HICP_ENODEVICE)) {
+    char note[200];
+    snprintf(note, sizeof note, "GPU failed (%.120s); ran on the CPU", hicp_context_error(cm->ctx));
+    hicp__worker cpu;
+    hicp__team team;
+    hicp__cpu_worker_init(&cpu, cm->ctx, 1);
+    team.w[0] = &cpu;
+    team.nw = 1;
+    team.cpu_share = -1.0;
+    hicp__clear_error(cm->ctx);
+    rc = hicp__register_frame(cm->ctx, m, p0, n, zero, plan, init, &team, NULL, NULL, r);
+    if (rc == HICP_OK && r->struct_size >= offsetof(hicp_result, error))
+      snprintf(r->note, sizeof r->note, "%.159s", note);
+  }
+  return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Batches */
+
+typedef struct batch_job {
+  hicp_context *ctx;
+  crew_member *cm;
+  const hicp_model *m;
+  const float *const *frames;
+  const size_t *counts;
+  size_t nframes, stride;
+  const hicp__plan *plan;
+  const hicp_transform *inits;
+  hicp_result *results;
+  atomic_size_t *next;
+} batch_job;
+
+static void set_failed(hicp_result *r, uint64_t frame, int code, const char *msg)
+{
+  size_t size = r->struct_size;
+  memset(r, 0, size < sizeof *r ? size : sizeof *r);
+  r->struct_size = size;
+  if (size >= offsetof(hicp_result, frame) + sizeof(uint64_t)) {
+    r->error = code;
+    r->frame = frame;
+    snprintf(r->note, sizeof r->note, "%s", msg);
+  }
+}
+
+static void *batch_worker(void *arg)
+{
+  batch_job *j = arg;
+  for (;;) {
+    size_t i = atomic_fetch_add(j->next, 1);
+    if (i >= j->nframes)
+      break;
+    hicp_result *r = &j->results[i];
+    if (hicp__canceled(j->ctx)) {
+      set_failed(r, i, HICP_ECANCELED, "canceled before it started");
+      continue;
+    }
+    hicp__clear_error(j->cm->ctx);
+    float *p0 = NULL;
+    int rc = hicp__copy_scan(j->cm->ctx, j->frames[i], j->counts[i], j->stride, &p0);
+    if (rc == HICP_OK)
+      rc = run_frame(j->ctx, j->cm, j->m, p0, j->counts[i], j->plan,
+                     j->inits != NULL ? &j->inits[i] : NULL, r);
+    free(p0);
+    if (rc != HICP_OK)
+      set_failed(r, i, rc, hicp_context_error(j->cm->ctx));
+    else
+      r->frame = i;
+  }
+  return NULL;
+}
+
+static int batch_independent(hicp_context *ctx, const hicp_model *m, const float *const *frames,
+                             const size_t *counts, size_t nframes, size_t stride,
+                             const hicp__plan *plan, const hicp_transform *inits,
+                             hicp_result *results)
+{
+  crew c;
+  int rc = crew_make(ctx, 1, &c);
+  if (rc != HICP_OK)
+    return rc;
+  atomic_size_t next;
+  atomic_init(&next, 0);
+  batch_job jobs[64];
+  pthread_t tid[64];
+  int started[64] = {0};
+  for (int i = 0; i < c.n; i++) {
+    batch_job j = {ctx, &c.m[i], m, frames, counts, nframes, stride, plan, inits, results, &next};
+    jobs[i] = j;
+  }
+  for (int i = 1; i < c.n; i++)
+    started[i] = pthread_create(&tid[i], NULL, batch_worker, &jobs[i]) == 0;
+  batch_worker(&jobs[0]);
+  for (int i = 1; i < c.n; i++)
+    if (started[i])
+      pthread_join(tid[i], NULL);
+  crew_free(&c);
+  return HICP_OK;
+}
+
+/* The team of a tracking frame: every device worker plus the CPU. */
+static int track_team(hicp_context *ctx, const hicp_batch_options *bo, hicp__worker *ws,
+                      hicp__team *team)
+{
+  team->nw = 0;
+  team->cpu_share = bo->cpu_share;
+  if (ctx->backend != HICP_BACKEND_HYBRID)
+    return HICP_OK; /* cpu, cuda and auto use the context directly */
+  char why[256];
+  int ngpu = hicp__gpu_count(why, sizeof why);
+  int nlog = ctx->ndevices > 0 ? ctx->ndevices : ngpu;
+  for (int i = 0; i < nlog && ngpu > 0 && team->nw < HICP_TEAM_MAX - 1; i++) {
+    int rc = hicp__gpu_worker_init(&ws[team->nw], ctx, i);
+    if (rc != HICP_OK) {
+      for (int k = 0; k < team->nw; k++)
+        team->w[k]->ops->destroy(team->w[k]);
+      team->nw = 0;
+      return rc;
+    }
+    team->w[team->nw] = &ws[team->nw];
+    team->nw++;
+  }
+  hicp__cpu_worker_init(&ws[team->nw], ctx, ctx->threads);
+  team->w[team->nw] = &ws[team->nw];
+  team->nw++;
+  return HICP_OK;
+}
+
+int hicp_register_batch(hicp_context *ctx, const hicp_model *m, const float *const *frames,
+                        const size_t *counts, size_t nframes, const hicp_reg_options *opts,
+                        const hicp_batch_options *bopts, const hicp_transform *inits,
+                        hicp_result *results)
+{
+  if (ctx == NULL)
+    return HICP_EINVAL;
+  hicp__clear_error(ctx);
+  atomic_store(&ctx->cancel, 0);
+  if (m == NULL || (nframes > 0 && (frames == NULL || counts == NULL || results == NULL)))
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_register_batch: NULL argument");
+  for (size_t i = 0; i < nframes; i++)
+    if (results[i].struct_size < offsetof(hicp_result, frame) + sizeof(uint64_t))
+      return hicp__fail(ctx, HICP_EINVAL,
+                        "hicp_register_batch: prepare every result with hicp_result_init() "
+                        "(result %zu is not)", i);
+  hicp_batch_options bo;
+  int rc = batch_options(ctx, bopts, &bo);
+  if (rc != HICP_OK)
+    return rc;
+  hicp__plan plan;
+  size_t stride;
+  rc = hicp__make_plan(ctx, m, opts, &plan, &stride);
+  if (rc != HICP_OK)
+    return rc;
+
+  if (!bo.track) {
+    rc = batch_independent(ctx, m, frames, counts, nframes, stride, &plan, inits, results);
+  } else {
+    hicp__worker ws[HICP_TEAM_MAX];
+    hicp__team team;
+    rc = track_team(ctx, &bo, ws, &team);
+    uint32_t *prev = NULL, *cur = NULL;
+    size_t prev_n = 0;
+    hicp_transform pose;
+    hicp_transform_identity(&pose);
+    if (inits != NULL)
+      pose = inits[0];
+    for (size_t i = 0; i < nframes && rc == HICP_OK; i++) {
+      hicp_result *r = &results[i];
+      if (hicp__canceled(ctx)) {
+        set_failed(r, i, HICP_ECANCELED, "canceled before it started");
+        continue;
+      }
+      float *p0 = NULL;
+      int frc = hicp__copy_scan(ctx, frames[i], counts[i], stride, &p0);
+      free(cur);
+      cur = frc == HICP_OK ? malloc(sizeof *cur * counts[i]) : NULL;
+      if (frc == HICP_OK && cur == NULL)
+        frc = hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+      if (frc == HICP_OK) {
+        static const double zero[3] = {0.0, 0.0, 0.0};
+        const uint32_t *warm = bo.reuse_matches && prev != NULL && prev_n == counts[i] ? prev : NULL;
+        frc = hicp__register_frame(ctx, m, p0, counts[i], zero, &plan, &pose,
+                                   team.nw > 0 ? &team : NULL, warm, cur, r);
+      }
+      free(p0);
+      if (frc != HICP_OK) {
+        set_failed(r, i, frc, hicp_context_error(ctx));
+        prev_n = 0; /* the next frame starts afresh from the last good pose */
+      } else {
+        r->frame = i;
+        pose = r->transform;
+        uint32_t *t = prev;
+        prev = cur;
+        cur = t;
+        prev_n = counts[i];
+      }
+    }
+    free(prev);
+    free(cur);
+    for (int i = 0; i < team.nw; i++)
+      team.w[i]->ops->destroy(team.w[i]);
+  }
+  if (rc != HICP_OK)
+    return rc;
+  for (size_t i = 0; i < nframes; i++)
+    if (results[i].error != HICP_OK)
+      return hicp__fail(ctx, results[i].error, "frame %zu: %s", i, results[i].note);
+  return HICP_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Streams */
+
+typedef struct entry {
+  float *p0;
+  size_t n;
+  hicp_transform init;
+  int has_init;
+  int claimed, done;
+  hicp_result result;
+} entry;
+
+struct hicp_stream {
+  hicp_context *ctx;
+  const hicp_model *m;
+  hicp__plan plan;
+  size_t stride;
+  hicp_batch_options bo;
+  crew crew;
+  pthread_t tid[64];
+  int nthreads;
+  pthread_mutex_t mu;
+  pthread_cond_t work, done;
+  entry **q;         /* frames base .. base + len - 1 */
+  size_t cap, len;
+  uint64_t base;     /* the oldest frame not yet received */
+  uint64_t next;     /* the next frame index to submit */
+  int stopping;
+  /* tracking */
+  hicp_transform pose;
+  uint32_t *prev;
+  size_t prev_n;
+};
+
+typedef struct stream_worker {
+  hicp_stream *s;
+  crew_member *cm;
+} stream_worker;
+
+static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t index)
+{
+  hicp_result *r = &e->result;
+  hicp_result_init(r);
+  int rc;
+  if (!s->bo.track) {
+    rc = run_frame(s->ctx, cm, s->m, e->p0, e->n, &s->plan, e->has_init ? &e->init : NULL, r);
+  } else {
+    /* Tracking runs in order on the stream's one worker thread. */
+    static const double zero[3] = {0.0, 0.0, 0.0};
+    uint32_t *cur = malloc(sizeof *cur * e->n);
+    const uint32_t *warm =
+        s->bo.reuse_matches && s->prev != NULL && s->prev_n == e->n ? s->prev : NULL;
+    const hicp_transform *init = e->has_init ? &e->init : &s->pose;
+    rc = cur == NULL ? hicp__fail(cm->ctx, HICP_ENOMEM, "out of memory")
+                     : hicp__register_frame(cm->ctx, s->m, e->p0, e->n, zero, &s->plan, init, NULL,
+                                            warm, cur, r);
+    if (rc == HICP_OK) {
+      s->pose = r->transform;
+      free(s->prev);
+      s->prev = cur;
+      s->prev_n = e->n;
+    } else {
+      free(cur);
+    }
+  }
+  if (rc != HICP_OK)
+    set_failed(r, index, rc, hicp_context_error(cm->ctx));
+  else
+    r->frame = index;
+}
+
+static void *stream_worker_main(void *arg)
+{
+  stream_worker *w = arg;
+  hicp_stream *s = w->s;
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    entry *e = NULL;
+    uint64_t index = 0;
+    for (size_t k = 0; k < s->len; k++)
+      if (!s->q[k]->claimed) {
+        e = s->q[k];
+        index = s->base + k;
+        break;
+      }
+    if (e == NULL) {
+      if (s->stopping)
+        break;
+      pthread_cond_wait(&s->work, &s->mu);
+      continue;
+    }
+    e->claimed = 1;
+    pthread_mutex_unlock(&s->mu);
+    hicp__clear_error(w->cm->ctx);
+    process_entry(s, w->cm, e, index);
+    free(e->p0);
+    e->p0 = NULL;
+    pthread_mutex_lock(&s->mu);
+    e->done = 1;
+    pthread_cond_broadcast(&s->done);
+  }
+  pthread_mutex_unlock(&s->mu);
+  free(w);
+  return NULL;
+}
+
+int hicp_stream_create(hicp_context *ctx, const hicp_model *m, const hicp_reg_options *opts,
+                       const hicp_batch_options *bopts, hicp_stream **out)
+{
+  if (ctx == NULL || out == NULL)
+    return HICP_EINVAL;
+  *out = NULL;
+  hicp__clear_error(ctx);
+  if (m == NULL)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_stream_create: NULL model");
+  hicp_stream *s = calloc(1, sizeof *s);
+  if (s == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+  s->ctx = ctx;
+  s->m = m;
+  int rc = batch_options(ctx, bopts, &s->bo);
+  if (rc == HICP_OK)
+    rc = hicp__make_plan(ctx, m, opts, &s->plan, &s->stride);
+  /* Tracking: one worker spreading each frame over all threads. */
+  if (rc == HICP_OK)
+    rc = s->bo.track ? child_context(ctx, ctx->threads, ctx->backend,
+                                     ctx->ndevices > 0 ? ctx->devices[0] : -1, &s->crew.m[0].ctx)
+                     : crew_make(ctx, 1, &s->crew);
+  if (rc == HICP_OK && s->bo.track)
+    s->crew.n = 1;
+  hicp_transform_identity(&s->pose);
+  if (rc != HICP_OK) {
+    crew_free(&s->crew);
+    free(s);
+    return rc;
+  }
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->work, NULL);
+  pthread_cond_init(&s->done, NULL);
+  for (int i = 0; i < s->crew.n; i++) {
+    stream_worker *w = malloc(sizeof *w);
+    if (w == NULL)
+      break;
+    w->s = s;
+    w->cm = &s->crew.m[i];
+    if (pthread_create(&s->tid[s->nthreads], NULL, stream_worker_main, w) != 0) {
+      free(w);
+      break;
+    }
+    s->nthreads++;
+  }
+  if (s->nthreads == 0) {
+    hicp_stream_destroy(s);
+    return hicp__fail(ctx, HICP_ENOMEM, "cannot start the stream's threads");
+  }
+  *out = s;
+  return HICP_OK;
+}
+
+int hicp_stream_submit(hicp_stream *s, const float *xyz, size_t n, const hicp_transform *init,
+                       uint64_t *frame)
+{
+  if (s == NULL)
+    return HICP_EINVAL;
+  hicp_context *ctx = s->ctx;
+  if (init != NULL && hicp_transform_check(init) != HICP_OK)
+    return hicp__fail(ctx, HICP_EINVAL, "the initial transform is not rigid");
+  entry *e = calloc(1, sizeof *e);
+  if (e == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+  int rc = hicp__copy_scan(ctx, xyz, n, s->stride, &e->p0);
+  if (rc != HICP_OK) {
+    free(e);
+    return rc;
+  }
+  e->n = n;
+  if (init != NULL) {
+    e->init = *init;
+    e->has_init = 1;
+  }
+  pthread_mutex_lock(&s->mu);
+  if (s->len == s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 64;
+    entry **q = realloc(s->q, sizeof *q * cap);
+    if (q == NULL) {
+      pthread_mutex_unlock(&s->mu);
+      free(e->p0);
+      free(e);
+      return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+    }
+    s->q = q;
+    s->cap = cap;
+  }
+  s->q[s->len++] = e;
+  if (frame != NULL)
+    *frame = s->next;
+  s->next++;
+  pthread_cond_signal(&s->work);
+  pthread_mutex_unlock(&s->mu);
+  return HICP_OK;
+}
+
+int hicp_stream_receive(hicp_stream *s, hicp_result *result, int wait)
+{
+  if (s == NULL || result == NULL)
+    return HICP_EINVAL;
+  if (result->struct_size < offsetof(hicp_result, frame) + sizeof(uint64_t))
+    return hicp__fail(s->ctx, HICP_EINVAL, "prepare the result with hicp_result_init()");
+  pthread_mutex_lock(&s->mu);
+  if (s->len == 0) {
+    pthread_mutex_unlock(&s->mu);
+    return hicp__fail(s->ctx, HICP_EINVAL, "no frame is outstanding");
+  }
+  entry *e = s->q[0];
+  while (!e->done) {
+    if (!wait) {
+      pthread_mutex_unlock(&s->mu);
+      return HICP_EAGAIN;
+    }
+    pthread_cond_wait(&s->done, &s->mu);
+  }
+  memmove(s->q, s->q + 1, sizeof *s->q * (s->len - 1));
+  s->len--;
+  s->base++;
+  pthread_mutex_unlock(&s->mu);
+  size_t size = result->struct_size;
+  memcpy(result, &e->result, size < sizeof e->result ? size : sizeof e->result);
+  result->struct_size = size;
+  int rc = e->result.error;
+  free(e);
+  if (rc != HICP_OK)
+    hicp__fail(s->ctx, rc, "frame %llu: %s", (unsigned long long)result->frame, result->note);
+  return HICP_OK;
+}
+
+void hicp_stream_destroy(hicp_stream *s)
+{
+  if (s == NULL)
+    return;
+  pthread_mutex_lock(&s->mu);
+  s->stopping = 1;
+  /* Unstarted frames are dropped; running ones finish. */
+  for (size_t k = 0; k < s->len; k++)
+    s->q[k]->claimed = 1;
+  pthread_cond_broadcast(&s->work);
+  pthread_mutex_unlock(&s->mu);
+  for (int i = 0; i < s->nthreads; i++)
+    pthread_join(s->tid[i], NULL);
+  for (size_t k = 0; k < s->len; k++) {
+    free(s->q[k]->p0);
+    free(s->q[k]);
+  }
+  free(s->q);
+  free(s->prev);
+  crew_free(&s->crew);
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->work);
+  pthread_cond_destroy(&s->done);
+  free(s);
+}

@@ -1,0 +1,371 @@
+/* test_batch.c: batches, streams, tracking and the hybrid split: every
+ * result is the bits of registering that frame alone, whatever the workers,
+ * the split of the chunks and the order frames complete in. */
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "context.h"
+#include "scheduler.h"
+#include "testhelp.h"
+
+/* A model: a smooth closed surface, and frames: its points moved by small
+ * poses, with noise and different sizes. */
+#define MODEL_N 6000
+static float model_pts[3 * MODEL_N];
+
+static hicp_model *make_model(void)
+{
+  th_rng r;
+  th_rng_seed(&r, 77);
+  for (int i = 0; i < MODEL_N; i++) {
+    double u = th_uniform(&r) * 2 * M_PI, v = acos(2 * th_uniform(&r) - 1);
+    double rad = 1.0 + 0.2 * sin(3 * u) * sin(2 * v);
+    model_pts[3 * i] = (float)(1.5 * rad * sin(v) * cos(u));
+    model_pts[3 * i + 1] = (float)(rad * sin(v) * sin(u));
+    model_pts[3 * i + 2] = (float)(0.7 * rad * cos(v));
+  }
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  hicp_model *m;
+  cr_assert_eq(hicp_model_build(ctx, model_pts, MODEL_N, 0, NULL, &m), 0);
+  hicp_context_destroy(ctx);
+  return m;
+}
+
+static float *make_frame(int k, size_t *n)
+{
+  th_rng r;
+  th_rng_seed(&r, 1000 + (uint64_t)k);
+  *n = 2500 + (size_t)(k * 397) % 2500;
+  float *f = malloc(sizeof(float) * 3 * *n);
+  double R[9];
+  th_rotation(3.0 * sin(k), 2.0 * cos(k), 0.5 * k, R);
+  for (size_t i = 0; i < *n; i++) {
+    size_t src = (size_t)(th_rng_next(&r) % MODEL_N);
+    const float *p = &model_pts[3 * src];
+    for (int d = 0; d < 3; d++)
+      f[3 * i + d] = (float)(R[3 * d] * p[0] + R[3 * d + 1] * p[1] + R[3 * d + 2] * p[2] +
+                             0.02 * (d + 1) * cos(k + d) + 0.003 * th_normal(&r));
+  }
+  return f;
+}
+
+static hicp_context *ctx_threads(int threads, hicp_backend b)
+{
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.threads = threads;
+  o.backend = b;
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  return ctx;
+}
+
+static hicp_reg_options reg_opts(void)
+{
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = 25;
+  o.chunk_points = 512; /* several chunks per frame */
+  return o;
+}
+
+#define NF 10
+
+Test(batch, independent_frames_match_single_registrations)
+{
+  hicp_model *m = make_model();
+  const float *frames[NF];
+  size_t counts[NF];
+  for (int k = 0; k < NF; k++)
+    frames[k] = make_frame(k, &counts[k]);
+  hicp_reg_options o = reg_opts();
+  hicp_result solo[NF];
+  hicp_context *one = ctx_threads(1, HICP_BACKEND_CPU);
+  for (int k = 0; k < NF; k++) {
+    hicp_result_init(&solo[k]);
+    cr_assert_eq(hicp_register(one, m, frames[k], counts[k], &o, NULL, &solo[k]), 0);
+  }
+  hicp_context_destroy(one);
+  for (int threads = 1; threads <= 3; threads++) {
+    hicp_context *ctx = ctx_threads(threads, HICP_BACKEND_AUTO);
+    hicp_result res[NF];
+    for (int k = 0; k < NF; k++)
+      hicp_result_init(&res[k]);
+    cr_assert_eq(hicp_register_batch(ctx, m, frames, counts, NF, &o, NULL, NULL, res), 0, "%s",
+                 hicp_context_error(ctx));
+    for (int k = 0; k < NF; k++) {
+      cr_assert_eq(res[k].error, 0);
+      cr_assert_eq(res[k].frame, (uint64_t)k);
+      cr_assert(memcmp(&res[k].transform, &solo[k].transform, sizeof solo[k].transform) == 0,
+                "%d threads: frame %d differs", threads, k);
+      cr_assert_eq(res[k].iterations, solo[k].iterations);
+    }
+    hicp_context_destroy(ctx);
+  }
+  for (int k = 0; k < NF; k++)
+    free((void *)frames[k]);
+  hicp_model_destroy(m);
+}
+
+/* The hybrid loop with several workers and splits: the bits never move. */
+Test(batch, any_split_gives_the_same_bits)
+{
+  hicp_model *m = make_model();
+  size_t n;
+  float *f = make_frame(3, &n);
+  hicp_context *ctx = ctx_threads(2, HICP_BACKEND_CPU);
+  hicp_reg_options o = reg_opts();
+  o.filter_start = 4; /* pass B too */
+  o.trim = 0.9;
+  hicp__plan plan;
+  size_t stride;
+  cr_assert_eq(hicp__make_plan(ctx, m, &o, &plan, &stride), 0);
+  static const double zero[3] = {0, 0, 0};
+  hicp_result ref;
+  hicp_result_init(&ref);
+  cr_assert_eq(hicp__register_frame(ctx, m, f, n, zero, &plan, NULL, NULL, NULL, NULL, &ref), 0);
+  /* teams of 1..4 CPU workers with uneven measured rates */
+  static const double rates[4][4] = {{1, 0, 0, 0}, {1, 5, 0, 0}, {7, 1, 2, 0}, {1, 1, 9, 0.3}};
+  for (int t = 0; t < 4; t++) {
+    hicp__worker ws[4];
+    hicp__team team;
+    team.nw = t + 1;
+    team.cpu_share = -1.0;
+    for (int i = 0; i < team.nw; i++) {
+      hicp__cpu_worker_init(&ws[i], ctx, 1 + i % 2);
+      ws[i].rate = rates[t][i];
+      team.w[i] = &ws[i];
+    }
+    hicp_result r;
+    hicp_result_init(&r);
+    cr_assert_eq(hicp__register_frame(ctx, m, f, n, zero, &plan, NULL, &team, NULL, NULL, &r), 0);
+    cr_assert(memcmp(&r.transform, &ref.transform, sizeof r.transform) == 0, "team of %d differs",
+              team.nw);
+    cr_assert_eq(r.rmse, ref.rmse);
+    cr_assert_eq(r.inliers, ref.inliers);
+    cr_assert_eq(r.backend, team.nw > 1 ? HICP_BACKEND_HYBRID : HICP_BACKEND_CPU);
+  }
+  free(f);
+  hicp_context_destroy(ctx);
+  hicp_model_destroy(m);
+}
+
+/* Tracking: each frame from the previous pose and matches, as if the user
+ * chained single registrations; bitwise the same. */
+Test(batch, tracking_chains_poses)
+{
+  hicp_model *m = make_model();
+  const float *frames[NF];
+  size_t counts[NF];
+  /* one sensor grid: same size, a slowly moving object */
+  for (int k = 0; k < NF; k++) {
+    size_t n;
+    float *f = make_frame(0, &n);
+    double R[9];
+    th_rotation(0.3 * k, 0.1 * k, 0.2 * k, R);
+    for (size_t i = 0; i < n; i++) {
+      float p[3] = {f[3 * i], f[3 * i + 1], f[3 * i + 2]};
+      for (int d = 0; d < 3; d++)
+        f[3 * i + d] = (float)(R[3 * d] * p[0] + R[3 * d + 1] * p[1] + R[3 * d + 2] * p[2] + 0.004 * k);
+    }
+    frames[k] = f;
+    counts[k] = n;
+  }
+  hicp_reg_options o = reg_opts();
+  hicp_context *ctx = ctx_threads(2, HICP_BACKEND_CPU);
+  hicp_result chain[NF];
+  hicp_transform pose;
+  hicp_transform_identity(&pose);
+  for (int k = 0; k < NF; k++) {
+    hicp_result_init(&chain[k]);
+    cr_assert_eq(hicp_register(ctx, m, frames[k], counts[k], &o, &pose, &chain[k]), 0);
+    pose = chain[k].transform;
+  }
+  hicp_batch_options bo;
+  hicp_batch_options_init(&bo);
+  bo.track = 1;
+  hicp_result res[NF];
+  for (int k = 0; k < NF; k++)
+    hicp_result_init(&res[k]);
+  cr_assert_eq(hicp_register_batch(ctx, m, frames, counts, NF, &o, &bo, NULL, res), 0, "%s",
+               hicp_context_error(ctx));
+  uint64_t steps_chain = 0, steps_track = 0;
+  for (int k = 0; k < NF; k++) {
+    cr_assert(memcmp(&res[k].transform, &chain[k].transform, sizeof res[k].transform) == 0,
+              "tracked frame %d differs", k);
+    if (k > 0) {
+      steps_chain += chain[k].walk.steps;
+      steps_track += res[k].walk.steps;
+    }
+  }
+  /* reusing the previous frame's matches shortens the walks */
+  cr_assert_leq(steps_track, steps_chain, "%llu vs %llu", (unsigned long long)steps_track,
+                (unsigned long long)steps_chain);
+  hicp_context_destroy(ctx);
+  for (int k = 0; k < NF; k++)
+    free((void *)frames[k]);
+  hicp_model_destroy(m);
+}
+
+Test(batch, stream_answers_in_order)
+{
+  hicp_model *m = make_model();
+  const float *frames[NF];
+  size_t counts[NF];
+  for (int k = 0; k < NF; k++)
+    frames[k] = make_frame(k, &counts[k]);
+  hicp_reg_options o = reg_opts();
+  hicp_context *ref_ctx = ctx_threads(2, HICP_BACKEND_CPU);
+  hicp_result ref[NF];
+  for (int k = 0; k < NF; k++) {
+    hicp_result_init(&ref[k]);
+    cr_assert_eq(hicp_register(ref_ctx, m, frames[k], counts[k], &o, NULL, &ref[k]), 0);
+  }
+  hicp_context_destroy(ref_ctx);
+  for (int track = 0; track <= 1; track++) {
+    hicp_context *ctx = ctx_threads(3, HICP_BACKEND_CPU);
+    hicp_batch_options bo;
+    hicp_batch_options_init(&bo);
+    bo.track = track;
+    hicp_stream *s;
+    cr_assert_eq(hicp_stream_create(ctx, m, &o, &bo, &s), 0, "%s", hicp_context_error(ctx));
+    hicp_result r;
+    hicp_result_init(&r);
+    cr_assert_eq(hicp_stream_receive(s, &r, 0), HICP_EINVAL); /* nothing outstanding */
+    hicp_transform ident;
+    hicp_transform_identity(&ident);
+    for (int k = 0; k < NF; k++) {
+      uint64_t id;
+      /* tracking: give every frame its own start so results compare */
+      cr_assert_eq(hicp_stream_submit(s, frames[k], counts[k], track ? &ident : NULL, &id), 0);
+      cr_assert_eq(id, (uint64_t)k);
+    }
+    float bad[6] = {0, 0, 0, NAN, 0, 0};
+    cr_assert_eq(hicp_stream_submit(s, bad, 2, NULL, NULL), HICP_ENONFINITE);
+    for (int k = 0; k < NF; k++) {
+      hicp_result_init(&r);
+      int rc;
+      while ((rc = hicp_stream_receive(s, &r, k % 2)) == HICP_EAGAIN)
+        usleep(100);
+      cr_assert_eq(rc, 0);
+      cr_assert_eq(r.frame, (uint64_t)k);
+      cr_assert_eq(r.error, 0);
+      cr_assert(memcmp(&r.transform, &ref[k].transform, sizeof r.transform) == 0,
+                "track %d: streamed frame %d differs", track, k);
+    }
+    /* a frame that fails is reported in its result; later frames go on */
+    float empty_ok[3] = {0.1f, 0.2f, 0.3f};
+    cr_assert_eq(hicp_stream_submit(s, empty_ok, 1, NULL, NULL), 0);
+    cr_assert_eq(hicp_stream_submit(s, frames[0], counts[0], NULL, NULL), 0);
+    hicp_result_init(&r);
+    cr_assert_eq(hicp_stream_receive(s, &r, 1), 0);
+    hicp_result_init(&r);
+    cr_assert_eq(hicp_stream_receive(s, &r, 1), 0);
+    cr_assert_eq(r.error, 0);
+    /* destroying with frames outstanding is clean */
+    for (int k = 0; k < 4; k++)
+      cr_assert_eq(hicp_stream_submit(s, frames[k], counts[k], NULL, NULL), 0);
+    hicp_stream_destroy(s);
+    hicp_context_destroy(ctx);
+  }
+  hicp_stream_destroy(NULL);
+  for (int k = 0; k < NF; k++)
+    free((void *)frames[k]);
+  hicp_model_destroy(m);
+}
+
+typedef struct cancel_arg {
+  hicp_context *ctx;
+  int delay_us;
+} cancel_arg;
+
+static void *cancel_later(void *p)
+{
+  cancel_arg *a = p;
+  usleep((useconds_t)a->delay_us);
+  hicp_context_cancel(a->ctx);
+  return NULL;
+}
+
+/* A batch cancelled from another thread: every frame is accounted for,
+ * finished, stopped early, or not started; none lost or duplicated. */
+Test(batch, cancel_accounts_for_every_frame)
+{
+  hicp_model *m = make_model();
+  enum { N = 40 };
+  const float *frames[N];
+  size_t counts[N];
+  for (int k = 0; k < N; k++)
+    frames[k] = make_frame(k, &counts[k]);
+  hicp_reg_options o = reg_opts();
+  o.max_iter = 200;
+  o.tol = 0;
+  hicp_context *ctx = ctx_threads(2, HICP_BACKEND_CPU);
+  hicp_result res[N];
+  for (int k = 0; k < N; k++)
+    hicp_result_init(&res[k]);
+  cancel_arg a = {ctx, 30000};
+  pthread_t t;
+  pthread_create(&t, NULL, cancel_later, &a);
+  int rc = hicp_register_batch(ctx, m, frames, counts, N, &o, NULL, NULL, res);
+  pthread_join(t, NULL);
+  cr_assert(rc == HICP_ECANCELED || rc == 0, "rc %d", rc);
+  int done = 0, stopped = 0, skipped = 0;
+  for (int k = 0; k < N; k++) {
+    if (res[k].error == HICP_ECANCELED) {
+      skipped++;
+    } else {
+      cr_assert_eq(res[k].error, 0);
+      cr_assert_eq(res[k].frame, (uint64_t)k);
+      if (res[k].stop == HICP_STOP_CANCELED)
+        stopped++;
+      else
+        done++;
+    }
+  }
+  cr_assert_eq(done + stopped + skipped, N);
+  cr_assert_gt(skipped + stopped, 0, "the cancel came too late to test anything");
+  hicp_context_destroy(ctx);
+  for (int k = 0; k < N; k++)
+    free((void *)frames[k]);
+  hicp_model_destroy(m);
+}
+
+Test(batch, bad_arguments)
+{
+  hicp_model *m = make_model();
+  hicp_context *ctx = ctx_threads(1, HICP_BACKEND_CPU);
+  size_t n;
+  const float *f[1] = {make_frame(1, &n)};
+  hicp_result r;
+  memset(&r, 0, sizeof r);
+  cr_assert_eq(hicp_register_batch(ctx, m, f, &n, 1, NULL, NULL, NULL, &r), HICP_EINVAL);
+  hicp_result_init(&r);
+  hicp_batch_options bo;
+  hicp_batch_options_init(&bo);
+  bo.cpu_share = 2.0;
+  cr_assert_eq(hicp_register_batch(ctx, m, f, &n, 1, NULL, &bo, NULL, &r), HICP_EINVAL);
+  cr_assert_eq(hicp_register_batch(ctx, m, NULL, &n, 1, NULL, NULL, NULL, &r), HICP_EINVAL);
+  cr_assert_eq(hicp_register_batch(ctx, m, f, &n, 0, NULL, NULL, NULL, NULL), 0);
+  /* a bad frame fails alone */
+  float bad[3] = {NAN, 0, 0};
+  const float *two[2] = {bad, f[0]};
+  size_t nn[2] = {1, n};
+  hicp_result rr[2];
+  hicp_result_init(&rr[0]);
+  hicp_result_init(&rr[1]);
+  cr_assert_eq(hicp_register_batch(ctx, m, two, nn, 2, NULL, NULL, NULL, rr), HICP_ENONFINITE);
+  cr_assert_eq(rr[0].error, HICP_ENONFINITE);
+  cr_assert_eq(rr[1].error, 0);
+  cr_assert_gt(rr[1].iterations, 0);
+  free((void *)f[0]);
+  hicp_context_destroy(ctx);
+  hicp_model_destroy(m);
+}
