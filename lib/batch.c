@@ -19,6 +19,7 @@
 #include "backend.h"
 #include "context.h"
 #include "scheduler.h"
+#include "topology.h"
 
 void hicp_batch_options_init_sized(hicp_batch_options *opts, size_t size)
 {
@@ -169,6 +170,7 @@ static int run_frame(hicp_context *parent, crew_member *cm, const hicp_model *m,
 typedef struct batch_job {
   hicp_context *ctx;
   crew_member *cm;
+  int slot;
   const hicp_model *m;
   const float *const *frames;
   const size_t *counts;
@@ -191,9 +193,20 @@ static void set_failed(hicp_result *r, uint64_t frame, int code, const char *msg
   }
 }
 
+/* Pins a worker: device workers near their device, CPU workers to a core. */
+static void bind_member(const crew_member *cm, int slot)
+{
+  if (cm->gpu)
+    hicp__bind_thread_near_gpu(hicp__context_first_device(cm->ctx));
+  else if (cm->ctx->threads == 1) /* threads it starts would inherit a core */
+    hicp__bind_thread_core(slot);
+}
+
 static void *batch_worker(void *arg)
 {
   batch_job *j = arg;
+  if (j->slot > 0) /* the caller's own thread is left where it is */
+    bind_member(j->cm, j->slot);
   for (;;) {
     size_t i = atomic_fetch_add(j->next, 1);
     if (i >= j->nframes)
@@ -233,7 +246,7 @@ static int batch_independent(hicp_context *ctx, const hicp_model *m, const float
   pthread_t tid[64];
   int started[64] = {0};
   for (int i = 0; i < c.n; i++) {
-    batch_job j = {ctx, &c.m[i], m, frames, counts, nframes, stride, plan, inits, results, &next};
+    batch_job j = {ctx, &c.m[i], i, m, frames, counts, nframes, stride, plan, inits, results, &next};
     jobs[i] = j;
   }
   for (int i = 1; i < c.n; i++)
@@ -393,6 +406,7 @@ struct hicp_stream {
 typedef struct stream_worker {
   hicp_stream *s;
   crew_member *cm;
+  int slot;
 } stream_worker;
 
 static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t index)
@@ -431,6 +445,7 @@ static void *stream_worker_main(void *arg)
 {
   stream_worker *w = arg;
   hicp_stream *s = w->s;
+  bind_member(w->cm, w->slot);
   pthread_mutex_lock(&s->mu);
   for (;;) {
     entry *e = NULL;
@@ -501,6 +516,7 @@ int hicp_stream_create(hicp_context *ctx, const hicp_model *m, const hicp_reg_op
       break;
     w->s = s;
     w->cm = &s->crew.m[i];
+    w->slot = i;
     if (pthread_create(&s->tid[s->nthreads], NULL, stream_worker_main, w) != 0) {
       free(w);
       break;

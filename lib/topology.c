@@ -4,7 +4,9 @@
 #include "config.h"
 
 #include <hwloc.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
@@ -62,4 +64,62 @@ int hicp__topology_read(hicp__topology *t)
   }
   hwloc_topology_destroy(topo);
   return HICP_OK;
+}
+
+/* One topology for the process, loaded once: binding threads needs it on
+ * every batch, and loading takes milliseconds. */
+static hwloc_topology_t shared_topo;
+static int shared_ok;
+static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
+
+static void load_shared(void)
+{
+  if (hwloc_topology_init(&shared_topo) != 0)
+    return;
+  hwloc_topology_set_io_types_filter(shared_topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if (hwloc_topology_load(shared_topo) != 0) {
+    hwloc_topology_destroy(shared_topo);
+    return;
+  }
+  shared_ok = 1;
+}
+
+static int binding_wanted(void)
+{
+  const char *e = getenv("HICP_BIND");
+  return e == NULL || strcmp(e, "0") != 0;
+}
+
+void hicp__bind_thread_core(int index)
+{
+  if (!binding_wanted())
+    return;
+  pthread_once(&shared_once, load_shared);
+  if (!shared_ok)
+    return;
+  int ncores = hwloc_get_nbobjs_by_type(shared_topo, HWLOC_OBJ_CORE);
+  if (ncores <= 0)
+    return;
+  hwloc_obj_t core = hwloc_get_obj_by_type(shared_topo, HWLOC_OBJ_CORE, (unsigned)(index % ncores));
+  if (core != NULL)
+    hwloc_set_cpubind(shared_topo, core->cpuset, HWLOC_CPUBIND_THREAD); /* best effort */
+}
+
+void hicp__bind_thread_near_gpu(int device)
+{
+  if (!binding_wanted())
+    return;
+  pthread_once(&shared_once, load_shared);
+  hicp__gpu_info gi;
+  if (!shared_ok || hicp__gpu_describe(device, &gi) != HICP_OK)
+    return;
+  unsigned dom = 0, bus = 0, dev = 0, fn = 0;
+  if (sscanf(gi.pci_bus_id, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4)
+    return;
+  hwloc_obj_t pci = hwloc_get_pcidev_by_busid(shared_topo, dom, bus, dev, fn);
+  hwloc_obj_t anc = pci != NULL ? hwloc_get_non_io_ancestor_obj(shared_topo, pci) : NULL;
+  /* The thread runs on the cores of the GPU's NUMA node, so the host
+   * buffers it allocates (first touch) live in that node's memory. */
+  if (anc != NULL && anc->cpuset != NULL)
+    hwloc_set_cpubind(shared_topo, anc->cpuset, HWLOC_CPUBIND_THREAD);
 }

@@ -29,4 +29,10 @@ typedef struct hicp__topology {
 
 int hicp__topology_read(hicp__topology *t);
 
+/* Binds the calling thread (best effort; HICP_BIND=0 disables binding):
+ * to core `index` (modulo the core count), or to the cores of the NUMA node
+ * nearest CUDA device `device`, so that its host buffers land there. */
+void hicp__bind_thread_core(int index);
+void hicp__bind_thread_near_gpu(int device);
+
 #endif /* HICP_TOPOLOGY_H */

@@ -49,7 +49,7 @@ check "devices --json" 0 "$bin" devices --json
 
 bunny="$data/meshes/bunny00.off"
 if [ ! -r "$bunny" ] || [ $have_py -eq 0 ]; then
-  for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14; do skip "needs libcgal-demo data and python3"; done
+  for i in $(seq 1 20); do skip "needs libcgal-demo data and python3"; done
 else
   check "perturb makes a scan" 0 "$bin" perturb "$bunny" -o "$tmp/scan.ply" --truth "$tmp/truth.txt" \
     --rotate 10,-8,12 --translate-rel 0.02,0,-0.01 --view 0,0,1 --noise 1e-4
@@ -99,6 +99,32 @@ sys.exit(0 if a['transform']==b['transform'] else 1)" && ok "prebuilt model and 
   check "truncated scan exits 1" 1 "$bin" register "$bunny" "$tmp/trunc.ply"
   one_line_error "trunc.ply"
   check "example program" 0 "$example" "$bunny" "$tmp/scan.ply"
+  # track: frames along a small motion, JSON lines in input order
+  for k in 1 2 3 4; do
+    "$bin" perturb "$bunny" -o "$tmp/f$k.ply" --rotate "$k,0,$k" --view 0,0,1 --noise 1e-4 >/dev/null 2>&1
+  done
+  check "track --json" 0 "$bin" track "$tmp/bunny.hicpm" "$tmp/f1.ply" "$tmp/f2.ply" "$tmp/f3.ply" "$tmp/f4.ply" --json
+  python3 -c "
+import json,sys
+lines=[json.loads(l) for l in open('$tmp/out')]
+assert [d['frame'] for d in lines]==[0,1,2,3], lines
+assert all(d['converged'] for d in lines)
+" && ok "track prints one JSON line per frame, in order" || notok "track prints one JSON line per frame, in order"
+  [ ! -s "$tmp/err" ] && ok "no progress bar when stderr is not a terminal" || notok "no progress bar when stderr is not a terminal"
+  printf '%s\n' "$tmp/f4.ply" "$tmp/f3.ply" "# a comment" "$tmp/f2.ply" > "$tmp/list.txt"
+  check "track --from-list --independent" 0 "$bin" track "$tmp/bunny.hicpm" --from-list "$tmp/list.txt" --independent --threads 2
+  [ "$(wc -l < "$tmp/out")" -eq 3 ] && ok "three frames from the list" || notok "three frames from the list"
+  check "track with a missing frame exits 1" 1 "$bin" track "$tmp/bunny.hicpm" "$tmp/f1.ply" "$tmp/missing.ply"
+fi
+boeing="$data/meshes/boeing.off"
+if [ -r "$boeing" ] && [ -x "${HICP_AAR:-}" ]; then
+  check "aerial refuelling example" 0 "$HICP_AAR" "$boeing" 40
+  python3 -c "
+import re,sys
+m=re.search(r'worst position error ([0-9.]+) m', open('$tmp/out').read())
+sys.exit(0 if m and float(m.group(1)) < 0.2 else 1)" && ok "the approach is tracked within 0.2 m" || notok "the approach is tracked within 0.2 m"
+else
+  skip "needs libcgal-demo data"; skip "needs libcgal-demo data"
 fi
 
 # --backend cuda on a host without a device: a clear error, exit 1.

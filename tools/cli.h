@@ -80,5 +80,6 @@ int cmd_nn(int argc, char **argv);
 int cmd_model(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_perturb(int argc, char **argv);
+int cmd_track(int argc, char **argv);
 
 #endif /* HICP_CLI_H */

@@ -18,6 +18,7 @@ static void usage(FILE *f)
           "  nn MODEL QUERIES      nearest model point of each query point\n"
           "  model build MODEL -o FILE   save a prebuilt model (Delaunay graph, kd-tree)\n"
           "  model info FILE       facts about a model\n"
+          "  track MODEL FRAME...  a sequence of frames, tracked or side by side\n"
           "  perturb INPUT -o OUT  make a test scan: move, resample, add noise and outliers\n"
           "  devices               CPU topology and CUDA devices\n"
           "\n"
@@ -45,7 +46,8 @@ int main(int argc, char **argv)
     const char *name;
     int (*fn)(int, char **);
   } table[] = {{"register", cmd_register}, {"nn", cmd_nn},           {"model", cmd_model},
-               {"devices", cmd_devices},   {"perturb", cmd_perturb}};
+               {"devices", cmd_devices},   {"perturb", cmd_perturb},
+               {"track", cmd_track}};
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
     if (strcmp(cmd, table[i].name) == 0)
       return table[i].fn(argc - 1, argv + 1);

@@ -1,0 +1,262 @@
+/* cmd_track.c: hicp track MODEL FRAME...: a sequence of frames (a tracking
+ * pipeline, or a batch), one JSON line or text line per frame, in input
+ * order. */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+  fprintf(f,
+          "usage: hicp track MODEL FRAME... [options]\n"
+          "       hicp track MODEL --from-list FILE [options]\n"
+          "\n"
+          "Registers each FRAME to MODEL and prints one line per frame, in input order.\n"
+          "By default each frame starts from the previous frame's pose (tracking);\n"
+          "--independent registers the frames side by side instead (a batch).\n"
+          "\n"
+          "  --from-list FILE    read frame file names from FILE, one per line\n"
+          "  --independent       frames are unrelated: spread them over all workers\n"
+          "  --init FILE         initial transform of the first frame\n"
+          "  --max-iter N, --tol T, --nn METHOD, --max-dist D, --trim F,\n"
+          "  --filter-start K, --filter-sigma S   as for 'hicp register'\n"
+          "  --threads N         CPU threads (default: one per core)\n"
+          "  --backend B         auto, cpu, cuda, hybrid (default auto)\n"
+          "  --devices LIST      CUDA devices, e.g. 0,1 or 0,0 (a device may repeat)\n"
+          "  --json              one JSON object per frame (JSON lines)\n"
+          "A progress line with frames/s and the time left is shown on a terminal.\n");
+}
+
+/* Frame file names: the arguments, or the lines of a list file. */
+static int read_list(const char *path, char ***names, size_t *n)
+{
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    cli_error("cannot open %s", path);
+    return -1;
+  }
+  size_t cap = 64;
+  *names = malloc(sizeof **names * cap);
+  *n = 0;
+  char line[4096];
+  while (fgets(line, sizeof line, f) != NULL) {
+    line[strcspn(line, "\r\n")] = '\0';
+    if (line[0] == '\0' || line[0] == '#')
+      continue;
+    if (*n == cap) {
+      cap *= 2;
+      *names = realloc(*names, sizeof **names * cap);
+    }
+    (*names)[(*n)++] = strdup(line);
+  }
+  fclose(f);
+  if (*n == 0) {
+    cli_error("%s lists no frames", path);
+    return -1;
+  }
+  return 0;
+}
+
+static void progress(size_t done, size_t total, double t0)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  double el = (double)ts.tv_sec + ts.tv_nsec * 1e-9 - t0;
+  double rate = el > 0 ? (double)done / el : 0.0;
+  double left = rate > 0 ? (double)(total - done) / rate : 0.0;
+  int width = 30, fill = total ? (int)((double)width * done / total) : width;
+  fprintf(stderr, "\r[%.*s%*s] %zu/%zu frames, %.1f frames/s, ETA %.0f s   ", fill,
+          "##############################", width - fill, "", done, total, rate, left);
+  if (done == total)
+    fputc('\n', stderr);
+  fflush(stderr);
+}
+
+int cmd_track(int argc, char **argv)
+{
+  static const struct option opts[] = {
+      {"from-list", required_argument, NULL, 'L'}, {"independent", no_argument, NULL, 'I'},
+      {"init", required_argument, NULL, 'i'},      {"max-iter", required_argument, NULL, 'm'},
+      {"tol", required_argument, NULL, 't'},       {"nn", required_argument, NULL, 'n'},
+      {"max-dist", required_argument, NULL, 'd'},  {"trim", required_argument, NULL, 'r'},
+      {"filter-start", required_argument, NULL, 'f'}, {"filter-sigma", required_argument, NULL, 's'},
+      {"threads", required_argument, NULL, 'T'},   {"backend", required_argument, NULL, 'B'},
+      {"devices", required_argument, NULL, 'D'},   {"json", no_argument, NULL, 'j'},
+      {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0}};
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  hicp_batch_options bo;
+  hicp_batch_options_init(&bo);
+  bo.track = 1;
+  cli_common common;
+  cli_common_init(&common);
+  const char *list = NULL, *init_path = NULL;
+  int as_json = 0, c;
+  optind = 0;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    int bad = 0;
+    switch (c) {
+    case 'L': list = optarg; break;
+    case 'I': bo.track = 0; break;
+    case 'i': init_path = optarg; break;
+    case 'm': bad = cli_int("--max-iter", optarg, 0, 1000000, &o.max_iter); break;
+    case 't': bad = cli_double("--tol", optarg, 0, 1e300, &o.tol); break;
+    case 'n':
+      if (hicp_nn_method_from_name(optarg, &o.nn) != HICP_OK) {
+        cli_error("--nn: expected brute, kdtree, zero, kdann, pnn or pnn-opt, got '%s'", optarg);
+        bad = 1;
+      }
+      break;
+    case 'd': bad = cli_double("--max-dist", optarg, 0, 1e300, &o.max_dist); break;
+    case 'r': bad = cli_double("--trim", optarg, 1e-9, 1.0, &o.trim); break;
+    case 'f': bad = cli_int("--filter-start", optarg, 0, 1000000, &o.filter_start); break;
+    case 's': bad = cli_double("--filter-sigma", optarg, 1e-9, 1e9, &o.filter_sigma); break;
+    case 'T': bad = cli_common_option(&common, "threads", optarg) < 0; break;
+    case 'B': bad = cli_common_option(&common, "backend", optarg) < 0; break;
+    case 'D': bad = cli_common_option(&common, "devices", optarg) < 0; break;
+    case 'j': as_json = 1; break;
+    case 'h': usage(stdout); return CLI_OK;
+    default: fprintf(stderr, "hicp: see 'hicp track --help'\n"); return CLI_USAGE;
+    }
+    if (bad)
+      return CLI_USAGE;
+  }
+  if (argc - optind < 1 || (list == NULL && argc - optind < 2) || (list != NULL && argc - optind != 1)) {
+    cli_error("track needs MODEL and FRAME files (or --from-list FILE)");
+    return CLI_USAGE;
+  }
+  const char *model_path = argv[optind];
+  char **names = NULL;
+  size_t n = 0;
+  int own_names = 0;
+  if (list != NULL) {
+    if (read_list(list, &names, &n) != 0)
+      return CLI_FAIL;
+    own_names = 1;
+  } else {
+    names = argv + optind + 1;
+    n = (size_t)(argc - optind - 1);
+  }
+  hicp_transform init;
+  if (init_path != NULL && cli_read_transform(init_path, &init) != 0)
+    return CLI_FAIL;
+  hicp_context *ctx = cli_context(&common);
+  if (ctx == NULL)
+    return CLI_FAIL;
+  int status = CLI_FAIL, tty = isatty(STDERR_FILENO);
+  hicp_model *model = NULL;
+  hicp_stream *s = NULL;
+  if (hicp_model_open(ctx, model_path, NULL, &model) != HICP_OK) {
+    cli_fail(ctx, model_path);
+    goto done;
+  }
+  if (hicp_stream_create(ctx, model, &o, &bo, &s) != HICP_OK) {
+    cli_fail(ctx, "track");
+    goto done;
+  }
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  double t0 = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+  /* Read ahead: keep a few frames queued so reading overlaps registering. */
+  size_t submitted = 0, received = 0, failed = 0;
+  const size_t ahead = 8;
+  status = CLI_OK;
+  while (received < n) {
+    while (submitted < n && submitted - received < ahead) {
+      hicp_cloud *cloud = NULL;
+      if (hicp_cloud_read(ctx, names[submitted], HICP_FORMAT_AUTO, &cloud) != HICP_OK) {
+        cli_fail(ctx, names[submitted]);
+        status = CLI_FAIL;
+        n = submitted; /* stop reading; report what was queued */
+        break;
+      }
+      double org[3];
+      hicp_cloud_origin(cloud, org);
+      if (org[0] != 0 || org[1] != 0 || org[2] != 0) {
+        cli_error("%s: coordinates far from the origin are not supported by track yet",
+                  names[submitted]);
+        hicp_cloud_destroy(cloud);
+        status = CLI_FAIL;
+        n = submitted;
+        break;
+      }
+      int rc = hicp_stream_submit(s, hicp_cloud_xyz(cloud), hicp_cloud_size(cloud),
+                                  submitted == 0 && init_path ? &init : NULL, NULL);
+      hicp_cloud_destroy(cloud);
+      if (rc != HICP_OK) {
+        cli_fail(ctx, names[submitted]);
+        status = CLI_FAIL;
+        n = submitted;
+        break;
+      }
+      submitted++;
+    }
+    if (received >= n)
+      break;
+    hicp_result r;
+    hicp_result_init(&r);
+    if (hicp_stream_receive(s, &r, 1) != HICP_OK) {
+      cli_fail(ctx, "track");
+      status = CLI_FAIL;
+      break;
+    }
+    const char *name = names[received];
+    received++;
+    if (r.error != HICP_OK) {
+      failed++;
+      if (as_json) {
+        json j;
+        json_begin(&j, stdout);
+        json_int(&j, "frame", (long long)r.frame);
+        json_str(&j, "file", name);
+        json_str(&j, "error", r.note);
+        json_end(&j);
+      } else {
+        printf("%llu %s: failed: %s\n", (unsigned long long)r.frame, name, r.note);
+      }
+    } else if (as_json) {
+      json j;
+      json_begin(&j, stdout);
+      json_int(&j, "frame", (long long)r.frame);
+      json_str(&j, "file", name);
+      json_transform(&j, "transform", &r.transform);
+      json_num(&j, "rmse", r.rmse);
+      json_int(&j, "iterations", r.iterations);
+      json_bool(&j, "converged", r.converged);
+      json_num(&j, "time_ms", r.time_ms);
+      json_str(&j, "backend", hicp_backend_name(r.backend));
+      json_int(&j, "scan_points", (long long)r.points);
+      json_end(&j);
+    } else {
+      double deg, axis[3];
+      cli_rotation_angle_axis(&r.transform, &deg, axis);
+      printf("%llu %s: rotation %.4f deg, translation %.6g %.6g %.6g, rmse %.6g, %d it, %.2f ms\n",
+             (unsigned long long)r.frame, name, deg, r.transform.m[3], r.transform.m[7],
+             r.transform.m[11], r.rmse, r.iterations, r.time_ms);
+    }
+    fflush(stdout);
+    if (tty)
+      progress(received, n, t0);
+  }
+  if (failed > 0 && status == CLI_OK) {
+    cli_error("%zu of %zu frames failed", failed, received);
+    status = CLI_FAIL;
+  }
+done:
+  hicp_stream_destroy(s);
+  hicp_model_destroy(model);
+  hicp_context_destroy(ctx);
+  if (own_names) {
+    for (size_t i = 0; i < n; i++)
+      free(names[i]);
+    free(names);
+  }
+  return status;
+}
