@@ -54,6 +54,16 @@ static int cuda_fail(hicp_context *ctx, cudaError_t e, const char *what)
   return hicp__fail(ctx, code, "CUDA error in %s: %s", what, msg);
 }
 
+/* Fault injection for the tests (tests/test_gpu.c, docs/robustness.md):
+ * HICP_GPU_FAULT=alloc makes device allocations fail as if the device were
+ * out of memory, =kernel makes kernel launches fail, =lost makes every call
+ * fail as if the device had been lost.  Unset in normal use. */
+static int fault(const char *kind)
+{
+  const char *f = getenv("HICP_GPU_FAULT");
+  return f != NULL && (strcmp(f, kind) == 0 || strcmp(f, "lost") == 0);
+}
+
 /* rc-chaining: run `call` only while everything has succeeded. */
 #define TRY(call)                                  \
   do {                                             \
@@ -603,6 +613,9 @@ static int dalloc(hicp_context *ctx, frame_buffers *b, size_t bytes, void **out)
 {
   int rc = HICP_OK;
   *out = NULL;
+  if (fault("alloc"))
+    return cuda_fail(ctx, fault("lost") ? cudaErrorDevicesUnavailable : cudaErrorMemoryAllocation,
+                     "cudaMalloc");
   TRY(cudaMalloc(out, bytes ? bytes : 16));
   if (rc == HICP_OK)
     b->blocks[b->n++] = *out;
@@ -714,6 +727,9 @@ extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
   TRY(cudaEventCreate(&e1));
   TRY(cudaEventRecord(e0, g->stream));
   void *args[] = {&P};
+  if (rc == HICP_OK && fault("kernel"))
+    rc = cuda_fail(ctx, fault("lost") ? cudaErrorDevicesUnavailable : cudaErrorLaunchFailure,
+                   "the registration kernel");
   TRY(cudaLaunchCooperativeKernel((const void *)icp_kernel, dim3(grid), dim3(THREADS), args, 0,
                                   g->stream));
   TRY(cudaEventRecord(e1, g->stream));
@@ -892,6 +908,8 @@ static int gw_pass_a(hicp__worker *w, const hicp_model *m, hicp__frame *f, const
   TRY(cudaSetDevice(s->g->device));
   TRY(cudaMemcpyAsync(P.match + i0, f->match + i0, sizeof(uint32_t) * np, cudaMemcpyHostToDevice, st));
   TRY(cudaMemcpyAsync(P.track + i0, f->track + i0, sizeof(hicp__track) * np, cudaMemcpyHostToDevice, st));
+  if (rc == HICP_OK && fault("kernel"))
+    rc = cuda_fail(ctx, cudaErrorLaunchFailure, "range_pass_a");
   if (rc == HICP_OK) {
     range_pass_a<<<c1 - c0, THREADS, 0, st>>>(P, *T, *sel, c0);
     TRY(cudaGetLastError());

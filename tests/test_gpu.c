@@ -1,0 +1,376 @@
+/* test_gpu.c: the CUDA backend against the CPU, its oracle.  Every test
+ * skips when no CUDA device is usable (a build without CUDA, a host without
+ * a GPU or driver): none passes without having run.
+ *
+ * Bitwise: matches of every nearest-neighbour method, and registrations on
+ * real models, degenerate sets, random inputs (a new seed each run, printed),
+ * several chunk sizes, thread counts, filters; the hybrid split (GPU and CPU
+ * workers in one iteration) and batches over a device listed twice.  Faults:
+ * out of memory, kernel failure, device lost (HICP_GPU_FAULT), each a clean
+ * error with "cuda" and a CPU fallback with "auto". */
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "model.h"
+#include "scheduler.h"
+#include "testhelp.h"
+
+static void need_gpu(void)
+{
+  char why[256];
+  if (hicp__gpu_count(why, sizeof why) == 0)
+    cr_skip_test("no CUDA device: %s", why);
+}
+
+static hicp_context *ctx_for(hicp_backend b, int threads)
+{
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.backend = b;
+  o.threads = threads;
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  return ctx;
+}
+
+static hicp_model *model_of(const float *p, size_t n)
+{
+  hicp_context *ctx = ctx_for(HICP_BACKEND_CPU, 1);
+  hicp_model *m;
+  cr_assert_eq(hicp_model_build(ctx, p, n, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  hicp_context_destroy(ctx);
+  return m;
+}
+
+/* GPU answers equal the CPU's for every method, warm or cold. */
+static void compare_nn(const hicp_model *m, const float *q, size_t nq, const char *what)
+{
+  hicp_context *ctx = ctx_for(HICP_BACKEND_CUDA, 2);
+  hicp__mview view = hicp__model_view(m);
+  uint32_t *gv = malloc(sizeof *gv * nq);
+  float *gd = malloc(sizeof *gd * nq);
+  for (int method = 0; method <= 5; method++) {
+    for (int warm = 0; warm <= 1; warm++) {
+      for (size_t i = 0; i < nq; i++)
+        gv[i] = warm ? (uint32_t)((i * 131u) % view.nv) : HICP_NONE;
+      cr_assert_eq(hicp__gpu_nn(ctx, m, q, nq, method, gv, gd, NULL), 0, "%s",
+                   hicp_context_error(ctx));
+      for (size_t i = 0; i < nq; i++) {
+        uint32_t prev = warm ? (uint32_t)((i * 131u) % view.nv) : HICP_NONE;
+        hicp__nn_res r = hicp__nn_query(&view, &q[3 * i], method, prev);
+        cr_assert(gv[i] == r.v && memcmp(&gd[i], &r.d2, 4) == 0,
+                  "%s: method %d warm %d query %zu: GPU %u, CPU %u", what, method, warm, i, gv[i],
+                  r.v);
+      }
+    }
+  }
+  free(gv);
+  free(gd);
+  hicp_context_destroy(ctx);
+}
+
+Test(gpu, nn_matches_cpu)
+{
+  need_gpu();
+  uint64_t seed = th_run_seed();
+  th_rng r;
+  th_rng_seed(&r, seed);
+  fprintf(stderr, "gpu nn seed %llu\n", (unsigned long long)seed);
+  size_t n = 20000, nq = 20000;
+  float *p = malloc(sizeof(float) * 3 * n), *q = malloc(sizeof(float) * 3 * nq);
+  for (size_t i = 0; i < 3 * n; i++)
+    p[i] = (float)th_normal(&r);
+  for (size_t i = 0; i < 3 * nq; i++)
+    q[i] = (float)(3.0 * th_normal(&r));
+  hicp_model *m = model_of(p, n);
+  compare_nn(m, q, nq, "random");
+  hicp_model_destroy(m);
+  /* a grid: exact ties everywhere */
+  size_t k = 0;
+  for (int x = 0; x < 12; x++)
+    for (int y = 0; y < 12; y++)
+      for (int z = 0; z < 12; z++, k++) {
+        p[3 * k] = (float)x;
+        p[3 * k + 1] = (float)y;
+        p[3 * k + 2] = (float)z;
+      }
+  for (size_t i = 0; i < nq; i++)
+    for (int d = 0; d < 3; d++)
+      q[3 * i + d] = 0.5f * (float)(th_rng_next(&r) % 26) - 1.0f;
+  m = model_of(p, k);
+  compare_nn(m, q, nq, "grid");
+  hicp_model_destroy(m);
+  free(p);
+  free(q);
+}
+
+/* Registrations: the CPU's bits for every method, chunk size, filter and
+ * thread count, on the real models. */
+Test(gpu, registration_bitwise_real_models, .timeout = 600)
+{
+  need_gpu();
+  static const char *models[] = {"meshes/bunny00.off", "meshes/ChineseDragon-10kv.off",
+                                 "meshes/boeing.off", "meshes/fandisk_large.off"};
+  int found = 0;
+  for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
+    const char *path = th_data(models[mi]);
+    if (path == NULL)
+      continue;
+    found++;
+    hicp_cloud *c = th_load_cloud(path);
+    size_t n = hicp_cloud_size(c);
+    hicp_model *m = model_of(hicp_cloud_xyz(c), n);
+    /* the scan: the model moved, every other point, with noise */
+    th_rng r;
+    th_rng_seed(&r, mi);
+    double R[9];
+    th_rotation(8, -5, 10, R);
+    size_t ns = n / 2;
+    float *s = malloc(sizeof(float) * 3 * ns);
+    for (size_t i = 0; i < ns; i++) {
+      const float *p = hicp_cloud_xyz(c) + 6 * i;
+      for (int d = 0; d < 3; d++)
+        s[3 * i + d] = (float)(R[3 * d] * p[0] + R[3 * d + 1] * p[1] + R[3 * d + 2] * p[2] +
+                               0.01 * d + 1e-3 * th_normal(&r));
+    }
+    for (int method = 0; method <= 5; method++) {
+      for (int variant = 0; variant < 3; variant++) {
+        if (method == HICP_NN_BRUTE && variant > 0)
+          continue;
+        hicp_reg_options o;
+        hicp_reg_options_init(&o);
+        o.nn = (hicp_nn_method)method;
+        o.max_iter = 30;
+        o.tol = 0;
+        o.chunk_points = variant == 0 ? 2048 : variant == 1 ? 256 : 65536;
+        if (variant == 2) {
+          o.filter_start = 5;
+          o.trim = 0.9;
+        }
+        hicp_result cpu, gpu;
+        hicp_result_init(&cpu);
+        hicp_result_init(&gpu);
+        hicp_context *cc = ctx_for(HICP_BACKEND_CPU, 1 + variant);
+        hicp_context *gc = ctx_for(HICP_BACKEND_CUDA, 1);
+        cr_assert_eq(hicp_register(cc, m, s, ns, &o, NULL, &cpu), 0);
+        cr_assert_eq(hicp_register(gc, m, s, ns, &o, NULL, &gpu), 0, "%s", hicp_context_error(gc));
+        cr_assert_eq(gpu.backend, HICP_BACKEND_CUDA);
+        cr_assert(memcmp(&cpu.transform, &gpu.transform, sizeof cpu.transform) == 0,
+                  "%s method %d variant %d: GPU transform differs", models[mi], method, variant);
+        cr_assert_eq(cpu.rmse, gpu.rmse);
+        cr_assert_eq(cpu.inliers, gpu.inliers);
+        cr_assert_eq(cpu.iterations, gpu.iterations);
+        hicp_context_destroy(cc);
+        hicp_context_destroy(gc);
+      }
+    }
+    free(s);
+    hicp_model_destroy(m);
+    hicp_cloud_destroy(c);
+  }
+  if (!found)
+    cr_skip_test("libcgal-demo data not found");
+}
+
+/* Degenerate scans and models: identical points, a line, a plane model. */
+Test(gpu, degenerate_sets_bitwise)
+{
+  need_gpu();
+  float plane[3 * 900], line[3 * 50], same[3 * 30];
+  for (int i = 0; i < 900; i++) {
+    plane[3 * i] = (float)(i % 30) * 0.1f;
+    plane[3 * i + 1] = (float)(i / 30) * 0.1f;
+    plane[3 * i + 2] = 0.0f;
+  }
+  for (int i = 0; i < 50; i++) {
+    line[3 * i] = 0.05f * (float)i;
+    line[3 * i + 1] = 0.3f;
+    line[3 * i + 2] = 0.01f;
+  }
+  for (int i = 0; i < 30; i++) {
+    same[3 * i] = 1.0f;
+    same[3 * i + 1] = 1.0f;
+    same[3 * i + 2] = 0.2f;
+  }
+  hicp_model *m = model_of(plane, 900); /* no Delaunay graph: the kd-tree path */
+  const float *scans[3] = {plane, line, same};
+  size_t counts[3] = {900, 50, 30};
+  for (int k = 0; k < 3; k++) {
+    hicp_result a, b;
+    hicp_result_init(&a);
+    hicp_result_init(&b);
+    hicp_context *cc = ctx_for(HICP_BACKEND_CPU, 2), *gc = ctx_for(HICP_BACKEND_CUDA, 1);
+    hicp_transform init;
+    hicp_transform_identity(&init);
+    init.m[3] = 0.05;
+    cr_assert_eq(hicp_register(cc, m, scans[k], counts[k], NULL, &init, &a), 0);
+    cr_assert_eq(hicp_register(gc, m, scans[k], counts[k], NULL, &init, &b), 0);
+    cr_assert(memcmp(&a.transform, &b.transform, sizeof a.transform) == 0, "scan %d", k);
+    cr_assert_eq(a.degenerate, b.degenerate);
+    hicp_context_destroy(cc);
+    hicp_context_destroy(gc);
+  }
+  hicp_model_destroy(m);
+}
+
+/* One iteration split between a GPU worker and CPU workers: same bits. */
+Test(gpu, hybrid_split_bitwise)
+{
+  need_gpu();
+  th_rng r;
+  th_rng_seed(&r, 5);
+  size_t n = 30000;
+  float *p = malloc(sizeof(float) * 3 * n), *s = malloc(sizeof(float) * 3 * n);
+  for (size_t i = 0; i < n; i++) {
+    double u = th_uniform(&r) * 6.283, v = th_uniform(&r) * 3.1416;
+    p[3 * i] = (float)(2 * sin(v) * cos(u));
+    p[3 * i + 1] = (float)(sin(v) * sin(u));
+    p[3 * i + 2] = (float)(0.5 * cos(v));
+    s[3 * i] = p[3 * i] + 0.02f;
+    s[3 * i + 1] = p[3 * i + 1] - 0.01f;
+    s[3 * i + 2] = p[3 * i + 2] + (float)(1e-3 * th_normal(&r));
+  }
+  hicp_model *m = model_of(p, n);
+  hicp_context *ctx = ctx_for(HICP_BACKEND_HYBRID, 2);
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.chunk_points = 512;
+  o.filter_start = 3;
+  hicp__plan plan;
+  cr_assert_eq(hicp__make_plan(ctx, m, &o, &plan, NULL), 0);
+  static const double zero[3] = {0, 0, 0};
+  hicp_result ref;
+  hicp_result_init(&ref);
+  hicp__worker cpu_only;
+  hicp__team solo = {{&cpu_only}, 1, -1.0};
+  hicp__cpu_worker_init(&cpu_only, ctx, 2);
+  cr_assert_eq(hicp__register_frame(ctx, m, s, n, zero, &plan, NULL, &solo, NULL, NULL, &ref), 0);
+  static const double shares[] = {0.0, 0.3, 0.9, 1.0, -1.0};
+  for (size_t k = 0; k < sizeof shares / sizeof *shares; k++) {
+    hicp__worker g0, g1, c;
+    cr_assert_eq(hicp__gpu_worker_init(&g0, ctx, 0), 0, "%s", hicp_context_error(ctx));
+    cr_assert_eq(hicp__gpu_worker_init(&g1, ctx, 0), 0); /* the same device twice */
+    hicp__cpu_worker_init(&c, ctx, 2);
+    hicp__team team = {{&g0, &g1, &c}, 3, shares[k]};
+    hicp_result rr;
+    hicp_result_init(&rr);
+    cr_assert_eq(hicp__register_frame(ctx, m, s, n, zero, &plan, NULL, &team, NULL, NULL, &rr), 0,
+                 "%s", hicp_context_error(ctx));
+    cr_assert(memcmp(&rr.transform, &ref.transform, sizeof rr.transform) == 0, "share %g differs",
+              shares[k]);
+    g0.ops->destroy(&g0);
+    g1.ops->destroy(&g1);
+  }
+  hicp_context_destroy(ctx);
+  hicp_model_destroy(m);
+  free(p);
+  free(s);
+}
+
+/* A batch over a device listed twice, and hybrid batches: the CPU's bits
+ * frame by frame, every frame once. */
+Test(gpu, batch_two_logical_devices)
+{
+  need_gpu();
+  th_rng r;
+  th_rng_seed(&r, 9);
+  size_t n = 8000;
+  float *p = malloc(sizeof(float) * 3 * n);
+  for (size_t i = 0; i < 3 * n; i++)
+    p[i] = (float)th_normal(&r);
+  hicp_model *m = model_of(p, n);
+  enum { NF = 24 };
+  const float *frames[NF];
+  size_t counts[NF];
+  for (int k = 0; k < NF; k++) {
+    counts[k] = 1000 + 250 * (size_t)(k % 7);
+    float *f = malloc(sizeof(float) * 3 * counts[k]);
+    for (size_t i = 0; i < counts[k]; i++)
+      for (int d = 0; d < 3; d++)
+        f[3 * i + d] = p[3 * i + d] + 0.01f * (float)(k % 5) + (float)(1e-3 * th_normal(&r));
+    frames[k] = f;
+  }
+  hicp_result cpu[NF], res[NF];
+  hicp_context *cc = ctx_for(HICP_BACKEND_CPU, 2);
+  for (int k = 0; k < NF; k++)
+    hicp_result_init(&cpu[k]);
+  cr_assert_eq(hicp_register_batch(cc, m, frames, counts, NF, NULL, NULL, NULL, cpu), 0);
+  hicp_context_destroy(cc);
+  for (int b = 0; b < 2; b++) {
+    int devs[2] = {0, 0};
+    hicp_context_options o;
+    hicp_context_options_init(&o);
+    o.backend = b ? HICP_BACKEND_HYBRID : HICP_BACKEND_CUDA;
+    o.devices = devs;
+    o.ndevices = 2;
+    hicp_context *ctx;
+    cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+    for (int k = 0; k < NF; k++)
+      hicp_result_init(&res[k]);
+    cr_assert_eq(hicp_register_batch(ctx, m, frames, counts, NF, NULL, NULL, NULL, res), 0, "%s",
+                 hicp_context_error(ctx));
+    for (int k = 0; k < NF; k++) {
+      cr_assert_eq(res[k].frame, (uint64_t)k);
+      cr_assert(memcmp(&res[k].transform, &cpu[k].transform, sizeof cpu[k].transform) == 0,
+                "backend %d frame %d", b, k);
+    }
+    hicp_context_destroy(ctx);
+  }
+  for (int k = 0; k < NF; k++)
+    free((void *)frames[k]);
+  free(p);
+  hicp_model_destroy(m);
+}
+
+/* Faults: "cuda" fails cleanly with the right code; "auto" and "hybrid"
+ * finish on the CPU and say so; a batch loses no frame. */
+Test(gpu, faults)
+{
+  need_gpu();
+  th_rng r;
+  th_rng_seed(&r, 3);
+  size_t n = 5000;
+  float *p = malloc(sizeof(float) * 3 * n);
+  for (size_t i = 0; i < 3 * n; i++)
+    p[i] = (float)th_normal(&r);
+  hicp_model *m = model_of(p, n);
+  static const struct {
+    const char *fault;
+    int code;
+  } cases[] = {{"alloc", HICP_ENOMEM}, {"kernel", HICP_EDEVICE}, {"lost", HICP_EDEVICE}};
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    setenv("HICP_GPU_FAULT", cases[k].fault, 1);
+    hicp_context *gc = ctx_for(HICP_BACKEND_CUDA, 1);
+    hicp_result res;
+    hicp_result_init(&res);
+    int rc = hicp_register(gc, m, p, n, NULL, NULL, &res);
+    cr_assert_eq(rc, cases[k].code, "%s: %d (%s)", cases[k].fault, rc, hicp_context_error(gc));
+    cr_assert(strstr(hicp_context_error(gc), "CUDA") != NULL, "%s", hicp_context_error(gc));
+    hicp_context_destroy(gc);
+    hicp_context *ac = ctx_for(HICP_BACKEND_AUTO, 1);
+    hicp_result_init(&res);
+    cr_assert_eq(hicp_register(ac, m, p, n, NULL, NULL, &res), 0);
+    cr_assert_eq(res.backend, HICP_BACKEND_CPU);
+    cr_assert(strstr(res.note, "GPU failed") != NULL, "%s", res.note);
+    const float *frames[4] = {p, p, p, p};
+    size_t counts[4] = {n, n / 2, n, n / 3};
+    hicp_result br[4];
+    for (int i = 0; i < 4; i++)
+      hicp_result_init(&br[i]);
+    cr_assert_eq(hicp_register_batch(ac, m, frames, counts, 4, NULL, NULL, NULL, br), 0);
+    for (int i = 0; i < 4; i++) {
+      cr_assert_eq(br[i].frame, (uint64_t)i);
+      cr_assert_eq(br[i].error, 0);
+    }
+    hicp_context_destroy(ac);
+  }
+  unsetenv("HICP_GPU_FAULT");
+  free(p);
+  hicp_model_destroy(m);
+}
