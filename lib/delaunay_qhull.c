@@ -160,17 +160,109 @@ static int merged_cliques(qhT *qh, uint32_t nv, edge_buf *eb)
   return rc;
 }
 
-static int collect_edges(qhT *qh, uint32_t nv, edge_buf *eb, char *coplanar_seen)
+/* Every cell's vertices become neighbours of each other.  Two passes over
+ * the cells (count, then fill) build per-vertex lists with repeats (each
+ * edge appears once per cell around it), which dedupe_rows compacts: no
+ * global sort of the edges. */
+static int collect_cells(qhT *qh, uint32_t nv, const edge_buf *extra, uint64_t **off_out,
+                         uint32_t **slot_out)
 {
   facetT *facet;
   uint32_t ids[8];
+  uint64_t *off = calloc((size_t)nv + 1, sizeof *off);
+  if (off == NULL)
+    return -1;
   FORALLfacets {
     if (facet->upperdelaunay)
       continue;
     int k = facet_vertices(qh, facet, nv, ids, 8);
-    if (clique(eb, ids, (size_t)k) != 0)
-      return -1;
+    for (int i = 0; i < k; i++)
+      off[ids[i] + 1] += (uint64_t)(k - 1);
   }
+  for (size_t i = 0; i < extra->n; i++)
+    off[(extra->e[i] >> 32) + 1]++;
+  for (uint32_t v = 0; v < nv; v++)
+    off[v + 1] += off[v];
+  uint32_t *slot = malloc(sizeof *slot * (off[nv] ? off[nv] : 1));
+  uint64_t *fill = malloc(sizeof *fill * ((size_t)nv + 1));
+  if (slot == NULL || fill == NULL) {
+    free(off);
+    free(slot);
+    free(fill);
+    return -1;
+  }
+  memcpy(fill, off, sizeof *fill * ((size_t)nv + 1));
+  FORALLfacets {
+    if (facet->upperdelaunay)
+      continue;
+    int k = facet_vertices(qh, facet, nv, ids, 8);
+    for (int i = 0; i < k; i++)
+      for (int j = 0; j < k; j++)
+        if (i != j)
+          slot[fill[ids[i]]++] = ids[j];
+  }
+  for (size_t i = 0; i < extra->n; i++)
+    slot[fill[extra->e[i] >> 32]++] = (uint32_t)extra->e[i];
+  free(fill);
+  *off_out = off;
+  *slot_out = slot;
+  return 0;
+}
+
+/* Per-vertex lists with repeats -> CSR without repeats or self-loops, by
+ * stamping each neighbour with the row it was last seen in. */
+static int dedupe_rows(uint32_t nv, const uint64_t *off, const uint32_t *slot, uint32_t **row_out,
+                       uint32_t **nbr_out, uint64_t *nedges)
+{
+  uint32_t *stamp = malloc(sizeof *stamp * nv);
+  uint32_t *row = malloc(sizeof *row * ((size_t)nv + 1));
+  uint32_t *nbr = malloc(sizeof *nbr * (off[nv] ? off[nv] : 1));
+  if (stamp == NULL || row == NULL || nbr == NULL) {
+    free(stamp);
+    free(row);
+    free(nbr);
+    return -1;
+  }
+  for (uint32_t v = 0; v < nv; v++)
+    stamp[v] = HICP_NONE;
+  uint64_t n = 0;
+  for (uint32_t v = 0; v < nv; v++) {
+    if (n > UINT32_MAX) {
+      free(stamp);
+      free(row);
+      free(nbr);
+      return -2;
+    }
+    row[v] = (uint32_t)n;
+    for (uint64_t k = off[v]; k < off[v + 1]; k++) {
+      uint32_t u = slot[k];
+      if (u == v || stamp[u] == v)
+        continue;
+      stamp[u] = v;
+      nbr[n++] = u;
+    }
+  }
+  if (n > UINT32_MAX) {
+    free(stamp);
+    free(row);
+    free(nbr);
+    return -2;
+  }
+  row[nv] = (uint32_t)n;
+  free(stamp);
+  uint32_t *shrunk = realloc(nbr, sizeof *nbr * (n ? n : 1));
+  *row_out = row;
+  *nbr_out = shrunk != NULL ? shrunk : nbr;
+  *nedges = n;
+  return 0;
+}
+
+/* The edges Qhull's cells do not give directly: merged regions made
+ * cliques, and points left out of the cells attached to theirs. */
+static int collect_extras(qhT *qh, uint32_t nv, edge_buf *eb, char *coplanar_seen)
+{
+  facetT *facet;
+  uint32_t ids[8];
   if (merged_cliques(qh, nv, eb) != 0)
     return -1;
   /* Input points Qhull did not make vertices. */
@@ -311,6 +403,8 @@ int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, u
   FILE *err = open_memstream(&msgbuf, &msglen);
   edge_buf eb = {NULL, 0, 0};
   char *dropped = calloc(nv, 1);
+  uint64_t *off = NULL;
+  uint32_t *slot = NULL;
   if (pts == NULL || qh == NULL || err == NULL || dropped == NULL) {
     free(pts);
     free(qh);
@@ -343,7 +437,8 @@ int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, u
     qh->NOerrexit = False;
     int jmp = setjmp(qh->errexit);
     if (jmp == 0) {
-      if (collect_edges(qh, nv, &eb, dropped) != 0)
+      if (collect_extras(qh, nv, &eb, dropped) != 0 ||
+          collect_cells(qh, nv, &eb, &off, &slot) != 0)
         result = hicp__fail(ctx, HICP_ENOMEM, "out of memory collecting Delaunay edges");
     } else {
       result = hicp__fail(ctx, HICP_EQHULL, "Qhull failed while reading its triangulation");
@@ -358,14 +453,47 @@ int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, u
   free(qh);
   free(pts);
 
-  if (result == HICP_OK)
-    result = attach_isolated(ctx, vtx, nv, &eb, dropped);
+  if (result == HICP_OK) {
+    int c = dedupe_rows(nv, off, slot, row, nbr, nedges);
+    if (c == -1)
+      result = hicp__fail(ctx, HICP_ENOMEM, "out of memory building the Delaunay graph");
+    else if (c == -2)
+      result = hicp__fail(ctx, HICP_ELIMIT, "the Delaunay graph has more than 2^32 edges");
+  }
+  free(off);
+  free(slot);
+  free(eb.e);
+  eb.e = NULL;
+  eb.n = eb.cap = 0;
+  /* Rare: vertices in no cell at all.  Back to an edge list for them. */
+  int isolated = 0;
+  for (uint32_t v = 0; result == HICP_OK && v < nv && !isolated; v++)
+    isolated = (*row)[v + 1] == (*row)[v];
+  if (result == HICP_OK && isolated) {
+    for (uint32_t v = 0; v < nv && result == HICP_OK; v++)
+      for (uint32_t e = (*row)[v]; e < (*row)[v + 1]; e++)
+        if (v < (*nbr)[e] && edge_push(&eb, v, (*nbr)[e]) != 0)
+          result = hicp__fail(ctx, HICP_ENOMEM, "out of memory building the Delaunay graph");
+    free(*row);
+    free(*nbr);
+    *row = NULL;
+    *nbr = NULL;
+    if (result == HICP_OK)
+      result = attach_isolated(ctx, vtx, nv, &eb, dropped);
+    if (result == HICP_OK) {
+      int c = edges_to_csr(&eb, nv, row, nbr, nedges);
+      if (c == -1)
+        result = hicp__fail(ctx, HICP_ENOMEM, "out of memory building the Delaunay graph");
+      else if (c == -2)
+        result = hicp__fail(ctx, HICP_ELIMIT, "the Delaunay graph has more than 2^32 edges");
+    }
+  }
   if (result == HICP_OK) {
     int any_dropped = 0;
     for (uint32_t i = 0; i < nv && !any_dropped; i++)
       any_dropped = dropped[i];
-    int c = edges_to_csr(&eb, nv, row, nbr, nedges);
-    if (c == 0 && any_dropped) {
+    int c = 0;
+    if (any_dropped) {
       /* Second pass: widen the dropped points' neighbourhoods. */
       edge_buf more = {NULL, 0, 0};
       for (uint32_t v = 0; v < nv && c == 0; v++)
