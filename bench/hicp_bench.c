@@ -5,12 +5,15 @@
  *                       [--repeat R] [--backend B]
  *   hicp_bench nn MODEL QUERIES [--nn M] [--threads T] [--repeat R] [--rounds K]
  *   hicp_bench build MODEL [--repeat R]
+ *   hicp_bench batch MODEL SCAN [--frames F] [--threads T] [--iters N]
+ *                    [--repeat R] [--backend B]
  *
  * Prints one JSON object per run on stdout: the median and all times, and
  * the result's pose and errors.  Model building and file reading are
  * excluded from registration times; `build` times them separately. */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +62,7 @@ int main(int argc, char **argv)
   }
   const char *mode = argv[1], *model_path = argv[2];
   const char *scan_path = (strcmp(mode, "build") != 0 && argc > 3) ? argv[3] : NULL;
-  int iters = 30, threads = 0, repeat = 5, rounds = 1;
+  int iters = 30, threads = 0, repeat = 5, rounds = 1, nframes = 64;
   hicp_nn_method nn = HICP_NN_PNN_OPT;
   hicp_backend backend = HICP_BACKEND_CPU;
   for (int i = scan_path ? 4 : 3; i + 1 < argc; i += 2) {
@@ -71,6 +74,8 @@ int main(int argc, char **argv)
       repeat = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--rounds"))
       rounds = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--frames"))
+      nframes = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--nn") && hicp_nn_method_from_name(argv[i + 1], &nn) == 0)
       ;
     else if (!strcmp(argv[i], "--backend") && hicp_backend_from_name(argv[i + 1], &backend) == 0)
@@ -157,32 +162,106 @@ int main(int argc, char **argv)
     printf("],");
     print_times(t, repeat);
     printf("}\n");
-  } else if (!strcmp(mode, "nn")) {
+  } else if (!strcmp(mode, "batch")) {
+    /* nframes frames: the scan under small different rotations */
+    if (nframes < 1)
+      nframes = 1;
     size_t n = hicp_cloud_size(s);
+    float **fr = calloc((size_t)nframes, sizeof *fr);
+    size_t *counts = calloc((size_t)nframes, sizeof *counts);
+    hicp_result *res = calloc((size_t)nframes, sizeof *res);
+    for (int k = 0; k < nframes; k++) {
+      double a = 0.002 * k, c = cos(a), sn = sin(a);
+      fr[k] = malloc(sizeof(float) * 3 * n);
+      counts[k] = n;
+      const float *p = hicp_cloud_xyz(s);
+      for (size_t i = 0; i < n; i++) {
+        fr[k][3 * i] = (float)(c * p[3 * i] - sn * p[3 * i + 1]);
+        fr[k][3 * i + 1] = (float)(sn * p[3 * i] + c * p[3 * i + 1]);
+        fr[k][3 * i + 2] = p[3 * i + 2];
+      }
+    }
+    hicp_reg_options o;
+    hicp_reg_options_init(&o);
+    o.nn = nn;
+    o.max_iter = iters;
+    o.tol = 0.0;
+    for (int r = 0; r < repeat; r++) {
+      for (int k = 0; k < nframes; k++)
+        hicp_result_init(&res[k]);
+      double t0 = now_ms();
+      if (hicp_register_batch(ctx, m, (const float *const *)fr, counts, (size_t)nframes, &o, NULL,
+                              NULL, res) != 0)
+        die(ctx, "batch");
+      t[r] = now_ms() - t0;
+    }
+    double med = median(t, repeat);
+    printf("{\"mode\":\"batch\",\"backend\":\"%s\",\"threads\":%d,\"frames\":%d,\"frame_points\":%zu,"
+           "\"iterations\":%d,\"median_ms\":%.4f,\"frames_per_s\":%.3f,",
+           hicp_backend_name(res[0].backend), hicp_context_threads(ctx), nframes, n, iters, med,
+           1000.0 * nframes / med);
+    print_times(t, repeat);
+    printf("}\n");
+    for (int k = 0; k < nframes; k++)
+      free(fr[k]);
+    free(fr);
+    free(counts);
+    free(res);
+  } else if (!strcmp(mode, "nn")) {
+    /* Coherent queries, as in ICP: round r is the query set turned by
+     * r x 0.05 degrees about z through its centroid; rounds after the
+     * first start from the previous answers (bench/peers/nanoflann_nn.cpp
+     * makes the same rounds). */
+    size_t n = hicp_cloud_size(s);
+    const float *q0 = hicp_cloud_xyz(s);
+    float *q = malloc(sizeof(float) * 3 * n);
     uint32_t *idx = malloc(sizeof *idx * n);
     float *d2 = malloc(sizeof *d2 * n);
+    double c[3] = {0, 0, 0};
+    for (size_t i = 0; i < n; i++)
+      for (int d = 0; d < 3; d++)
+        c[d] += q0[3 * i + d] / (double)n;
     hicp_nn_options o;
     hicp_nn_options_init(&o);
     o.method = nn;
     hicp_walk_stats ws;
     memset(&ws, 0, sizeof ws);
+    uint64_t hist[16] = {0}, steps = 0, walks = 0;
     for (int k = 0; k < repeat; k++) {
-      /* round 0 cold; later rounds warm-started from the previous answers */
-      double t0 = now_ms();
+      double busy = 0.0;
       for (int rd = 0; rd < rounds; rd++) {
+        double a = rd * 0.05 * M_PI / 180.0, ca = cos(a), sa = sin(a);
+        for (size_t i = 0; i < n; i++) {
+          double x = q0[3 * i] - c[0], y = q0[3 * i + 1] - c[1];
+          q[3 * i] = (float)(c[0] + ca * x - sa * y);
+          q[3 * i + 1] = (float)(c[1] + sa * x + ca * y);
+          q[3 * i + 2] = q0[3 * i + 2];
+        }
         o.warm_start = rd > 0;
-        if (hicp_nn_query_cloud(ctx, m, s, &o, idx, d2, &ws) != 0)
+        double t0 = now_ms();
+        if (hicp_nn_query(ctx, m, q, n, &o, idx, d2, &ws) != 0)
           die(ctx, "nn");
+        busy += now_ms() - t0;
+        if (k == 0 && rd > 0) {
+          for (int b = 0; b < 16; b++)
+            hist[b] += ws.hist[b];
+          steps += ws.steps;
+          walks += ws.queries;
+        }
       }
-      t[k] = now_ms() - t0;
+      t[k] = busy;
     }
     double med = median(t, repeat);
     printf("{\"mode\":\"nn\",\"nn\":\"%s\",\"threads\":%d,\"queries\":%zu,\"rounds\":%d,"
-           "\"median_ms\":%.4f,\"ns_per_query\":%.2f,\"mean_steps_last_round\":%.4f,",
+           "\"median_ms\":%.4f,\"ns_per_query\":%.2f,\"mean_steps_warm\":%.4f,\"walk_hist\":[",
            hicp_nn_method_name(nn), hicp_context_threads(ctx), n, rounds, med,
-           med * 1e6 / ((double)n * rounds), ws.queries ? (double)ws.steps / ws.queries : 0.0);
+           med * 1e6 / ((double)n * rounds), walks ? (double)steps / walks : 0.0);
+    for (int b = 0; b < 16; b++)
+      printf("%s%llu", b ? "," : "", (unsigned long long)hist[b]);
+    printf("],");
     print_times(t, repeat);
     printf("}\n");
+    free(q);
     free(idx);
     free(d2);
   }

@@ -39,6 +39,13 @@
 typedef void (*hicp__chunk_fn)(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
                                int method, uint32_t c);
 
+/* One nearest-neighbour query (a hicp__nn_query variant). */
+typedef hicp__nn_res (*hicp__query_fn)(const hicp__mview *m, const float q[3], int method,
+                                       uint32_t prev);
+
+/* The fastest query function this CPU supports (walk_simd.c). */
+hicp__query_fn hicp__cpu_simd_query(const hicp__mview *view);
+
 /* The fastest chunk function this CPU supports (walk_simd.c), or NULL for
  * the scalar one.  HICP_SIMD=scalar|avx2|avx512 in the environment forces a
  * choice (the tests use it to compare the variants). */

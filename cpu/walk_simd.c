@@ -156,25 +156,73 @@ HICP_NN_FUNCTIONS(_avx512, row_scan_avx512, AVX512)
 HICP_NN_FUNCTIONS(_avx2, row_scan_avx2, AVX2)
 HICP_CPU_CHUNK_CORRESPOND(chunk_avx512, hicp__nn_track_avx512, AVX512)
 HICP_CPU_CHUNK_CORRESPOND(chunk_avx2, hicp__nn_track_avx2, AVX2)
+
+AVX512 static hicp__nn_res query_avx512(const hicp__mview *m, const float q[3], int method,
+                                        uint32_t prev)
+{
+  return hicp__nn_query_avx512(m, q, method, prev);
+}
+
+AVX2 static hicp__nn_res query_avx2(const hicp__mview *m, const float q[3], int method,
+                                    uint32_t prev)
+{
+  return hicp__nn_query_avx2(m, q, method, prev);
+}
 #endif
 
-hicp__chunk_fn hicp__cpu_simd_chunk(const hicp__mview *view)
+static hicp__nn_res query_scalar(const hicp__mview *m, const float q[3], int method,
+                                 uint32_t prev)
+{
+  return hicp__nn_query(m, q, method, prev);
+}
+
+/* Which variant: NULL for scalar, else the chosen one's index. */
+static int simd_level(const hicp__mview *view)
 {
 #if defined(HICP_X86)
-  /* The gathers index floats with 32-bit offsets: 4 per vertex. */
   if (view->row == NULL || view->nv >= (1u << 29))
-    return NULL;
+    return 0;
   const char *force = getenv("HICP_SIMD");
   if (force != NULL && strcmp(force, "scalar") == 0)
-    return NULL;
+    return 0;
   if (force != NULL && strcmp(force, "avx2") == 0)
-    return __builtin_cpu_supports("avx2") ? chunk_avx2 : NULL;
+    return __builtin_cpu_supports("avx2") ? 1 : 0;
   if (__builtin_cpu_supports("avx512f"))
-    return chunk_avx512;
+    return 2;
   if (__builtin_cpu_supports("avx2"))
-    return chunk_avx2;
+    return 1;
 #else
   (void)view;
 #endif
-  return NULL;
+  return 0;
+}
+
+hicp__query_fn hicp__cpu_simd_query(const hicp__mview *view)
+{
+  switch (simd_level(view)) {
+#if defined(HICP_X86)
+  case 2:
+    return query_avx512;
+  case 1:
+    return query_avx2;
+#endif
+  default:
+    return query_scalar;
+  }
+}
+
+hicp__chunk_fn hicp__cpu_simd_chunk(const hicp__mview *view)
+{
+  /* (The gathers index floats with 32-bit offsets: 4 per vertex, hence the
+   * vertex limit in simd_level.) */
+  switch (simd_level(view)) {
+#if defined(HICP_X86)
+  case 2:
+    return chunk_avx512;
+  case 1:
+    return chunk_avx2;
+#endif
+  default:
+    return NULL;
+  }
 }

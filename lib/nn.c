@@ -10,6 +10,7 @@
 #include "cloud.h"
 #include "context.h"
 #include "model.h"
+#include "chunk.h"
 #include "pp/nn.h"
 
 void hicp_nn_options_init_sized(hicp_nn_options *opts, size_t size)
@@ -75,6 +76,7 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
   }
 
   hicp__mview view = hicp__model_view(model);
+  const hicp__query_fn query = hicp__cpu_simd_query(&view);
   const int threads = ctx != NULL ? ctx->threads : 1;
   const int method = (int)o.method;
   /* Queries relative to the model origin: exact when both origins agree. */
@@ -99,7 +101,7 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
       uint32_t prev = HICP_NONE;
       if (o.warm_start && index[i] != UINT32_MAX)
         prev = model->vertex_of[index[i]];
-      hicp__nn_res r = hicp__nn_query(&view, q, method, prev);
+      hicp__nn_res r = query(&view, q, method, prev);
       index[i] = view.vtx[r.v].id;
       if (d2 != NULL)
         d2[i] = r.d2;

@@ -22,9 +22,11 @@
 
 #if defined(__CUDA_ARCH__)
 #define HICP_SQRT(x) __dsqrt_rn(x)
+#define HICP_SQRTF(x) __fsqrt_rn(x)
 #else
 #include <math.h>
 #define HICP_SQRT(x) sqrt(x)
+#define HICP_SQRTF(x) sqrtf(x)
 #endif
 
 #define HICP_FLT_EPS 1.19209290e-07f /* 2^-23 */

@@ -56,8 +56,10 @@ typedef struct hicp__nn_res {
   float d2;       /* computed squared distance */
   uint32_t steps; /* walk moves (0 when not a walk) */
   uint32_t walked; /* 1 if a Delaunay walk answered */
-  float slack;    /* the answer stays while the query moves less than this
-                     (0: no guarantee); see hicp__nn_track */
+  /* What the walk learnt for hicp__nn_track's certificate (the slack is
+   * computed only there, as plain queries do not need it): */
+  uint32_t ended; /* 0: no certificate; 1: inside the safe ball; 2: row scanned */
+  float drow;     /* with ended == 2: a lower bound on the second distance */
 } hicp__nn_res;
 
 /* Rounds a non-negative double down to a float (0 for anything else). */
@@ -227,10 +229,12 @@ typedef struct hicp__row {
  * rounding: neither nearer nor a near-tie, and neither is any later one. */
 HICP_PP uint32_t hicp__row_cut(const hicp__mview *m, uint32_t cur, float dcur)
 {
-  const double reach = 2.0 * HICP_SQRT((double)dcur) * (1.0 + 1e-5);
+  /* In float: its rounding (1e-7) is far inside the 1e-5 margin, doubled
+   * here to 2e-5 to cover it twice over. */
+  const float reach = 2.0f * HICP_SQRTF(dcur) * (1.0f + 2e-5f);
   /* floor + 1 >= ceil: at worst one more edge is scanned */
-  const double units = m->eunit[cur] > 0.0f ? reach / (double)m->eunit[cur] : 256.0;
-  return units < 255.0 ? (uint32_t)units + 1u : 256u;
+  const float units = m->eunit[cur] > 0.0f ? reach / m->eunit[cur] : 256.0f;
+  return units < 255.0f ? (uint32_t)units + 1u : 256u;
 }
 
 /* Unscanned neighbours (from edge e on) are at least (code * unit - |q - v|)
@@ -312,8 +316,8 @@ HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur
         r.v = cur;                                                                               \
         r.d2 = dcur;                                                                             \
         r.steps = steps;                                                                         \
-        r.slack = hicp__round_down(HICP_SQRT((double)m->safe_r2[cur]) -                          \
-                                   HICP_SQRT((double)dcur) * HICP_SLACK_HI);                     \
+        r.ended = 1;                                                                             \
+        r.drow = 0.0f;                                                                           \
         return r;                                                                                \
       }                                                                                          \
       ROW_SCAN(m, q, cur, dcur, &rs);                                                            \
@@ -323,13 +327,13 @@ HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur
       dcur = rs.dnext;                                                                           \
       steps++;                                                                                   \
     }                                                                                            \
-    r.slack = 0.0f;                                                                              \
+    r.ended = 0;                                                                                 \
+    r.drow = rs.drow;                                                                            \
     if (rs.near_tie) {                                                                           \
       if (hicp__walk_flood(m, q, &cur, &dcur) != 0)                                              \
         hicp__nn_brute(m, q, &cur, &dcur);                                                       \
     } else {                                                                                     \
-      r.slack = hicp__round_down(0.5 * (HICP_SQRT((double)rs.drow) * HICP_SLACK_LO -             \
-                                        HICP_SQRT((double)dcur) * HICP_SLACK_HI));               \
+      r.ended = 2;                                                                               \
     }                                                                                            \
     r.v = cur;                                                                                   \
     r.d2 = dcur;                                                                                 \
@@ -344,7 +348,8 @@ HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur
     uint32_t start;                                                                              \
     r.steps = 0;                                                                                 \
     r.walked = 0;                                                                                \
-    r.slack = 0.0f;                                                                              \
+    r.ended = 0;                                                                                 \
+    r.drow = 0.0f;                                                                               \
     switch (method) {                                                                            \
     case 1: /* HICP_NN_BRUTE */                                                                  \
       hicp__nn_brute(m, q, &r.v, &r.d2);                                                         \
@@ -390,11 +395,12 @@ HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur
         r.d2 = hicp__d2(q, &m->vtx[prev]);                                                       \
         r.steps = 0;                                                                             \
         r.walked = 1;                                                                            \
-        r.slack = hicp__round_down((double)t->slack - moved);                                    \
+        r.ended = 0;                                                                             \
+        r.drow = 0.0f;                                                                           \
         t->q[0] = q[0];                                                                          \
         t->q[1] = q[1];                                                                          \
         t->q[2] = q[2];                                                                          \
-        t->slack = r.slack;                                                                      \
+        t->slack = hicp__round_down((double)t->slack - moved);                                   \
         return r;                                                                                \
       }                                                                                          \
     }                                                                                            \
@@ -402,9 +408,24 @@ HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur
     t->q[0] = q[0];                                                                              \
     t->q[1] = q[1];                                                                              \
     t->q[2] = q[2];                                                                              \
-    t->slack = (method == 0 || method == 5) ? r.slack : 0.0f;                                    \
+    t->slack = (method == 0 || method == 5) ? hicp__nn_slack(m, &r) : 0.0f;                      \
     return r;                                                                                    \
   }
+
+/* How far the query may move before its answer can change: from the safe
+ * radius (every other vertex is at least 2 r - |q - v| away: r - |q - v|),
+ * or from the gap to the second nearest vertex, which is a Delaunay
+ * neighbour of the nearest (half the gap).  0 when nothing is certain. */
+HICP_PP float hicp__nn_slack(const hicp__mview *m, const hicp__nn_res *r)
+{
+  if (r->ended == 1)
+    return hicp__round_down(HICP_SQRT((double)m->safe_r2[r->v]) -
+                            HICP_SQRT((double)r->d2) * HICP_SLACK_HI);
+  if (r->ended == 2)
+    return hicp__round_down(0.5 * (HICP_SQRT((double)r->drow) * HICP_SLACK_LO -
+                                   HICP_SQRT((double)r->d2) * HICP_SLACK_HI));
+  return 0.0f;
+}
 
 /* Per scan point state that lets ICP skip the search: the query the last
  * answer was certified for, and how far the query may move from it before
