@@ -63,6 +63,7 @@ int main(int argc, char **argv)
   const char *mode = argv[1], *model_path = argv[2];
   const char *scan_path = (strcmp(mode, "build") != 0 && argc > 3) ? argv[3] : NULL;
   int iters = 30, threads = 0, repeat = 5, rounds = 1, nframes = 64;
+  double tol = 0.0;
   hicp_nn_method nn = HICP_NN_PNN_OPT;
   hicp_backend backend = HICP_BACKEND_CPU;
   for (int i = scan_path ? 4 : 3; i + 1 < argc; i += 2) {
@@ -76,6 +77,8 @@ int main(int argc, char **argv)
       rounds = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--frames"))
       nframes = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--tol"))
+      tol = atof(argv[i + 1]);
     else if (!strcmp(argv[i], "--nn") && hicp_nn_method_from_name(argv[i + 1], &nn) == 0)
       ;
     else if (!strcmp(argv[i], "--backend") && hicp_backend_from_name(argv[i + 1], &backend) == 0)
@@ -129,40 +132,77 @@ int main(int argc, char **argv)
   hicp_model *m;
   if (hicp_model_open(ctx, model_path, NULL, &m) != 0)
     die(ctx, model_path);
-  hicp_cloud *s;
-  if (hicp_cloud_read(ctx, scan_path, HICP_FORMAT_AUTO, &s) != 0)
-    die(ctx, scan_path);
 
   if (!strcmp(mode, "register")) {
+    /* SCAN, or @FILE listing one scan per line (one JSON line each) */
+    char **scans = NULL;
+    size_t nscans = 0;
+    if (scan_path[0] == '@') {
+      FILE *lf = fopen(scan_path + 1, "r");
+      if (lf == NULL)
+        die(NULL, scan_path);
+      char line[4096];
+      while (fgets(line, sizeof line, lf) != NULL) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0] == '\0')
+          continue;
+        scans = realloc(scans, sizeof *scans * (nscans + 1));
+        scans[nscans++] = strdup(line);
+      }
+      fclose(lf);
+    } else {
+      scans = malloc(sizeof *scans);
+      scans[nscans++] = strdup(scan_path);
+    }
     hicp_reg_options o;
     hicp_reg_options_init(&o);
     o.nn = nn;
     o.max_iter = iters;
-    o.tol = 0.0; /* no early stop */
-    hicp_result r;
-    for (int k = 0; k < repeat; k++) {
-      hicp_result_init(&r);
-      double t0 = now_ms();
-      if (hicp_register_cloud(ctx, m, s, &o, NULL, &r) != 0)
-        die(ctx, "register");
-      t[k] = now_ms() - t0;
+    o.tol = tol; /* 0: no early stop */
+    for (size_t si = 0; si < nscans; si++) {
+      hicp_cloud *s;
+      if (hicp_cloud_read(ctx, scans[si], HICP_FORMAT_AUTO, &s) != 0)
+        die(ctx, scans[si]);
+      hicp_result r;
+      for (int k = 0; k < repeat; k++) {
+        hicp_result_init(&r);
+        double t0 = now_ms();
+        if (hicp_register_cloud(ctx, m, s, &o, NULL, &r) != 0)
+          die(ctx, "register");
+        t[k] = now_ms() - t0;
+      }
+      double med = median(t, repeat);
+      printf("{\"mode\":\"register\",\"scan\":\"%s\",\"nn\":\"%s\",\"backend\":\"%s\",\"threads\":%d,"
+             "\"iterations\":%d,\"scan_points\":%zu,\"median_ms\":%.4f,\"rmse\":%.17g,"
+             "\"correspond_ms\":%.4f,\"reduce_ms\":%.4f,\"solve_ms\":%.4f,\"mean_steps\":%.4f,"
+             "\"transform\":[",
+             scans[si], hicp_nn_method_name(nn), hicp_backend_name(r.backend),
+             hicp_context_threads(ctx), r.iterations, hicp_cloud_size(s), med, r.rmse,
+             r.correspond_ms, r.reduce_ms, r.solve_ms,
+             r.walk.queries ? (double)r.walk.steps / r.walk.queries : 0.0);
+      for (int q = 0; q < 16; q++)
+        printf("%s%.17g", q ? "," : "", r.transform.m[q]);
+      printf("],\"walk_hist\":[");
+      for (int q = 0; q < 16; q++)
+        printf("%s%llu", q ? "," : "", (unsigned long long)r.walk.hist[q]);
+      printf("],");
+      print_times(t, repeat);
+      printf("}\n");
+      fflush(stdout);
+      hicp_cloud_destroy(s);
+      free(scans[si]);
     }
-    double med = median(t, repeat);
-    printf("{\"mode\":\"register\",\"nn\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"iterations\":%d,"
-           "\"scan_points\":%zu,\"median_ms\":%.4f,\"rmse\":%.17g,\"correspond_ms\":%.4f,"
-           "\"reduce_ms\":%.4f,\"solve_ms\":%.4f,\"mean_steps\":%.4f,\"transform\":[",
-           hicp_nn_method_name(nn), hicp_backend_name(r.backend), hicp_context_threads(ctx),
-           r.iterations, hicp_cloud_size(s), med, r.rmse, r.correspond_ms, r.reduce_ms,
-           r.solve_ms, r.walk.queries ? (double)r.walk.steps / r.walk.queries : 0.0);
-    for (int i = 0; i < 16; i++)
-      printf("%s%.17g", i ? "," : "", r.transform.m[i]);
-    printf("],\"walk_hist\":[");
-    for (int i = 0; i < 16; i++)
-      printf("%s%llu", i ? "," : "", (unsigned long long)r.walk.hist[i]);
-    printf("],");
-    print_times(t, repeat);
-    printf("}\n");
-  } else if (!strcmp(mode, "batch")) {
+    free(scans);
+    hicp_model_destroy(m);
+    hicp_context_destroy(ctx);
+    free(t);
+    return 0;
+  }
+  hicp_cloud *s;
+  if (hicp_cloud_read(ctx, scan_path, HICP_FORMAT_AUTO, &s) != 0)
+    die(ctx, scan_path);
+
+  if (!strcmp(mode, "batch")) {
     /* nframes frames: the scan under small different rotations */
     if (nframes < 1)
       nframes = 1;

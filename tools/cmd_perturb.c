@@ -33,6 +33,7 @@ static void usage(FILE *f)
           "                        instead of using the vertices\n"
           "  --noise S             Gaussian noise, sigma = S x bounding-box diagonal\n"
           "  --outliers F          add F x points gross outliers in the enlarged box\n"
+          "  --keep N              keep at most N of the visible points (a random subset)\n"
           "  --seed N              random seed (default 1)\n"
           "  --truth FILE          also write the truth transform to FILE\n"
           "  --ascii               write ASCII PLY\n"
@@ -48,11 +49,12 @@ int cmd_perturb(int argc, char **argv)
       {"noise", required_argument, NULL, 'n'},    {"outliers", required_argument, NULL, 'O'},
       {"seed", required_argument, NULL, 'S'},     {"truth", required_argument, NULL, 'u'},
       {"ascii", no_argument, NULL, 'a'},          {"json", no_argument, NULL, 'j'},
+      {"keep", required_argument, NULL, 'K'},
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   const char *out = NULL, *truth_path = NULL;
   double rot[3] = {0, 0, 0}, tr[3] = {0, 0, 0}, trel[3] = {0, 0, 0}, view[3] = {0, 0, 0};
   double noise = 0.0, outliers = 0.0;
-  int samples = 0, have_view = 0, ascii = 0, as_json = 0, c;
+  int samples = 0, have_view = 0, ascii = 0, as_json = 0, keep_n = 0, c;
   unsigned long long seed = 1;
   optind = 0;
   while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
@@ -95,6 +97,9 @@ int cmd_perturb(int argc, char **argv)
       break;
     case 'a':
       ascii = 1;
+      break;
+    case 'K':
+      bad = cli_int("--keep", optarg, 1, 100000000, &keep_n);
       break;
     case 'j':
       as_json = 1;
@@ -163,6 +168,38 @@ int cmd_perturb(int argc, char **argv)
       if (keep[i])
         memmove(&p[3 * k++], &p[3 * i], 3 * sizeof(double));
     n = k;
+  }
+  if (keep_n > 0 && (size_t)keep_n < n) {
+    /* a random subset, in the original order (partial Fisher-Yates on
+     * indices, then sorted back) */
+    size_t *idx = malloc(sizeof *idx * n);
+    if (idx == NULL) {
+      cli_error("out of memory");
+      goto done;
+    }
+    for (size_t i = 0; i < n; i++)
+      idx[i] = i;
+    for (size_t i = 0; i < (size_t)keep_n; i++) {
+      size_t j = i + (size_t)(synth_next(&rng) % (n - i));
+      size_t t = idx[i];
+      idx[i] = idx[j];
+      idx[j] = t;
+    }
+    unsigned char *take = calloc(n, 1);
+    if (take == NULL) {
+      free(idx);
+      cli_error("out of memory");
+      goto done;
+    }
+    for (size_t i = 0; i < (size_t)keep_n; i++)
+      take[idx[i]] = 1;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+      if (take[i])
+        memmove(&p[3 * k++], &p[3 * i], 3 * sizeof(double));
+    n = k;
+    free(take);
+    free(idx);
   }
   /* Box centre and diagonal of the model. */
   double lo[3] = {HUGE_VAL, HUGE_VAL, HUGE_VAL}, hi[3] = {-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};

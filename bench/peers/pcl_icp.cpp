@@ -2,8 +2,9 @@
 // single-threaded), timed the way bench/run times hicp: the align() call
 // alone; PCL builds its kd-tree of the target inside it (included, said so).
 //
-// usage: pcl_icp MODEL.ply SCAN.ply ITERS REPEAT
-// Prints one JSON object: times, median, transform, fitness score.
+// usage: pcl_icp MODEL.ply SCAN.ply|@LIST ITERS REPEAT [EPSILON]
+// Prints one JSON object per scan: times, median, transform, fitness score.
+// EPSILON (default 0: never) stops when the fitness changes less.
 #include <pcl/io/ply_io.h>
 #include <pcl/point_types.h>
 #include <pcl/registration/icp.h>
@@ -12,35 +13,33 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
+#include <string>
 #include <vector>
 
-int main(int argc, char **argv)
+static int run(pcl::PointCloud<pcl::PointXYZ>::Ptr model, const std::string &path, int iters,
+               int repeat, double eps)
 {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: pcl_icp MODEL.ply SCAN.ply ITERS REPEAT\n");
-    return 2;
-  }
-  pcl::PointCloud<pcl::PointXYZ>::Ptr model(new pcl::PointCloud<pcl::PointXYZ>);
   pcl::PointCloud<pcl::PointXYZ>::Ptr scan(new pcl::PointCloud<pcl::PointXYZ>);
-  if (pcl::io::loadPLYFile(argv[1], *model) < 0 || pcl::io::loadPLYFile(argv[2], *scan) < 0) {
-    std::fprintf(stderr, "pcl_icp: cannot read the inputs\n");
+  if (pcl::io::loadPLYFile(path, *scan) < 0) {
+    std::fprintf(stderr, "pcl_icp: cannot read %s\n", path.c_str());
     return 1;
   }
-  const int iters = std::atoi(argv[3]), repeat = std::atoi(argv[4]);
   std::vector<double> times;
   Eigen::Matrix4f T = Eigen::Matrix4f::Identity();
   double fitness = 0.0;
+  int done = 0;
   for (int r = 0; r < repeat; r++) {
     pcl::IterativeClosestPoint<pcl::PointXYZ, pcl::PointXYZ> icp;
     icp.setInputSource(scan);
     icp.setInputTarget(model);
     icp.setMaximumIterations(iters);
-    // no distance cut-off and no early stop
+    // no distance cut-off; no early stop unless eps > 0
     icp.setMaxCorrespondenceDistance(std::sqrt(std::numeric_limits<double>::max()) / 4);
     icp.setTransformationEpsilon(0.0);
     icp.setTransformationRotationEpsilon(0.0);
-    icp.setEuclideanFitnessEpsilon(-std::numeric_limits<double>::max());
+    icp.setEuclideanFitnessEpsilon(eps > 0 ? eps : -std::numeric_limits<double>::max());
     pcl::PointCloud<pcl::PointXYZ> out;
     auto t0 = std::chrono::steady_clock::now();
     icp.align(out);
@@ -48,18 +47,50 @@ int main(int argc, char **argv)
     times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     T = icp.getFinalTransformation();
     fitness = icp.getFitnessScore();
+    done = icp.nr_iterations_;
   }
   std::vector<double> s = times;
   std::sort(s.begin(), s.end());
   double med = s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
-  std::printf("{\"peer\":\"pcl\",\"version\":\"%s\",\"threads\":1,\"iterations\":%d,"
-              "\"scan_points\":%zu,\"model_points\":%zu,\"median_ms\":%.4f,\"times_ms\":[",
-              PCL_VERSION_PRETTY, iters, scan->size(), model->size(), med);
+  std::printf("{\"peer\":\"pcl\",\"version\":\"%s\",\"scan\":\"%s\",\"threads\":1,"
+              "\"iterations\":%d,\"iterations_done\":%d,\"scan_points\":%zu,\"model_points\":%zu,"
+              "\"median_ms\":%.4f,\"times_ms\":[",
+              PCL_VERSION_PRETTY, path.c_str(), iters, done, scan->size(), model->size(), med);
   for (size_t i = 0; i < times.size(); i++)
     std::printf("%s%.4f", i ? "," : "", times[i]);
   std::printf("],\"includes_tree_build\":true,\"transform\":[");
   for (int i = 0; i < 16; i++)
     std::printf("%s%.9g", i ? "," : "", (double)T(i / 4, i % 4));
   std::printf("],\"fitness_score\":%.9g}\n", fitness);
+  std::fflush(stdout);
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  if (argc != 5 && argc != 6) {
+    std::fprintf(stderr, "usage: pcl_icp MODEL.ply SCAN.ply|@LIST ITERS REPEAT [EPSILON]\n");
+    return 2;
+  }
+  pcl::PointCloud<pcl::PointXYZ>::Ptr model(new pcl::PointCloud<pcl::PointXYZ>);
+  if (pcl::io::loadPLYFile(argv[1], *model) < 0) {
+    std::fprintf(stderr, "pcl_icp: cannot read %s\n", argv[1]);
+    return 1;
+  }
+  const int iters = std::atoi(argv[3]), repeat = std::atoi(argv[4]);
+  const double eps = argc == 6 ? std::atof(argv[5]) : 0.0;
+  std::vector<std::string> scans;
+  if (argv[2][0] == '@') {
+    std::ifstream lf(argv[2] + 1);
+    std::string line;
+    while (std::getline(lf, line))
+      if (!line.empty())
+        scans.push_back(line);
+  } else {
+    scans.push_back(argv[2]);
+  }
+  for (const auto &p : scans)
+    if (run(model, p, iters, repeat, eps) != 0)
+      return 1;
   return 0;
 }

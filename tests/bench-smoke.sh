@@ -1,0 +1,41 @@
+#!/bin/sh
+# bench-smoke.sh: bench/run --smoke works end to end (TAP).  Checks the
+# harness only (data made, every experiment recorded, report and plots
+# written), never the speed: timings belong to `make bench`.
+# Needs $HICP_SRCDIR, $HICP_BUILD_DIR, python3 and the libcgal-demo models.
+src=${HICP_SRCDIR:-.}
+build=${HICP_BUILD_DIR:-.}
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "1..0 # SKIP python3 not installed"; exit 0
+fi
+if [ ! -f /usr/share/doc/libcgal-dev/data.tar.gz ]; then
+  echo "1..0 # SKIP libcgal-demo not installed"; exit 0
+fi
+out=$(mktemp -d "${TMPDIR:-/tmp}/hicp-bench.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+echo "1..4"
+if python3 "$src/bench/run" --smoke --build "$build" --out "$out/run" --report "$out/report.md" \
+    >"$out/log" 2>&1; then
+  echo "ok 1 - bench/run --smoke exits 0"
+else
+  echo "not ok 1 - bench/run --smoke exits 0"; sed 's/^/# /' "$out/log"
+fi
+missing=
+for e in E1 E2 E3 E4 E5_points E5_build E5_queries E5_batch machine; do
+  [ -s "$out/run/results/$e.jsonl" ] || missing="$missing $e"
+done
+if [ -z "$missing" ]; then echo "ok 2 - every experiment recorded"; else
+  echo "not ok 2 - every experiment recorded (missing:$missing)"; fi
+missing=
+for s in "## E1" "## E2" "## E3" "## E4" "## E5" "## Machine" "## GPU"; do
+  grep -q "^$s" "$out/report.md" 2>/dev/null || missing="$missing '$s'"
+done
+if [ -z "$missing" ]; then echo "ok 3 - report has every section"; else
+  echo "not ok 3 - report has every section (missing:$missing)"; fi
+py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3  # where bench/run draws
+if $py -c "import matplotlib" 2>/dev/null; then
+  n=$(ls "$out"/img/*.png 2>/dev/null | wc -l)
+  if [ "$n" -eq 5 ]; then echo "ok 4 - five plots"; else echo "not ok 4 - five plots (got $n)"; fi
+else
+  echo "ok 4 # SKIP python3-matplotlib not installed"
+fi
