@@ -46,17 +46,21 @@ static inline uint32_t row_end(const hicp__mview *m, uint32_t b, uint32_t end, u
   return end;
 }
 
-/* The neighbours of `cur` that can matter, 16 at a time. */
+/* The neighbours of `cur` that can matter (all of them with `cert`), 16 at
+ * a time. */
 AVX512 static inline void row_scan_avx512(const hicp__mview *m, const float q[3], uint32_t cur,
-                                          float dcur, hicp__row *o)
+                                          float dcur, int cert, hicp__row *o)
 {
-  const uint32_t cut = hicp__row_cut(m, cur, dcur);
   const uint32_t b = m->row[cur], end = m->row[cur + 1];
-  const uint32_t e = row_end(m, b, end, cut);
+  const uint32_t e = cert ? end : row_end(m, b, end, hicp__row_cut(m, cur, dcur));
   const __m512 qx = _mm512_set1_ps(q[0]), qy = _mm512_set1_ps(q[1]), qz = _mm512_set1_ps(q[2]);
   const __m512 bound = _mm512_set1_ps(hicp__tie_bound(dcur));
   const float *base = &m->vtx[0].x;
+  const hicp__vtx *v = &m->vtx[cur];
+  const __m512 vx = _mm512_set1_ps(v->x), vy = _mm512_set1_ps(v->y), vz = _mm512_set1_ps(v->z);
+  const __m512 dv = _mm512_set1_ps(dcur), margin = _mm512_set1_ps(2e-6f);
   __m512 best_d = _mm512_set1_ps(HICP_FLT_INF);
+  __m512 rmin = _mm512_set1_ps(HICP_FLT_INF), l2min = _mm512_set1_ps(HICP_FLT_INF);
   __m512i best_u = _mm512_set1_epi32(-1);
   __mmask16 ties = 0;
   for (uint32_t k = b; k < e; k += 16) {
@@ -78,13 +82,25 @@ AVX512 static inline void row_scan_avx512(const hicp__mview *m, const float q[3]
     best_d = _mm512_mask_mov_ps(best_d, better, d);
     best_u = _mm512_mask_mov_epi32(best_u, better, u);
     ties |= _mm512_mask_cmp_ps_mask(mk, d, bound, _CMP_LE_OQ);
+    if (cert) { /* hicp__edge2 and hicp__bisector, lane by lane */
+      const __m512 ex = _mm512_sub_ps(x, vx), ey = _mm512_sub_ps(y, vy), ez = _mm512_sub_ps(z, vz);
+      const __m512 l2 = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(ex, ex), _mm512_mul_ps(ey, ey)),
+                                      _mm512_mul_ps(ez, ez));
+      const __m512 num = _mm512_sub_ps(_mm512_sub_ps(d, dv), _mm512_mul_ps(margin, _mm512_add_ps(d, dv)));
+      const __mmask16 ok = _mm512_mask_cmp_ps_mask(mk, num, zero, _CMP_GT_OQ) &
+                           _mm512_cmp_ps_mask(l2, zero, _CMP_GT_OQ);
+      const __m512 r = _mm512_maskz_div_ps(ok, _mm512_mul_ps(num, num), l2);
+      rmin = _mm512_mask_min_ps(rmin, mk, r, rmin);
+      l2min = _mm512_mask_min_ps(l2min, mk, l2, l2min);
+    }
   }
   const float dmin = _mm512_reduce_min_ps(best_d);
   const __mmask16 at = _mm512_cmp_ps_mask(best_d, _mm512_set1_ps(dmin), _CMP_EQ_OQ);
   o->next = e > b ? (uint32_t)_mm512_mask_reduce_min_epu32(at, best_u) : HICP_NONE;
   o->dnext = dmin;
-  o->drow = hicp__row_rest(m, cur, dcur, e, dmin);
   o->near_tie = ties != 0;
+  o->rmin = _mm512_reduce_min_ps(rmin);
+  o->l2min = _mm512_reduce_min_ps(l2min);
 }
 
 /* Unsigned 32-bit a < b on AVX2 (signed compare after flipping the sign). */
@@ -94,18 +110,30 @@ AVX2 static inline __m256i lt_epu32(__m256i a, __m256i b)
   return _mm256_cmpgt_epi32(_mm256_xor_si256(b, s), _mm256_xor_si256(a, s));
 }
 
+/* Minimum of 8 floats (exact, so any order gives the same bits). */
+AVX2 static inline float hmin_avx2(__m256 a)
+{
+  __m128 m = _mm_min_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  m = _mm_min_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_min_ss(m, _mm_shuffle_ps(m, m, 1));
+  return _mm_cvtss_f32(m);
+}
+
 /* The same, 8 at a time. */
 AVX2 static inline void row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur,
-                                      float dcur, hicp__row *o)
+                                      float dcur, int cert, hicp__row *o)
 {
-  const uint32_t cut = hicp__row_cut(m, cur, dcur);
   const uint32_t b = m->row[cur], end = m->row[cur + 1];
-  const uint32_t e = row_end(m, b, end, cut);
+  const uint32_t e = cert ? end : row_end(m, b, end, hicp__row_cut(m, cur, dcur));
   const __m256 qx = _mm256_set1_ps(q[0]), qy = _mm256_set1_ps(q[1]), qz = _mm256_set1_ps(q[2]);
   const __m256 bound = _mm256_set1_ps(hicp__tie_bound(dcur));
   const float *base = &m->vtx[0].x;
+  const hicp__vtx *v = &m->vtx[cur];
+  const __m256 vx = _mm256_set1_ps(v->x), vy = _mm256_set1_ps(v->y), vz = _mm256_set1_ps(v->z);
+  const __m256 dv = _mm256_set1_ps(dcur), margin = _mm256_set1_ps(2e-6f);
+  const __m256 inf = _mm256_set1_ps(HICP_FLT_INF);
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  __m256 best_d = _mm256_set1_ps(HICP_FLT_INF);
+  __m256 best_d = inf, rmin = inf, l2min = inf;
   __m256i best_u = _mm256_set1_epi32(-1);
   __m256 ties = _mm256_setzero_ps();
   for (uint32_t k = b; k < e; k += 8) {
@@ -129,6 +157,18 @@ AVX2 static inline void row_scan_avx2(const hicp__mview *m, const float q[3], ui
     best_u = _mm256_castps_si256(
         _mm256_blendv_ps(_mm256_castsi256_ps(best_u), _mm256_castsi256_ps(u), better));
     ties = _mm256_or_ps(ties, _mm256_and_ps(_mm256_cmp_ps(d, bound, _CMP_LE_OQ), mk));
+    if (cert) { /* hicp__edge2 and hicp__bisector, lane by lane */
+      const __m256 ex = _mm256_sub_ps(x, vx), ey = _mm256_sub_ps(y, vy), ez = _mm256_sub_ps(z, vz);
+      const __m256 l2 = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(ex, ex), _mm256_mul_ps(ey, ey)),
+                                      _mm256_mul_ps(ez, ez));
+      const __m256 num = _mm256_sub_ps(_mm256_sub_ps(d, dv), _mm256_mul_ps(margin, _mm256_add_ps(d, dv)));
+      const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(num, zero, _CMP_GT_OQ),
+                                      _mm256_cmp_ps(l2, zero, _CMP_GT_OQ));
+      /* lanes not ok give 0 (the quotient there may be inf or NaN) */
+      const __m256 r = _mm256_and_ps(_mm256_div_ps(_mm256_mul_ps(num, num), l2), ok);
+      rmin = _mm256_min_ps(rmin, _mm256_blendv_ps(inf, r, mk));
+      l2min = _mm256_min_ps(l2min, _mm256_blendv_ps(inf, l2, mk));
+    }
   }
   /* The lexicographic minimum across the lanes: fold halves three times. */
   static const int perms[3][8] = {{4, 5, 6, 7, 0, 1, 2, 3}, {2, 3, 0, 1, 6, 7, 4, 5},
@@ -148,8 +188,9 @@ AVX2 static inline void row_scan_avx2(const hicp__mview *m, const float q[3], ui
   const uint32_t umin = (uint32_t)_mm256_cvtsi256_si32(best_u);
   o->next = e > b ? umin : HICP_NONE;
   o->dnext = dmin;
-  o->drow = hicp__row_rest(m, cur, dcur, e, dmin);
   o->near_tie = _mm256_movemask_ps(ties) != 0;
+  o->rmin = hmin_avx2(rmin);
+  o->l2min = hmin_avx2(l2min);
 }
 
 HICP_NN_FUNCTIONS(_avx512, row_scan_avx512, AVX512)

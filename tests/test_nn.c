@@ -466,3 +466,73 @@ Test(nn, tracked_queries_stay_exact)
   free(tr);
   hicp_model_destroy(m);
 }
+
+/* The certificates at their limit: each query, once certified, moves by
+ * 0.999 999 of its remaining slack straight towards the nearest other
+ * vertex (the most dangerous direction), again and again, on a lattice
+ * (exact ties on every bisector) and on a random cloud.  Every answer must
+ * still equal brute force, and the moves must actually reach the limit. */
+Test(nn, certificates_hold_at_the_slack_limit)
+{
+  uint64_t seed = th_run_seed();
+  th_rng r;
+  th_rng_seed(&r, seed);
+  for (int kind = 0; kind < 2; kind++) {
+    size_t n = kind == 0 ? 8 * 8 * 8 : 2000, nq = 300;
+    float *p = malloc(sizeof(float) * 3 * n);
+    for (size_t i = 0; i < n; i++)
+      for (int d = 0; d < 3; d++)
+        p[3 * i + d] = kind == 0 ? (float)((i >> (3 * d)) & 7) * 0.125f : (float)th_uniform(&r);
+    hicp_model *m = build(p, n, 1);
+    hicp__mview view = hicp__model_view(m);
+    size_t limited = 0;
+    for (size_t k = 0; k < nq; k++) {
+      float q[3];
+      for (int d = 0; d < 3; d++)
+        q[d] = (float)(th_uniform(&r) * 1.1 - 0.05);
+      hicp__track tr = {{0, 0, 0}, 0.0f};
+      uint32_t match = HICP_NONE;
+      for (int step = 0; step < 6; step++) {
+        const float before = tr.slack;
+        hicp__nn_res res = hicp__nn_track(&view, q, HICP_NN_PNN, match, &tr);
+        /* kept by the certificate, after a move to its limit */
+        limited += step > 0 && before > 0.0f && tr.slack < before * 1e-3f;
+        uint32_t wi;
+        float wd;
+        oracle(p, n, q, &wi, &wd);
+        cr_assert(view.vtx[res.v].id == wi && res.d2 == wd,
+                  "seed %llu kind %d query %zu step %d: got %u (%.9g), want %u (%.9g)",
+                  (unsigned long long)seed, kind, k, step, view.vtx[res.v].id, (double)res.d2,
+                  wi, (double)wd);
+        match = res.v;
+        if (!(tr.slack > 0.0f))
+          break;
+        /* towards the second nearest vertex (brute force without the first) */
+        uint32_t second = HICP_NONE;
+        float sd = INFINITY;
+        for (uint32_t i = 0; i < n; i++) {
+          float d = hicp__d2(q, &view.vtx[i]);
+          if (i != res.v && d < sd) {
+            sd = d;
+            second = i;
+          }
+        }
+        double dir[3], len = 0.0;
+        for (int d = 0; d < 3; d++) {
+          dir[d] = (double)view.vtx[second].x * (d == 0) + (double)view.vtx[second].y * (d == 1) +
+                   (double)view.vtx[second].z * (d == 2) - q[d];
+          len += dir[d] * dir[d];
+        }
+        len = sqrt(len);
+        if (!(len > 0.0))
+          break;
+        const double go = (double)tr.slack * 0.999999;
+        for (int d = 0; d < 3; d++)
+          q[d] = (float)(q[d] + dir[d] / len * go);
+      }
+    }
+    cr_assert_gt(limited, nq / 4, "kind %d: only %zu answers kept at the limit", kind, limited);
+    free(p);
+    hicp_model_destroy(m);
+  }
+}

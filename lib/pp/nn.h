@@ -56,10 +56,11 @@ typedef struct hicp__nn_res {
   float d2;       /* computed squared distance */
   uint32_t steps; /* walk moves (0 when not a walk) */
   uint32_t walked; /* 1 if a Delaunay walk answered */
-  /* What the walk learnt for hicp__nn_track's certificate (the slack is
-   * computed only there, as plain queries do not need it): */
-  uint32_t ended; /* 0: no certificate; 1: inside the safe ball; 2: row scanned */
-  float drow;     /* with ended == 2: a lower bound on the second distance */
+  /* What a certifying walk learnt for hicp__nn_track (the slack is computed
+   * only there, as plain queries do not need it): */
+  uint32_t ended; /* 0: no certificate; 1: inside the safe ball; 2: full row scanned */
+  float rmin;     /* with ended == 2: see hicp__row */
+  float l2min;
 } hicp__nn_res;
 
 /* Rounds a non-negative double down to a float (0 for anything else). */
@@ -82,10 +83,9 @@ HICP_PP float hicp__round_down(double s)
   return f;
 }
 
-/* Relative margins turning computed float squared distances into bounds on
+/* A relative margin turning computed float squared distances into bounds on
  * exact distances (rounding is below 5e-7 relative on d^2) with room left
  * for the rounding of the distances at the next query. */
-#define HICP_SLACK_LO (1.0 - 2e-6)
 #define HICP_SLACK_HI (1.0 + 2e-6)
 
 /* Brute force over all vertices. */
@@ -219,9 +219,38 @@ HICP_PP int hicp__walk_flood(const hicp__mview *m, const float q[3], uint32_t *v
 typedef struct hicp__row {
   uint32_t next; /* the row's smallest (distance, index) neighbour, HICP_NONE if none */
   float dnext;   /* its distance */
-  float drow;    /* a lower bound on every neighbour's distance */
   int near_tie;  /* a scanned neighbour lies within the tie bound of dcur */
+  /* Certifying scans only (every neighbour u of the row's vertex v):
+   * rmin = min over u of hicp__bisector(d_u, d_v, |u - v|^2), and l2min =
+   * min |u - v|^2, the squared distance from v to its nearest vertex; both
+   * +inf for an empty row.  Minima of the same per-neighbour floats: every
+   * variant gets the same bits whatever order it scans in. */
+  float rmin;
+  float l2min;
 } hicp__row;
+
+/* Per neighbour u of v, for the certificate: with du, dv the computed
+ * squared distances from the query and l2 = |u - v|^2 computed in float,
+ * returns r such that sqrt(r) (1 - 2e-6) / 2 is at most the exact distance
+ * from the query to the bisector plane of u and v (0 when the query is not
+ * known to be on v's side).  num below is a lower bound on the exact
+ * D_u - D_v: the squared distances carry under 1e-6 relative error each,
+ * and the roundings of these three operations are far below the 2e-6
+ * allowed; l2 carries under 1e-6 too, and num^2 / l2 two roundings. */
+HICP_PP float hicp__bisector(float du, float dv, float l2)
+{
+  const float num = (du - dv) - 2e-6f * (du + dv);
+  return num > 0.0f && l2 > 0.0f ? (num * num) / l2 : 0.0f;
+}
+
+/* |u - v|^2 in float, in the one fixed order used everywhere. */
+HICP_PP float hicp__edge2(const hicp__vtx *u, const hicp__vtx *v)
+{
+  const float ex = u->x - v->x;
+  const float ey = u->y - v->y;
+  const float ez = u->z - v->z;
+  return (ex * ex + ey * ey) + ez * ez;
+}
 
 /* The first length code from which the neighbours of `cur` cannot matter:
  * rows are sorted by edge length, and a neighbour u with |v - u| >=
@@ -237,30 +266,19 @@ HICP_PP uint32_t hicp__row_cut(const hicp__mview *m, uint32_t cur, float dcur)
   return units < 255.0f ? (uint32_t)units + 1u : 256u;
 }
 
-/* Unscanned neighbours (from edge e on) are at least (code * unit - |q - v|)
- * from q: their bound stands in for them in the second-nearest distance. */
-HICP_PP float hicp__row_rest(const hicp__mview *m, uint32_t cur, float dcur, uint32_t e,
-                             float drow)
-{
-  if (e >= m->row[cur + 1])
-    return drow;
-  double rest = (double)m->ecode[e] * (double)m->eunit[cur] - HICP_SQRT((double)dcur) * HICP_SLACK_HI;
-  double rest2 = rest > 0.0 ? rest * rest : 0.0;
-  return (double)drow < rest2 ? drow : hicp__round_down(rest2);
-}
-
-/* One row of the walk, scalar: the neighbours of `cur` that can matter. */
+/* One row of the walk, scalar: the neighbours of `cur` that can matter,
+ * or with `cert` all of them, with the certificate's minima. */
 HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur, float dcur,
-                            hicp__row *o)
+                            int cert, hicp__row *o)
 {
-  const uint32_t cut = hicp__row_cut(m, cur, dcur);
+  const uint32_t cut = cert ? 256u : hicp__row_cut(m, cur, dcur);
   const float bound = hicp__tie_bound(dcur);
+  const hicp__vtx *v = &m->vtx[cur];
   uint32_t next = HICP_NONE;
-  float dnext = HICP_FLT_INF;
+  float dnext = HICP_FLT_INF, rmin = HICP_FLT_INF, l2min = HICP_FLT_INF;
   int near_tie = 0;
-  uint32_t e = m->row[cur];
   const uint32_t end = m->row[cur + 1];
-  for (; e < end && m->ecode[e] < cut; e++) {
+  for (uint32_t e = m->row[cur]; e < end && m->ecode[e] < cut; e++) {
     const uint32_t u = m->nbr[e];
     const float d = hicp__d2(q, &m->vtx[u]);
     if (d < dnext || (d == dnext && u < next)) {
@@ -268,11 +286,18 @@ HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur
       dnext = d;
     }
     near_tie |= d <= bound;
+    if (cert) {
+      const float l2 = hicp__edge2(&m->vtx[u], v);
+      const float r = hicp__bisector(d, dcur, l2);
+      rmin = r < rmin ? r : rmin;
+      l2min = l2 < l2min ? l2 : l2min;
+    }
   }
   o->next = next;
   o->dnext = dnext;
-  o->drow = hicp__row_rest(m, cur, dcur, e, dnext);
   o->near_tie = near_tie;
+  o->rmin = rmin;
+  o->l2min = l2min;
 }
 
 /* The walk, the query dispatch and the ICP query, defined for a given row
@@ -284,10 +309,9 @@ HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur
  * distance from v to its nearest other vertex) / 2 around v has v as its
  * unique nearest vertex, by a margin beyond rounding since safe_r2 is r_v^2
  * shrunk by 4e-5 relative; in ICP the previous match is usually still the
- * answer and this test confirms it without reading its row.  Slack: how far
- * the query may move before the answer can change (hicp__nn_track): from
- * the safe radius, or from the gap to the second nearest vertex, which is a
- * Delaunay neighbour of the nearest.
+ * answer and this test confirms it without reading its row.  With `cert`
+ * (ICP's tracked queries) every row is scanned whole and the walk reports
+ * what hicp__nn_slack needs.
  *
  * Query: one query by `method` (a hicp_nn_method value) with `prev` the
  * query's previous match or HICP_NONE.  Models without a Delaunay graph
@@ -295,15 +319,12 @@ HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur
  * exact kd-tree search, seeded with the start vertex the walk would use.
  *
  * Track: a query of an ICP pass.  For pnn and pnn-opt, a query that moved
- * less than its slack since the last answer keeps that answer with no
- * search: if q0 had v nearest and every other vertex at least 2 s farther,
- * after a move of d < s, v is still nearer than any other vertex by 2 (s - d)
- * plus the rounding margins folded into s, so brute force in float would
- * return v too; the slack shrinks by d.  All in double with + - * sqrt: the
- * CPU and the GPU agree to the bit. */
+ * less than its slack (hicp__nn_slack) since the answer was certified keeps
+ * that answer with no search, and the slack shrinks by the move.  All in
+ * double with + - * / sqrt: the CPU and the GPU agree to the bit. */
 #define HICP_NN_FUNCTIONS(SUFFIX, ROW_SCAN, ATTR)                                              \
   ATTR HICP_PP hicp__nn_res hicp__nn_walk##SUFFIX(const hicp__mview *m, const float q[3],       \
-                                                  uint32_t start)                               \
+                                                  uint32_t start, int cert)                     \
   {                                                                                              \
     hicp__nn_res r;                                                                              \
     uint32_t cur = start;                                                                        \
@@ -317,10 +338,11 @@ HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur
         r.d2 = dcur;                                                                             \
         r.steps = steps;                                                                         \
         r.ended = 1;                                                                             \
-        r.drow = 0.0f;                                                                           \
+        r.rmin = 0.0f;                                                                           \
+        r.l2min = 0.0f;                                                                          \
         return r;                                                                                \
       }                                                                                          \
-      ROW_SCAN(m, q, cur, dcur, &rs);                                                            \
+      ROW_SCAN(m, q, cur, dcur, cert, &rs);                                                      \
       if (!(rs.dnext < dcur))                                                                    \
         break;                                                                                   \
       cur = rs.next;                                                                             \
@@ -328,11 +350,12 @@ HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur
       steps++;                                                                                   \
     }                                                                                            \
     r.ended = 0;                                                                                 \
-    r.drow = rs.drow;                                                                            \
+    r.rmin = rs.rmin;                                                                            \
+    r.l2min = rs.l2min;                                                                          \
     if (rs.near_tie) {                                                                           \
       if (hicp__walk_flood(m, q, &cur, &dcur) != 0)                                              \
         hicp__nn_brute(m, q, &cur, &dcur);                                                       \
-    } else {                                                                                     \
+    } else if (cert) {                                                                           \
       r.ended = 2;                                                                               \
     }                                                                                            \
     r.v = cur;                                                                                   \
@@ -341,15 +364,16 @@ HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur
     return r;                                                                                    \
   }                                                                                              \
                                                                                                  \
-  ATTR HICP_PP hicp__nn_res hicp__nn_query##SUFFIX(const hicp__mview *m, const float q[3],      \
-                                                   int method, uint32_t prev)                   \
+  ATTR HICP_PP hicp__nn_res hicp__nn_search##SUFFIX(const hicp__mview *m, const float q[3],     \
+                                                    int method, uint32_t prev, int cert)        \
   {                                                                                              \
     hicp__nn_res r;                                                                              \
     uint32_t start;                                                                              \
     r.steps = 0;                                                                                 \
     r.walked = 0;                                                                                \
     r.ended = 0;                                                                                 \
-    r.drow = 0.0f;                                                                               \
+    r.rmin = 0.0f;                                                                               \
+    r.l2min = 0.0f;                                                                              \
     switch (method) {                                                                            \
     case 1: /* HICP_NN_BRUTE */                                                                  \
       hicp__nn_brute(m, q, &r.v, &r.d2);                                                         \
@@ -378,7 +402,13 @@ HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur
       hicp__nn_kdtree(m, q, &r.v, &r.d2);                                                        \
       return r;                                                                                  \
     }                                                                                            \
-    return hicp__nn_walk##SUFFIX(m, q, start);                                                   \
+    return hicp__nn_walk##SUFFIX(m, q, start, cert);                                             \
+  }                                                                                              \
+                                                                                                 \
+  ATTR HICP_PP hicp__nn_res hicp__nn_query##SUFFIX(const hicp__mview *m, const float q[3],      \
+                                                   int method, uint32_t prev)                   \
+  {                                                                                              \
+    return hicp__nn_search##SUFFIX(m, q, method, prev, 0);                                       \
   }                                                                                              \
                                                                                                  \
   ATTR HICP_PP hicp__nn_res hicp__nn_track##SUFFIX(const hicp__mview *m, const float q[3],      \
@@ -396,7 +426,8 @@ HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur
         r.steps = 0;                                                                             \
         r.walked = 1;                                                                            \
         r.ended = 0;                                                                             \
-        r.drow = 0.0f;                                                                           \
+        r.rmin = 0.0f;                                                                           \
+        r.l2min = 0.0f;                                                                          \
         t->q[0] = q[0];                                                                          \
         t->q[1] = q[1];                                                                          \
         t->q[2] = q[2];                                                                          \
@@ -404,26 +435,41 @@ HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur
         return r;                                                                                \
       }                                                                                          \
     }                                                                                            \
-    r = hicp__nn_query##SUFFIX(m, q, method, prev);                                              \
+    const int cert = method == 0 || method == 5;                                                 \
+    r = hicp__nn_search##SUFFIX(m, q, method, prev, cert);                                       \
     t->q[0] = q[0];                                                                              \
     t->q[1] = q[1];                                                                              \
     t->q[2] = q[2];                                                                              \
-    t->slack = (method == 0 || method == 5) ? hicp__nn_slack(m, &r) : 0.0f;                      \
+    t->slack = cert ? hicp__nn_slack(m, &r) : 0.0f;                                              \
     return r;                                                                                    \
   }
 
-/* How far the query may move before its answer can change: from the safe
- * radius (every other vertex is at least 2 r - |q - v| away: r - |q - v|),
- * or from the gap to the second nearest vertex, which is a Delaunay
- * neighbour of the nearest (half the gap).  0 when nothing is certain. */
+/* How far the query q may move before its answer v can change: 0 when
+ * nothing is certain.
+ *
+ * Inside the safe ball (ended == 1): every other vertex is at least
+ * 2 r - |q - v| away, so r - |q - v| with rounding margins.
+ *
+ * After a full row scan (ended == 2): q lies in v's Voronoi cell at
+ * distance h >= sqrt(rmin) (1 - 2e-6) / 2 from every bisector plane of v
+ * and a Delaunay neighbour (hicp__bisector), hence from the cell's boundary
+ * and from the bisector plane of v and any vertex w.  A query q' with
+ * |q' - q| = m < h has, exactly, D_w - D_v = 2 |w - v| H_w(q') >=
+ * 2 L (h - m) for every w, L = |v - nearest vertex| (H_w: the distance to
+ * the plane, 1-Lipschitz).  Float brute force returns v as long as D_w >
+ * D_v (1 + 4e-6), which holds when h - m >= 2e-6 R^2 / L with R >= |q' - v|,
+ * R = |q - v| + h.  The slack is h minus that margin. */
 HICP_PP float hicp__nn_slack(const hicp__mview *m, const hicp__nn_res *r)
 {
   if (r->ended == 1)
     return hicp__round_down(HICP_SQRT((double)m->safe_r2[r->v]) -
                             HICP_SQRT((double)r->d2) * HICP_SLACK_HI);
-  if (r->ended == 2)
-    return hicp__round_down(0.5 * (HICP_SQRT((double)r->drow) * HICP_SLACK_LO -
-                                   HICP_SQRT((double)r->d2) * HICP_SLACK_HI));
+  if (r->ended == 2 && r->rmin < HICP_FLT_INF && r->l2min > 1e-30f && r->l2min < HICP_FLT_INF) {
+    const double h = 0.5 * HICP_SQRT((double)r->rmin) * (1.0 - 1e-5);
+    const double len = HICP_SQRT((double)r->l2min) * (1.0 - 1e-5);
+    const double rad = HICP_SQRT((double)r->d2) * HICP_SLACK_HI + h;
+    return hicp__round_down(h - 2e-6 * (rad * rad) / len);
+  }
   return 0.0f;
 }
 
