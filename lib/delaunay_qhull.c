@@ -138,7 +138,8 @@ static int merged_cliques(qhT *qh, uint32_t nv, edge_buf *eb)
     for (int i = 0; i < k; i++)
       pairs[n++] = ((uint64_t)facet->f.triowner->id << 32) | ids[i];
   }
-  qsort(pairs, n, sizeof *pairs, cmp_u64);
+  if (n > 1) /* (qsort must not see the NULL of an empty list) */
+    qsort(pairs, n, sizeof *pairs, cmp_u64);
   uint32_t group[CLIQUE_MAX];
   int rc = 0;
   for (size_t i = 0; i < n && rc == 0;) {
@@ -288,7 +289,8 @@ static int collect_extras(qhT *qh, uint32_t nv, edge_buf *eb, char *coplanar_see
 static int edges_to_csr(edge_buf *eb, uint32_t nv, uint32_t **row_out, uint32_t **nbr_out,
                         uint64_t *nedges)
 {
-  qsort(eb->e, eb->n, sizeof *eb->e, cmp_u64);
+  if (eb->n > 1)
+    qsort(eb->e, eb->n, sizeof *eb->e, cmp_u64);
   size_t u = 0;
   for (size_t i = 0; i < eb->n; i++)
     if (i == 0 || eb->e[i] != eb->e[i - 1])

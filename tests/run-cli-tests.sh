@@ -127,6 +127,43 @@ else
   skip "needs libcgal-demo data"; skip "needs libcgal-demo data"
 fi
 
+# Hostile files through every command that reads a cloud: exit 1 (never a
+# signal: a status above 128), exactly one line on stderr, and an existing
+# output file left as it was.
+hdr='ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\nend_header\n'
+printf '' > "$tmp/h-empty.ply"
+printf "$hdr" > "$tmp/h-header-only.ply"
+printf "$hdr"'0 0 0\n1 nan 0\n0 1 0\n' > "$tmp/h-nan.ply"
+printf "$hdr"'0 0 0\n1 x 0\n0 1 0\n' > "$tmp/h-word.ply"
+printf 'ply\nformat binary_little_endian 1.0\nelement vertex 4000000000\nproperty float x\nproperty float y\nproperty float z\nend_header\nabc' > "$tmp/h-huge.ply"
+printf 'ply\nformat ascii 1.0\nelement vertex 18446744073709551615\nproperty float x\nproperty float y\nproperty float z\nend_header\n' > "$tmp/h-sizemax.ply"
+printf 'VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 5\nDATA binary\nabcdefghijkl' > "$tmp/h-short.pcd"
+printf 'OFF\n-3 0 0\n' > "$tmp/h-negative.off"
+printf '1 2 3\n4 5 inf\n' > "$tmp/h-inf.xyz"
+printf 'HICPMDL\000garbage' > "$tmp/h-model.hicpm"
+printf '\000\001\002\003 binary junk' > "$tmp/h-junk.dat"
+mkdir -p "$tmp/h-dir.ply"
+printf '0 0 0\n1 0 0\n0 1 0\n0 0 1\n1 1 1\n' > "$tmp/good.xyz"
+echo "precious" > "$tmp/existing.out"
+for f in h-empty.ply h-header-only.ply h-nan.ply h-word.ply h-huge.ply h-sizemax.ply h-short.pcd \
+         h-negative.off h-inf.xyz h-model.hicpm h-junk.dat h-dir.ply h-missing.ply; do
+  for cmd in "register $tmp/good.xyz $tmp/$f" "register $tmp/$f $tmp/good.xyz" \
+             "model build $tmp/$f -o $tmp/existing.out" "nn $tmp/good.xyz $tmp/$f" \
+             "perturb $tmp/$f -o $tmp/existing.out"; do
+    # shellcheck disable=SC2086
+    "$bin" $cmd >/dev/null 2>"$tmp/err"; st=$?
+    lines=$(wc -l <"$tmp/err")
+    if [ $st -eq 1 ] && [ "$lines" -eq 1 ] && grep -q '^hicp: ' "$tmp/err"; then
+      ok "hicp ${cmd%% *} on $f: exit 1, one line"
+    else
+      notok "hicp ${cmd%% *} on $f: exit $st, $lines lines"
+    fi
+  done
+done
+[ "$(cat "$tmp/existing.out")" = precious ] && ok "failed runs left the existing output alone" \
+  || notok "failed runs left the existing output alone"
+ls "$tmp" | grep -q '\.tmp' && notok "no temporary files left behind" || ok "no temporary files left behind"
+
 # --backend cuda on a host without a device: a clear error, exit 1.
 if "$bin" devices 2>/dev/null | grep -q '^cuda *none'; then
   check "--backend cuda without a GPU exits 1" 1 "$bin" register "$tmp/none.ply" "$tmp/none.ply" --backend cuda

@@ -1,0 +1,825 @@
+/* test_robust.c: hostile and degenerate inputs across the whole API, one
+ * table, each case with its exact expected outcome: an error code and the
+ * words its message must contain, or a correct result (checked against
+ * brute force or a ground-truth pose).  The file readers' own table (35
+ * malformed files) is in test_io.c; docs/robustness.md maps every promise to
+ * the test that keeps it.  Also here: threads sharing one model, and
+ * cancellation of a single registration from another thread. */
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "testhelp.h"
+
+/* ---- Helpers ---- */
+
+static hicp_context *new_ctx(void)
+{
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  return ctx;
+}
+
+/* A bumpy closed surface (an ellipsoid with ripples), n points, about 2
+ * units across; deterministic for a seed. */
+static float *surface(size_t n, uint64_t seed)
+{
+  th_rng r;
+  th_rng_seed(&r, seed);
+  float *p = malloc(sizeof(float) * 3 * n);
+  cr_assert_not_null(p);
+  for (size_t i = 0; i < n; i++) {
+    double u = 2.0 * M_PI * th_uniform(&r), v = acos(2.0 * th_uniform(&r) - 1.0);
+    double rad = 1.0 + 0.08 * sin(5.0 * u) * sin(4.0 * v);
+    p[3 * i] = (float)(rad * 1.0 * cos(u) * sin(v));
+    p[3 * i + 1] = (float)(rad * 0.7 * sin(u) * sin(v));
+    p[3 * i + 2] = (float)(rad * 0.5 * cos(v));
+  }
+  return p;
+}
+
+static void brute(const float *p, size_t n, const float q[3], uint32_t *bi, float *bd)
+{
+  *bi = 0;
+  *bd = INFINITY;
+  for (size_t i = 0; i < n; i++) {
+    float dx = q[0] - p[3 * i], dy = q[1] - p[3 * i + 1], dz = q[2] - p[3 * i + 2];
+    float d = (dx * dx + dy * dy) + dz * dz;
+    if (d < *bd || i == 0) {
+      *bd = d;
+      *bi = (uint32_t)i;
+    }
+  }
+}
+
+/* Builds a model of p (validated) and checks every method against brute
+ * force at the points, between them, around them and far away.  Returns
+ * the build's code (the checks run only when it is 0). */
+static int build_and_check(hicp_context *ctx, const float *p, size_t n)
+{
+  hicp_model_options mo;
+  hicp_model_options_init(&mo);
+  mo.validate = 1;
+  hicp_model *m = NULL;
+  int rc = hicp_model_build(ctx, p, n, 0, &mo, &m);
+  if (rc != 0)
+    return rc;
+  size_t nq = 2 * n + 64;
+  float *q = malloc(sizeof(float) * 3 * nq);
+  th_rng r;
+  th_rng_seed(&r, 42);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++, k++)
+    memcpy(&q[3 * k], &p[3 * i], 12);
+  for (size_t i = 0; i + 1 < n; i++, k++)
+    for (int d = 0; d < 3; d++)
+      q[3 * k + d] = 0.5f * (p[3 * i + d] + p[3 * i + 3 + d]);
+  for (; k < nq; k++)
+    for (int d = 0; d < 3; d++)
+      q[3 * k + d] = (float)((th_uniform(&r) - 0.5) * (k % 8 == 0 ? 1e4 : 6.0));
+  uint32_t *idx = malloc(sizeof *idx * nq);
+  float *d2 = malloc(sizeof *d2 * nq);
+  for (int method = 0; method <= HICP_NN_PNN; method++) {
+    hicp_nn_options no;
+    hicp_nn_options_init(&no);
+    no.method = (hicp_nn_method)method;
+    cr_assert_eq(hicp_nn_query(ctx, m, q, nq, &no, idx, d2, NULL), 0, "%s", hicp_context_error(ctx));
+    for (size_t i = 0; i < nq; i++) {
+      uint32_t bi;
+      float bd;
+      brute(p, n, &q[3 * i], &bi, &bd);
+      cr_assert(idx[i] == bi && d2[i] == bd, "method %s query %zu: got %u (%g), want %u (%g)",
+                hicp_nn_method_name((hicp_nn_method)method), i, idx[i], (double)d2[i], bi,
+                (double)bd);
+    }
+  }
+  free(q);
+  free(idx);
+  free(d2);
+  hicp_model_destroy(m);
+  return 0;
+}
+
+static void assert_finite_rigid(const hicp_result *r)
+{
+  for (int i = 0; i < 16; i++)
+    cr_assert(isfinite(r->transform.m[i]) && isfinite(r->inverse.m[i]));
+  cr_assert_eq(hicp_transform_check(&r->transform), 0);
+  cr_assert(isfinite(r->rmse));
+}
+
+/* Registers p moved by (rot about z by deg, shift) back onto a model of p;
+ * returns the code, and the rotation error (degrees) and position error of
+ * the scan's first point through *err. */
+static int register_moved(hicp_context *ctx, const hicp_model *m, const float *p, size_t n,
+                          double deg, double shift, const hicp_reg_options *o, hicp_result *r,
+                          double err[2])
+{
+  float *s = malloc(sizeof(float) * 3 * n);
+  double c = cos(deg * M_PI / 180), sn = sin(deg * M_PI / 180);
+  for (size_t i = 0; i < n; i++) {
+    s[3 * i] = (float)(c * p[3 * i] - sn * p[3 * i + 1] + shift);
+    s[3 * i + 1] = (float)(sn * p[3 * i] + c * p[3 * i + 1]);
+    s[3 * i + 2] = p[3 * i + 2];
+  }
+  hicp_result_init(r);
+  int rc = hicp_register(ctx, m, s, n, o, NULL, r);
+  if (rc == 0 && err != NULL) {
+    /* truth: rotate by -deg after removing the shift */
+    hicp_transform t;
+    hicp_transform_identity(&t);
+    t.m[0] = c;
+    t.m[1] = sn;
+    t.m[4] = -sn;
+    t.m[5] = c;
+    t.m[3] = -c * shift;
+    t.m[7] = sn * shift;
+    err[0] = th_rotation_error_deg(r->transform.m, t.m);
+    double a[3], b[3];
+    for (int i = 0; i < 3; i++) {
+      a[i] = r->transform.m[4 * i + 3];
+      b[i] = t.m[4 * i + 3];
+      for (int j = 0; j < 3; j++) {
+        a[i] += r->transform.m[4 * i + j] * s[j];
+        b[i] += t.m[4 * i + j] * s[j];
+      }
+    }
+    err[1] = sqrt((a[0] - b[0]) * (a[0] - b[0]) + (a[1] - b[1]) * (a[1] - b[1]) +
+                  (a[2] - b[2]) * (a[2] - b[2]));
+  }
+  free(s);
+  return rc;
+}
+
+/* ---- The cases ---- */
+
+typedef struct robust_case {
+  const char *name;
+  int (*run)(hicp_context *ctx); /* returns the API's code; asserts results */
+  int code;                      /* the expected code */
+  const char *msg;               /* words the message must hold (code != 0) */
+} robust_case;
+
+/* Tiny and degenerate models: every method exact. */
+static int c_one_point(hicp_context *ctx)
+{
+  float p[3] = {0.5f, -1.0f, 2.0f};
+  return build_and_check(ctx, p, 1);
+}
+static int c_two_points(hicp_context *ctx)
+{
+  float p[6] = {0, 0, 0, 1, 1, 1};
+  return build_and_check(ctx, p, 2);
+}
+static int c_three_points(hicp_context *ctx)
+{
+  float p[9] = {0, 0, 0, 1, 0, 0, 0, 2, 0};
+  return build_and_check(ctx, p, 3);
+}
+static int c_four_points(hicp_context *ctx)
+{
+  float p[12] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1};
+  return build_and_check(ctx, p, 4);
+}
+static int c_identical(hicp_context *ctx)
+{
+  float p[3 * 100];
+  for (int i = 0; i < 100; i++) {
+    p[3 * i] = 3.25f;
+    p[3 * i + 1] = -1.5f;
+    p[3 * i + 2] = 0.125f;
+  }
+  return build_and_check(ctx, p, 100);
+}
+static int c_collinear(hicp_context *ctx)
+{
+  float p[3 * 200];
+  for (int i = 0; i < 200; i++) {
+    float t = (float)((i * 37) % 200) * 0.01f;
+    p[3 * i] = t;
+    p[3 * i + 1] = 2.0f * t;
+    p[3 * i + 2] = -t;
+  }
+  return build_and_check(ctx, p, 200);
+}
+static int c_coplanar(hicp_context *ctx)
+{
+  float p[3 * 300];
+  th_rng r;
+  th_rng_seed(&r, 3);
+  for (int i = 0; i < 300; i++) {
+    float u = (float)th_uniform(&r), v = (float)th_uniform(&r);
+    p[3 * i] = u;
+    p[3 * i + 1] = v;
+    p[3 * i + 2] = 0.5f * u - 0.25f * v; /* a tilted plane */
+  }
+  return build_and_check(ctx, p, 300);
+}
+static int c_cospherical(hicp_context *ctx)
+{
+  /* the vertices of a cube (on a sphere of radius sqrt 3) and of an
+   * octahedron (radius 2), plus the centre: cospherical sets of eight and
+   * six, and ties everywhere for queries on the axes and diagonals */
+  float p[3 * 15];
+  int k = 0;
+  for (int x = -1; x <= 1; x += 2)
+    for (int y = -1; y <= 1; y += 2)
+      for (int z = -1; z <= 1; z += 2, k++) {
+        p[3 * k] = (float)x;
+        p[3 * k + 1] = (float)y;
+        p[3 * k + 2] = (float)z;
+      }
+  for (int d = 0; d < 3; d++)
+    for (int s = -1; s <= 1; s += 2, k++) {
+      p[3 * k] = p[3 * k + 1] = p[3 * k + 2] = 0.0f;
+      p[3 * k + d] = 2.0f * (float)s;
+    }
+  p[3 * k] = p[3 * k + 1] = p[3 * k + 2] = 0.0f;
+  k++;
+  return build_and_check(ctx, p, (size_t)k);
+}
+static int c_grid_duplicates(hicp_context *ctx)
+{
+  /* a 6x6x6 lattice, every point three times, in scrambled order */
+  enum { N = 6 * 6 * 6 * 3 };
+  float *p = malloc(sizeof(float) * 3 * N);
+  for (int i = 0; i < N; i++) {
+    int j = (i * 193) % N, c = j % (6 * 6 * 6);
+    p[3 * i] = (float)(c % 6) * 0.25f;
+    p[3 * i + 1] = (float)(c / 6 % 6) * 0.25f;
+    p[3 * i + 2] = (float)(c / 36) * 0.25f;
+  }
+  int rc = build_and_check(ctx, p, N);
+  free(p);
+  return rc;
+}
+static int c_nan_model(hicp_context *ctx)
+{
+  float p[9] = {0, 0, 0, 1, NAN, 0, 0, 1, 0};
+  hicp_model *m = NULL;
+  int rc = hicp_model_build(ctx, p, 3, 0, NULL, &m);
+  cr_assert_null(m);
+  return rc;
+}
+static int c_empty_model(hicp_context *ctx)
+{
+  float p[3] = {0, 0, 0};
+  hicp_model *m = NULL;
+  int rc = hicp_model_build(ctx, p, 0, 0, NULL, &m);
+  cr_assert_null(m);
+  return rc;
+}
+
+/* Registrations on odd scans: a result that is rigid and finite, never NaN. */
+static hicp_model *surface_model(hicp_context *ctx, float **pts, size_t n)
+{
+  *pts = surface(n, 7);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, *pts, n, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  return m;
+}
+static int c_scan_one_point(hicp_context *ctx)
+{
+  float *p;
+  hicp_model *m = surface_model(ctx, &p, 2000);
+  float s[3] = {0.1f, 0.2f, 0.3f};
+  hicp_result r;
+  hicp_result_init(&r);
+  int rc = hicp_register(ctx, m, s, 1, NULL, NULL, &r);
+  if (rc == 0) {
+    assert_finite_rigid(&r);
+    cr_assert(r.degenerate, "a single point cannot fix a rotation");
+  }
+  hicp_model_destroy(m);
+  free(p);
+  return rc;
+}
+static int c_scan_no_overlap(hicp_context *ctx)
+{
+  /* a scan ten model sizes away, with a distance cut-off: no pairs at all */
+  float *p;
+  hicp_model *m = surface_model(ctx, &p, 2000);
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_dist = 0.1;
+  hicp_result r;
+  int rc = register_moved(ctx, m, p, 2000, 0.0, 20.0, &o, &r, NULL);
+  if (rc == 0) {
+    assert_finite_rigid(&r);
+    cr_assert_eq(r.stop, HICP_STOP_NO_PAIRS);
+    cr_assert_eq(r.inliers, 0);
+    cr_assert_eq(r.fitness, 0.0);
+  }
+  hicp_model_destroy(m);
+  free(p);
+  return rc;
+}
+static int c_scan_far_away(hicp_context *ctx)
+{
+  /* a scan a million model sizes away, no cut-off: every point first pairs
+   * with the same model point; the result stays finite and rigid */
+  float *p;
+  hicp_model *m = surface_model(ctx, &p, 2000);
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = 40;
+  hicp_result r;
+  int rc = register_moved(ctx, m, p, 2000, 0.0, 2e6, &o, &r, NULL);
+  if (rc == 0)
+    assert_finite_rigid(&r);
+  hicp_model_destroy(m);
+  free(p);
+  return rc;
+}
+static int c_scan_nan(hicp_context *ctx)
+{
+  float *p;
+  hicp_model *m = surface_model(ctx, &p, 500);
+  p[3 * 17 + 1] = INFINITY;
+  hicp_result r;
+  hicp_result_init(&r);
+  int rc = hicp_register(ctx, m, p, 500, NULL, NULL, &r);
+  hicp_model_destroy(m);
+  free(p);
+  return rc;
+}
+static int c_scan_empty(hicp_context *ctx)
+{
+  float *p;
+  hicp_model *m = surface_model(ctx, &p, 500);
+  hicp_result r;
+  hicp_result_init(&r);
+  int rc = hicp_register(ctx, m, p, 0, NULL, NULL, &r);
+  hicp_model_destroy(m);
+  free(p);
+  return rc;
+}
+static int c_scan_moved_recovered(hicp_context *ctx)
+{
+  /* the control case: a moderate motion is recovered exactly */
+  float *p;
+  hicp_model *m = surface_model(ctx, &p, 4000);
+  hicp_result r;
+  double err[2];
+  int rc = register_moved(ctx, m, p, 4000, 8.0, 0.05, NULL, &r, err);
+  if (rc == 0) {
+    cr_assert_lt(err[0], 1e-3, "rotation error %g degrees", err[0]);
+    cr_assert_lt(err[1], 1e-5, "position error %g", err[1]);
+  }
+  hicp_model_destroy(m);
+  free(p);
+  return rc;
+}
+
+/* Coordinates far from the origin (UTM-like): a float cannot hold them to
+ * better than a quarter unit, so the readers keep the bounding-box centre
+ * as the cloud's origin (in double) and the points relative to it; the
+ * registration works relative to the origins and reports absolute poses. */
+static void write_ply_double(const char *path, const float *p, size_t n, const double off[3],
+                             double deg, double shift)
+{
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f);
+  fprintf(f, "ply\nformat binary_little_endian 1.0\nelement vertex %zu\n"
+             "property double x\nproperty double y\nproperty double z\nend_header\n", n);
+  double c = cos(deg * M_PI / 180), s = sin(deg * M_PI / 180);
+  for (size_t i = 0; i < n; i++) {
+    double v[3] = {c * p[3 * i] - s * p[3 * i + 1] + shift + off[0],
+                   s * p[3 * i] + c * p[3 * i + 1] + off[1], p[3 * i + 2] + off[2]};
+    fwrite(v, sizeof v, 1, f); /* the test machines are little-endian x86-64 */
+  }
+  cr_assert_eq(fclose(f), 0);
+}
+static int c_utm_offsets(hicp_context *ctx)
+{
+  const double off[3] = {512345.678, 4234567.891, 123.4};
+  float *p = surface(4000, 11);
+  const char *dir = th_tmpdir();
+  char mpath[512], spath[512];
+  snprintf(mpath, sizeof mpath, "%s", th_path(dir, "utm_model.ply"));
+  snprintf(spath, sizeof spath, "%s", th_path(dir, "utm_scan.ply"));
+  write_ply_double(mpath, p, 4000, off, 0.0, 0.0);
+  const double deg = 4.0, shift = 0.03;
+  write_ply_double(spath, p, 4000, off, deg, shift);
+  hicp_cloud *mc = NULL, *sc = NULL;
+  int rc = hicp_cloud_read(ctx, mpath, HICP_FORMAT_AUTO, &mc);
+  if (rc == 0)
+    rc = hicp_cloud_read(ctx, spath, HICP_FORMAT_AUTO, &sc);
+  hicp_model *m = NULL;
+  if (rc == 0)
+    rc = hicp_model_build_cloud(ctx, mc, NULL, &m);
+  hicp_result r;
+  hicp_result_init(&r);
+  if (rc == 0)
+    rc = hicp_register_cloud(ctx, m, sc, NULL, NULL, &r);
+  if (rc == 0) {
+    double origin[3];
+    hicp_cloud_origin(sc, origin);
+    cr_assert(fabs(origin[1] - off[1]) < 10.0, "the origin follows the data: %f", origin[1]);
+    /* truth, absolute: x_model = Rz(-deg) (x_scan - shift - off) + off */
+    double c = cos(deg * M_PI / 180), s = sin(deg * M_PI / 180);
+    hicp_transform t;
+    hicp_transform_identity(&t);
+    t.m[0] = c;
+    t.m[1] = s;
+    t.m[4] = -s;
+    t.m[5] = c;
+    double a[3] = {-shift - off[0], -off[1], -off[2]};
+    t.m[3] = c * a[0] + s * a[1] + off[0];
+    t.m[7] = -s * a[0] + c * a[1] + off[1];
+    t.m[11] = a[2] + off[2];
+    double rot = th_rotation_error_deg(r.transform.m, t.m);
+    /* where both put a scan point (absolute), in double */
+    double x[3] = {off[0] + 0.7, off[1] - 0.2, off[2] + 0.1}, e = 0.0;
+    for (int i = 0; i < 3; i++) {
+      double u = r.transform.m[4 * i + 3], v = t.m[4 * i + 3];
+      for (int j = 0; j < 3; j++) {
+        u += r.transform.m[4 * i + j] * x[j];
+        v += t.m[4 * i + j] * x[j];
+      }
+      e += (u - v) * (u - v);
+    }
+    cr_assert_lt(rot, 1e-3, "rotation error %g degrees", rot);
+    cr_assert_lt(sqrt(e), 1e-5, "position error %g (units of a 2-unit object)", sqrt(e));
+  }
+  hicp_model_destroy(m);
+  hicp_cloud_destroy(mc);
+  hicp_cloud_destroy(sc);
+  free(p);
+  return rc;
+}
+
+/* Model files that are not what they claim. */
+static const char *saved_model(hicp_context *ctx, unsigned char **bytes, size_t *len)
+{
+  float *p = surface(300, 5);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, p, 300, 0, NULL, &m), 0);
+  free(p);
+  static char path[512];
+  snprintf(path, sizeof path, "%s", th_path(th_tmpdir(), "m.hicpm"));
+  cr_assert_eq(hicp_model_save(ctx, m, path), 0, "%s", hicp_context_error(ctx));
+  hicp_model_destroy(m);
+  *bytes = th_read(path, len);
+  return path;
+}
+static int load_modified(hicp_context *ctx, size_t at, const void *with, size_t wlen,
+                         size_t keep)
+{
+  unsigned char *b;
+  size_t len;
+  const char *path = saved_model(ctx, &b, &len);
+  if (with != NULL)
+    memcpy(b + at, with, wlen);
+  th_write(path, b, keep ? keep : len);
+  free(b);
+  hicp_model *m = NULL;
+  int rc = hicp_model_load(ctx, path, &m);
+  cr_assert_null(m);
+  return rc;
+}
+static int c_model_version(hicp_context *ctx)
+{
+  uint32_t v = 7;
+  return load_modified(ctx, 8, &v, 4, 0);
+}
+static int c_model_endian(hicp_context *ctx)
+{
+  /* the byte-order mark as a machine of the other order writes it */
+  size_t len;
+  unsigned char *bytes;
+  saved_model(ctx, &bytes, &len);
+  size_t at = 0;
+  for (size_t i = 8; i + 4 <= 64; i += 4) /* find the mark 0x01020304 */
+    if (bytes[i] == 4 && bytes[i + 1] == 3 && bytes[i + 2] == 2 && bytes[i + 3] == 1)
+      at = i;
+  free(bytes);
+  cr_assert_neq(at, 0, "byte-order mark not found in the header");
+  unsigned char swapped[4] = {1, 2, 3, 4};
+  return load_modified(ctx, at, swapped, 4, 0);
+}
+static int c_model_truncated(hicp_context *ctx)
+{
+  return load_modified(ctx, 0, NULL, 0, 2000);
+}
+static int c_model_bitflip(hicp_context *ctx)
+{
+  unsigned char *b;
+  size_t len;
+  saved_model(ctx, &b, &len);
+  /* the middle of the file lies inside the neighbour lists, the largest
+   * section */
+  unsigned char x = (unsigned char)(b[len / 2] ^ 0x10);
+  free(b);
+  return load_modified(ctx, len / 2, &x, 1, 0);
+}
+static int c_model_foreign(hicp_context *ctx)
+{
+  const char *path = th_path(th_tmpdir(), "not_a_model.hicpm");
+  const char text[] = "ply\nformat ascii 1.0\nelement vertex 0\nend_header\n";
+  th_write(path, text, sizeof text - 1);
+  hicp_model *m = NULL;
+  return hicp_model_load(ctx, path, &m);
+}
+
+/* Options out of range: refused up front, naming the option. */
+static int reg_with(hicp_context *ctx, void (*set)(hicp_reg_options *))
+{
+  float *p = surface(300, 9);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, p, 300, 0, NULL, &m), 0);
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  set(&o);
+  hicp_result r;
+  hicp_result_init(&r);
+  int rc = hicp_register(ctx, m, p, 300, &o, NULL, &r);
+  hicp_model_destroy(m);
+  free(p);
+  return rc;
+}
+static void o_iter(hicp_reg_options *o) { o->max_iter = -5; }
+static void o_trim(hicp_reg_options *o) { o->trim = 1.5; }
+static void o_sigma(hicp_reg_options *o) { o->filter_sigma = -1.0; }
+static void o_chunk(hicp_reg_options *o) { o->chunk_points = 1000; }
+static void o_maxdist(hicp_reg_options *o) { o->max_dist = NAN; }
+static void o_method(hicp_reg_options *o) { o->nn = (hicp_nn_method)42; }
+static void o_stride(hicp_reg_options *o) { o->scan_stride = 8; }
+static void o_flags(hicp_reg_options *o) { o->flags = 1; }
+static int c_opt_iter(hicp_context *ctx) { return reg_with(ctx, o_iter); }
+static int c_opt_trim(hicp_context *ctx) { return reg_with(ctx, o_trim); }
+static int c_opt_sigma(hicp_context *ctx) { return reg_with(ctx, o_sigma); }
+static int c_opt_chunk(hicp_context *ctx) { return reg_with(ctx, o_chunk); }
+static int c_opt_maxdist(hicp_context *ctx) { return reg_with(ctx, o_maxdist); }
+static int c_opt_method(hicp_context *ctx) { return reg_with(ctx, o_method); }
+static int c_opt_stride(hicp_context *ctx) { return reg_with(ctx, o_stride); }
+static int c_opt_flags(hicp_context *ctx) { return reg_with(ctx, o_flags); }
+static int c_opt_init_not_rigid(hicp_context *ctx)
+{
+  float *p = surface(300, 9);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, p, 300, 0, NULL, &m), 0);
+  hicp_transform t;
+  hicp_transform_identity(&t);
+  t.m[0] = 2.0; /* a scale */
+  hicp_result r;
+  hicp_result_init(&r);
+  int rc = hicp_register(ctx, m, p, 300, NULL, &t, &r);
+  hicp_model_destroy(m);
+  free(p);
+  return rc;
+}
+static int c_opt_threads(hicp_context *ctx)
+{
+  (void)ctx;
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.threads = -3;
+  hicp_context *c2 = NULL;
+  int rc = hicp_context_create(&o, &c2);
+  cr_assert_null(c2);
+  return rc;
+}
+
+/* Memory: inputs beyond the context's limit fail before allocating. */
+static int c_memory_limit_register(hicp_context *ctx)
+{
+  hicp_context_options co;
+  hicp_context_options_init(&co);
+  co.memory_limit = 256 * 1024;
+  hicp_context *small;
+  cr_assert_eq(hicp_context_create(&co, &small), 0);
+  float *p = surface(300, 9);
+  hicp_model *m = NULL; /* built under the default limit, shared */
+  cr_assert_eq(hicp_model_build(ctx, p, 300, 0, NULL, &m), 0);
+  size_t n = 200000; /* about 13 MB of scratch */
+  float *s = calloc(3 * n, sizeof(float));
+  for (size_t i = 0; i < n; i++)
+    memcpy(&s[3 * i], &p[3 * (i % 300)], 12);
+  hicp_result r;
+  hicp_result_init(&r);
+  int rc = hicp_register(small, m, s, n, NULL, NULL, &r);
+  /* the message must survive the context: copy the check here */
+  if (rc != 0)
+    cr_assert(strstr(hicp_context_error(small), "memory") != NULL, "%s",
+              hicp_context_error(small));
+  free(s);
+  free(p);
+  hicp_model_destroy(m);
+  hicp_context_destroy(small);
+  return rc;
+}
+static int c_memory_limit_build(hicp_context *ctx)
+{
+  (void)ctx;
+  hicp_context_options co;
+  hicp_context_options_init(&co);
+  co.memory_limit = 64 * 1024;
+  hicp_context *small;
+  cr_assert_eq(hicp_context_create(&co, &small), 0);
+  float *p = surface(20000, 3);
+  hicp_model *m = NULL;
+  int rc = hicp_model_build(small, p, 20000, 0, NULL, &m);
+  cr_assert_null(m);
+  if (rc != 0)
+    cr_assert(strstr(hicp_context_error(small), "memory") != NULL, "%s",
+              hicp_context_error(small));
+  free(p);
+  hicp_context_destroy(small);
+  return rc;
+}
+
+#define OK(name, fn) {name, fn, 0, NULL}
+#define FAILS(name, fn, code, msg) {name, fn, code, msg}
+static const robust_case cases[] = {
+    OK("model of 1 point", c_one_point),
+    OK("model of 2 points", c_two_points),
+    OK("model of 3 points", c_three_points),
+    OK("model of 4 points", c_four_points),
+    OK("model of 100 identical points", c_identical),
+    OK("collinear model", c_collinear),
+    OK("coplanar model (tilted plane)", c_coplanar),
+    OK("cospherical model (cube and octahedron)", c_cospherical),
+    OK("grid-aligned duplicates", c_grid_duplicates),
+    FAILS("NaN in a model", c_nan_model, HICP_ENONFINITE, "non-finite"),
+    FAILS("empty model", c_empty_model, HICP_EEMPTY, "no points"),
+    OK("scan of 1 point", c_scan_one_point),
+    OK("scan with no overlap", c_scan_no_overlap),
+    OK("scan 1e6 model sizes away", c_scan_far_away),
+    FAILS("Inf in a scan", c_scan_nan, HICP_ENONFINITE, "point 17"),
+    FAILS("empty scan", c_scan_empty, HICP_EEMPTY, "no points"),
+    OK("moved scan recovered (control)", c_scan_moved_recovered),
+    OK("UTM coordinates (4e6 + millimetres)", c_utm_offsets),
+    FAILS("model file of another version", c_model_version, HICP_EFORMAT, "version 7"),
+    FAILS("model file of the other byte order", c_model_endian, HICP_EFORMAT, "byte order"),
+    FAILS("truncated model file", c_model_truncated, HICP_EFORMAT, "truncated"),
+    FAILS("model file with one bit flipped", c_model_bitflip, HICP_EFORMAT, "checksum"),
+    FAILS("PLY given as a model file", c_model_foreign, HICP_EFORMAT, "hicp model file"),
+    FAILS("max_iter -5", c_opt_iter, HICP_EINVAL, "max_iter"),
+    FAILS("trim 1.5", c_opt_trim, HICP_EINVAL, "trim"),
+    FAILS("filter_sigma -1", c_opt_sigma, HICP_EINVAL, "filter_sigma"),
+    FAILS("chunk_points 1000", c_opt_chunk, HICP_EINVAL, "chunk_points"),
+    FAILS("max_dist NaN", c_opt_maxdist, HICP_EINVAL, "max_dist"),
+    FAILS("unknown method", c_opt_method, HICP_EINVAL, "method 42"),
+    FAILS("scan stride 8", c_opt_stride, HICP_EINVAL, "stride"),
+    FAILS("reserved flags", c_opt_flags, HICP_EINVAL, "flags"),
+    FAILS("initial transform with a scale", c_opt_init_not_rigid, HICP_EINVAL, "not rigid"),
+    FAILS("threads -3", c_opt_threads, HICP_EINVAL, NULL),
+    FAILS("scan beyond the memory limit", c_memory_limit_register, HICP_ELIMIT, NULL),
+    FAILS("model beyond the memory limit", c_memory_limit_build, HICP_ELIMIT, NULL),
+};
+
+Test(robust, hostile_and_degenerate_table, .timeout = 300)
+{
+  size_t n = sizeof cases / sizeof cases[0];
+  cr_assert_geq(n, 25);
+  for (size_t i = 0; i < n; i++) {
+    const robust_case *c = &cases[i];
+    hicp_context *ctx = new_ctx();
+    int rc = c->run(ctx);
+    cr_assert_eq(rc, c->code, "%s: code %d (%s), want %d (%s); message: %s", c->name, rc,
+                 hicp_strerror(rc), c->code, hicp_strerror(c->code), hicp_context_error(ctx));
+    if (c->code != 0 && c->msg != NULL) {
+      const char *e = hicp_context_error(ctx);
+      cr_assert(strstr(e, c->msg) != NULL, "%s: message '%s' lacks '%s'", c->name, e, c->msg);
+      cr_assert(strchr(e, '\n') == NULL, "%s: message on more than one line", c->name);
+    }
+    hicp_context_destroy(ctx);
+  }
+}
+
+/* ---- Threads sharing one model ---- */
+
+typedef struct worker_arg {
+  const hicp_model *m;
+  const float *scan;
+  size_t n;
+  hicp_result r;
+  int rc;
+} worker_arg;
+
+static void *worker(void *p)
+{
+  worker_arg *a = p;
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.threads = 1; /* contexts are per thread; parallelism comes from the threads */
+  hicp_context *ctx;
+  a->rc = hicp_context_create(&o, &ctx);
+  if (a->rc != 0)
+    return NULL;
+  hicp_reg_options ro;
+  hicp_reg_options_init(&ro);
+  ro.max_iter = 20;
+  for (int k = 0; k < 3 && a->rc == 0; k++) {
+    hicp_result_init(&a->r);
+    a->rc = hicp_register(ctx, a->m, a->scan, a->n, &ro, NULL, &a->r);
+  }
+  hicp_context_destroy(ctx);
+  return NULL;
+}
+
+Test(robust, threads_sharing_one_model_match_serial)
+{
+  hicp_context *ctx = new_ctx();
+  float *p = surface(3000, 21);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, p, 3000, 0, NULL, &m), 0);
+  enum { T = 4 };
+  float *scans[T];
+  worker_arg args[T];
+  for (int t = 0; t < T; t++) {
+    scans[t] = malloc(sizeof(float) * 3 * 3000);
+    double a = (2.0 + t) * M_PI / 180;
+    for (int i = 0; i < 3000; i++) {
+      scans[t][3 * i] = (float)(cos(a) * p[3 * i] - sin(a) * p[3 * i + 2] + 0.01 * t);
+      scans[t][3 * i + 1] = p[3 * i + 1];
+      scans[t][3 * i + 2] = (float)(sin(a) * p[3 * i] + cos(a) * p[3 * i + 2]);
+    }
+    args[t] = (worker_arg){m, scans[t], 3000, {0}, -1};
+  }
+  /* serial answers first */
+  hicp_result serial[T];
+  for (int t = 0; t < T; t++) {
+    worker(&args[t]);
+    cr_assert_eq(args[t].rc, 0);
+    serial[t] = args[t].r;
+  }
+  pthread_t th[T];
+  for (int t = 0; t < T; t++)
+    cr_assert_eq(pthread_create(&th[t], NULL, worker, &args[t]), 0);
+  for (int t = 0; t < T; t++)
+    pthread_join(th[t], NULL);
+  for (int t = 0; t < T; t++) {
+    cr_assert_eq(args[t].rc, 0);
+    cr_assert_eq(memcmp(&args[t].r.transform, &serial[t].transform, sizeof serial[t].transform), 0,
+                 "thread %d differs from the serial run", t);
+    cr_assert_eq(args[t].r.iterations, serial[t].iterations);
+    free(scans[t]);
+  }
+  hicp_model_destroy(m);
+  free(p);
+  hicp_context_destroy(ctx);
+}
+
+/* ---- Cancelling one registration from another thread ---- */
+
+typedef struct cancel_arg {
+  hicp_context *ctx;
+  atomic_int done;
+} cancel_arg;
+
+static void *canceller(void *p)
+{
+  cancel_arg *a = p;
+  struct timespec ts = {0, 20 * 1000 * 1000};
+  /* keep asking until the registration has returned: a request made before
+   * the call begins is cleared by it (hicp_context_cancel) */
+  while (!atomic_load(&a->done)) {
+    nanosleep(&ts, NULL);
+    hicp_context_cancel(a->ctx);
+  }
+  return NULL;
+}
+
+Test(robust, cancel_a_registration_from_another_thread, .timeout = 120)
+{
+  hicp_context *ctx = new_ctx();
+  float *p = surface(20000, 13);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, p, 20000, 0, NULL, &m), 0);
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = 1000000; /* would run for minutes */
+  o.tol = 0.0;
+  o.nn = HICP_NN_BRUTE;
+  cancel_arg a;
+  a.ctx = ctx;
+  atomic_init(&a.done, 0);
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, canceller, &a), 0);
+  hicp_result r;
+  hicp_result_init(&r);
+  int rc = hicp_register(ctx, m, p, 20000, &o, NULL, &r);
+  atomic_store(&a.done, 1);
+  pthread_join(th, NULL);
+  cr_assert_eq(rc, 0, "%s", hicp_context_error(ctx));
+  cr_assert_eq(r.stop, HICP_STOP_CANCELED);
+  cr_assert_lt(r.iterations, 1000000);
+  assert_finite_rigid(&r);
+  /* the context works normally afterwards */
+  o.max_iter = 3;
+  o.nn = HICP_NN_PNN_OPT;
+  cr_assert_eq(hicp_register(ctx, m, p, 20000, &o, NULL, &r), 0);
+  cr_assert_neq(r.stop, HICP_STOP_CANCELED);
+  hicp_model_destroy(m);
+  free(p);
+  hicp_context_destroy(ctx);
+}
