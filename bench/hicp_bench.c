@@ -123,10 +123,14 @@ int main(int argc, char **argv)
     print_times(t, repeat);
     printf("}\n");
     hicp_cloud_destroy(c);
+    hicp_context_destroy(ctx);
+    free(t);
     return 0;
   }
   if (scan_path == NULL) {
     fprintf(stderr, "hicp_bench: %s needs a second file\n", mode);
+    hicp_context_destroy(ctx);
+    free(t);
     return 2;
   }
   hicp_model *m;

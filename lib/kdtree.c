@@ -160,7 +160,8 @@ int hicp__kdtree_build(hicp_context *ctx, hicp_model *m)
   hicp__kdnode *shrunk = realloc(b.nodes, sizeof(hicp__kdnode) * b.nnodes);
   m->kd = hicp__model_own(m, shrunk != NULL ? shrunk : b.nodes);
   m->nkd = b.nnodes;
-  m->kd_pts = pts;
-  hicp__model_own(m, pts);
+  m->kd_pts = hicp__model_own(m, pts);
+  if (m->kd == NULL || m->kd_pts == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory building the kd-tree");
   return HICP_OK;
 }

@@ -23,8 +23,13 @@ hicp_model *hicp__model_new(void)
 
 void *hicp__model_own(hicp_model *m, void *block)
 {
-  if (block != NULL && m->nowned < (int)(sizeof m->owned / sizeof m->owned[0]))
-    m->owned[m->nowned++] = block;
+  if (block == NULL)
+    return NULL;
+  if (m->nowned == (int)(sizeof m->owned / sizeof m->owned[0])) {
+    free(block);
+    return NULL;
+  }
+  m->owned[m->nowned++] = block;
   return block;
 }
 

@@ -35,7 +35,7 @@ struct hicp_model {
   /* Storage: either owned heap blocks or one mapping of a model file. */
   void *map;
   size_t map_len;
-  void *owned[8];
+  void *owned[16]; /* a build owns 9 today */
   int nowned;
 };
 
@@ -44,7 +44,9 @@ hicp__mview hicp__model_view(const hicp_model *m);
 
 /* Allocates an empty model with a fresh uid. */
 hicp_model *hicp__model_new(void);
-/* Records a heap block as owned by the model (freed with it). */
+/* Records a heap block as owned by the model (freed with it) and returns it;
+ * when the table is full (a programming error) frees the block and returns
+ * NULL, which callers report as out of memory: never a silent leak. */
 void *hicp__model_own(hicp_model *m, void *block);
 
 /* Delaunay neighbour lists of nv distinct points (delaunay_qhull.c, the only

@@ -231,10 +231,14 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
     if (o.delaunay) {
       rc = hicp__delaunay_graph(ctx, m->vtx, m->nv, &m->row, &m->nbr, &m->nedges, &m->qhull_ms);
       if (rc == HICP_OK) {
-        hicp__model_own(m, m->row);
-        hicp__model_own(m, m->nbr);
-        m->has_delaunay = 1;
-        rc = sort_rows(ctx, m);
+        m->row = hicp__model_own(m, m->row);
+        m->nbr = hicp__model_own(m, m->nbr);
+        if (m->row == NULL || m->nbr == NULL) {
+          rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for the Delaunay graph");
+        } else {
+          m->has_delaunay = 1;
+          rc = sort_rows(ctx, m);
+        }
       } else if (rc == HICP_EQHULL) {
         /* No 3-D triangulation (flat, collinear, tiny): the kd-tree serves
          * every method exactly.  Keep the reason for hicp model info. */

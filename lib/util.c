@@ -70,10 +70,14 @@ int hicp__check_budget(hicp_context *ctx, uint64_t bytes, const char *what)
     uint64_t phys = hicp__physical_memory();
     limit = phys != 0 ? phys / 4 * 3 : UINT64_C(1) << 40;
   }
-  if (bytes > limit)
-    return hicp__fail(ctx, HICP_ELIMIT,
-                      "%s would need %.3g GB, over the memory limit of %.3g GB", what,
-                      (double)bytes / 1e9, (double)limit / 1e9);
+  if (bytes > limit) {
+    /* both in the unit that suits the larger, MiB below 1 GiB */
+    const int gib = (double)bytes >= 1073741824.0;
+    const double unit = gib ? 1073741824.0 : 1048576.0;
+    return hicp__fail(ctx, HICP_ELIMIT, "%s would need %.3g %s, over the memory limit of %.3g %s",
+                      what, (double)bytes / unit, gib ? "GiB" : "MiB", (double)limit / unit,
+                      gib ? "GiB" : "MiB");
+  }
   return 0;
 }
 

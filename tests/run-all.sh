@@ -1,8 +1,14 @@
 #!/bin/sh
 # run-all.sh: the whole test suite, from a fresh checkout: installs what is
-# missing, then for both a CUDA build (when nvcc is present; GPU tests skip
-# without a GPU) and a CPU-only build: configure, build, make check, and
-# make distcheck.  Ends with the test summaries.
+# missing, then
+#   - a CUDA build (when nvcc is present; GPU tests skip without a GPU) and a
+#     CPU-only build: configure, build, make check, make distcheck;
+#   - make check under AddressSanitizer + UndefinedBehaviorSanitizer (a leak
+#     or any sanitizer report fails the suite: tests/criterion-tap.sh);
+#   - the concurrency tests (tests/test_threads) under ThreadSanitizer;
+#   - every libFuzzer harness for HICP_FUZZ_SECONDS each (default 20) over
+#     its committed corpus (tests/fuzz/run.sh; skipped without clang).
+# Ends with the test summaries.  HICP_QUICK=1 keeps only the first two.
 set -e
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
@@ -35,6 +41,38 @@ else
   echo "== no nvcc: skipping the CUDA build" | tee -a "$summary"
 fi
 run cpu --without-cuda
+check_only() { # check_only NAME "TESTS" CONFIGURE-FLAGS...: make check only
+  name=$1; tests=$2; shift 2
+  dir=$root/build-test-$name
+  rm -rf "$dir"; mkdir -p "$dir"; cd "$dir"
+  echo "== [$name] configure $*"
+  "$root/configure" -q "$@"
+  echo "== [$name] make"
+  make -j"$jobs" >/dev/null
+  echo "== [$name] make check${tests:+ TESTS=$tests}"
+  if ! make -j"$jobs" check ${tests:+TESTS="$tests"} >check.log 2>&1; then
+    cat test-suite.log 2>/dev/null || true; tail -50 check.log; exit 1
+  fi
+  { echo "[$name] make check:"; grep -E '^# (TOTAL|PASS|SKIP|XFAIL|FAIL|XPASS|ERROR)' check.log; } >>"$summary"
+}
+if [ "${HICP_QUICK:-0}" != 1 ]; then
+  check_only asan-ubsan "" --without-cuda --enable-sanitizers
+  # libgomp is not built for ThreadSanitizer: threads come from the tests
+  # and the library's own pthreads (batches, streams)
+  check_only tsan tests/test_threads --without-cuda --disable-openmp --enable-sanitizers=thread
+  echo "== [fuzz] libFuzzer harnesses"
+  set +e
+  "$root/tests/fuzz/run.sh" --time "${HICP_FUZZ_SECONDS:-20}" --build "$root/build-test-fuzz" >"$summary.fuzz" 2>&1
+  st=$?
+  set -e
+  cat "$summary.fuzz"
+  case $st in
+    0) { echo "[fuzz]"; grep '^fuzz:' "$summary.fuzz"; } >>"$summary" ;;
+    77) echo "[fuzz] skipped: no clang with libFuzzer" >>"$summary" ;;
+    *) rm -f "$summary.fuzz"; exit 1 ;;
+  esac
+  rm -f "$summary.fuzz"
+fi
 echo
 echo "== test summary"
 cat "$summary"

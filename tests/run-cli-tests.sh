@@ -42,6 +42,8 @@ check "bad option value exits 2" 2 "$bin" register a b --max-iter -3
 one_line_error "max-iter"
 check "bad nn method exits 2" 2 "$bin" nn a b --nn fastest
 one_line_error "fastest"
+check "bad --memory-limit exits 2" 2 "$bin" register a b --memory-limit 12X
+one_line_error "memory-limit"
 check "missing model file exits 1" 1 "$bin" register "$tmp/nope.ply" "$tmp/nope2.ply"
 one_line_error "nope.ply"
 check "devices runs" 0 "$bin" devices
@@ -49,7 +51,7 @@ check "devices --json" 0 "$bin" devices --json
 
 bunny="$data/meshes/bunny00.off"
 if [ ! -r "$bunny" ] || [ $have_py -eq 0 ]; then
-  for i in $(seq 1 20); do skip "needs libcgal-demo data and python3"; done
+  for i in $(seq 1 24); do skip "needs libcgal-demo data and python3"; done
 else
   check "perturb makes a scan" 0 "$bin" perturb "$bunny" -o "$tmp/scan.ply" --truth "$tmp/truth.txt" \
     --rotate 10,-8,12 --translate-rel 0.02,0,-0.01 --view 0,0,1 --noise 1e-4
@@ -115,6 +117,11 @@ assert all(d['converged'] for d in lines)
   check "track --from-list --independent" 0 "$bin" track "$tmp/bunny.hicpm" --from-list "$tmp/list.txt" --independent --threads 2
   [ "$(wc -l < "$tmp/out")" -eq 3 ] && ok "three frames from the list" || notok "three frames from the list"
   check "track with a missing frame exits 1" 1 "$bin" track "$tmp/bunny.hicpm" "$tmp/f1.ply" "$tmp/missing.ply"
+  # --memory-limit: refused before allocating, one line naming the limit
+  check "register over --memory-limit exits 1" 1 "$bin" register "$tmp/bunny.hicpm" "$tmp/scan.ply" --memory-limit 100K
+  one_line_error "memory limit"
+  check "model build over --memory-limit exits 1" 1 "$bin" model build "$bunny" -o "$tmp/small.hicpm" --memory-limit 2M
+  one_line_error "memory limit"
 fi
 boeing="$data/meshes/boeing.off"
 if [ -r "$boeing" ] && [ -x "${HICP_AAR:-}" ]; then

@@ -3,14 +3,11 @@
  * words its message must contain, or a correct result (checked against
  * brute force or a ground-truth pose).  The file readers' own table (35
  * malformed files) is in test_io.c; docs/robustness.md maps every promise to
- * the test that keeps it.  Also here: threads sharing one model, and
- * cancellation of a single registration from another thread. */
+ * the test that keeps it.  Threads and cancellation: test_threads.c. */
 #include "config.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -693,133 +690,4 @@ Test(robust, hostile_and_degenerate_table, .timeout = 300)
     }
     hicp_context_destroy(ctx);
   }
-}
-
-/* ---- Threads sharing one model ---- */
-
-typedef struct worker_arg {
-  const hicp_model *m;
-  const float *scan;
-  size_t n;
-  hicp_result r;
-  int rc;
-} worker_arg;
-
-static void *worker(void *p)
-{
-  worker_arg *a = p;
-  hicp_context_options o;
-  hicp_context_options_init(&o);
-  o.threads = 1; /* contexts are per thread; parallelism comes from the threads */
-  hicp_context *ctx;
-  a->rc = hicp_context_create(&o, &ctx);
-  if (a->rc != 0)
-    return NULL;
-  hicp_reg_options ro;
-  hicp_reg_options_init(&ro);
-  ro.max_iter = 20;
-  for (int k = 0; k < 3 && a->rc == 0; k++) {
-    hicp_result_init(&a->r);
-    a->rc = hicp_register(ctx, a->m, a->scan, a->n, &ro, NULL, &a->r);
-  }
-  hicp_context_destroy(ctx);
-  return NULL;
-}
-
-Test(robust, threads_sharing_one_model_match_serial)
-{
-  hicp_context *ctx = new_ctx();
-  float *p = surface(3000, 21);
-  hicp_model *m = NULL;
-  cr_assert_eq(hicp_model_build(ctx, p, 3000, 0, NULL, &m), 0);
-  enum { T = 4 };
-  float *scans[T];
-  worker_arg args[T];
-  for (int t = 0; t < T; t++) {
-    scans[t] = malloc(sizeof(float) * 3 * 3000);
-    double a = (2.0 + t) * M_PI / 180;
-    for (int i = 0; i < 3000; i++) {
-      scans[t][3 * i] = (float)(cos(a) * p[3 * i] - sin(a) * p[3 * i + 2] + 0.01 * t);
-      scans[t][3 * i + 1] = p[3 * i + 1];
-      scans[t][3 * i + 2] = (float)(sin(a) * p[3 * i] + cos(a) * p[3 * i + 2]);
-    }
-    args[t] = (worker_arg){m, scans[t], 3000, {0}, -1};
-  }
-  /* serial answers first */
-  hicp_result serial[T];
-  for (int t = 0; t < T; t++) {
-    worker(&args[t]);
-    cr_assert_eq(args[t].rc, 0);
-    serial[t] = args[t].r;
-  }
-  pthread_t th[T];
-  for (int t = 0; t < T; t++)
-    cr_assert_eq(pthread_create(&th[t], NULL, worker, &args[t]), 0);
-  for (int t = 0; t < T; t++)
-    pthread_join(th[t], NULL);
-  for (int t = 0; t < T; t++) {
-    cr_assert_eq(args[t].rc, 0);
-    cr_assert_eq(memcmp(&args[t].r.transform, &serial[t].transform, sizeof serial[t].transform), 0,
-                 "thread %d differs from the serial run", t);
-    cr_assert_eq(args[t].r.iterations, serial[t].iterations);
-    free(scans[t]);
-  }
-  hicp_model_destroy(m);
-  free(p);
-  hicp_context_destroy(ctx);
-}
-
-/* ---- Cancelling one registration from another thread ---- */
-
-typedef struct cancel_arg {
-  hicp_context *ctx;
-  atomic_int done;
-} cancel_arg;
-
-static void *canceller(void *p)
-{
-  cancel_arg *a = p;
-  struct timespec ts = {0, 20 * 1000 * 1000};
-  /* keep asking until the registration has returned: a request made before
-   * the call begins is cleared by it (hicp_context_cancel) */
-  while (!atomic_load(&a->done)) {
-    nanosleep(&ts, NULL);
-    hicp_context_cancel(a->ctx);
-  }
-  return NULL;
-}
-
-Test(robust, cancel_a_registration_from_another_thread, .timeout = 120)
-{
-  hicp_context *ctx = new_ctx();
-  float *p = surface(20000, 13);
-  hicp_model *m = NULL;
-  cr_assert_eq(hicp_model_build(ctx, p, 20000, 0, NULL, &m), 0);
-  hicp_reg_options o;
-  hicp_reg_options_init(&o);
-  o.max_iter = 1000000; /* would run for minutes */
-  o.tol = 0.0;
-  o.nn = HICP_NN_BRUTE;
-  cancel_arg a;
-  a.ctx = ctx;
-  atomic_init(&a.done, 0);
-  pthread_t th;
-  cr_assert_eq(pthread_create(&th, NULL, canceller, &a), 0);
-  hicp_result r;
-  hicp_result_init(&r);
-  int rc = hicp_register(ctx, m, p, 20000, &o, NULL, &r);
-  atomic_store(&a.done, 1);
-  pthread_join(th, NULL);
-  cr_assert_eq(rc, 0, "%s", hicp_context_error(ctx));
-  cr_assert_eq(r.stop, HICP_STOP_CANCELED);
-  cr_assert_lt(r.iterations, 1000000);
-  assert_finite_rigid(&r);
-  /* the context works normally afterwards */
-  o.max_iter = 3;
-  o.nn = HICP_NN_PNN_OPT;
-  cr_assert_eq(hicp_register(ctx, m, p, 20000, &o, NULL, &r), 0);
-  cr_assert_neq(r.stop, HICP_STOP_CANCELED);
-  hicp_model_destroy(m);
-  free(p);
-  hicp_context_destroy(ctx);
 }

@@ -19,6 +19,12 @@ int cli_fail(hicp_context *ctx, const char *what);
  * "hicp: OPTION: ..." and returns -1. */
 int cli_int(const char *opt, const char *s, long lo, long hi, int *out);
 int cli_u64(const char *opt, const char *s, unsigned long long *out);
+/* A size in bytes with an optional K, M, G or T suffix (powers of 1024). */
+int cli_size(const char *opt, const char *s, unsigned long long *out);
+/* The --memory-limit line of every command's --help. */
+#define CLI_MEMORY_HELP \
+  "  --memory-limit SIZE most memory one step may take, e.g. 512M, 8G\n" \
+  "                      (default: 3/4 of physical memory)\n"
 int cli_double(const char *opt, const char *s, double lo, double hi, double *out);
 /* "x,y,z" */
 int cli_vec3(const char *opt, const char *s, double out[3]);
@@ -31,10 +37,11 @@ typedef struct cli_common {
   hicp_backend backend;
   int devices[64];
   int ndevices;
+  unsigned long long memory_limit; /* bytes, 0: the library's default */
 } cli_common;
 void cli_common_init(cli_common *c);
-/* Handles --threads, --backend, --devices; returns 1 if consumed, 0 if not
- * one of them, -1 on a bad value. */
+/* Handles --threads, --backend, --devices, --memory-limit; returns 1 if
+ * consumed, 0 if not one of them, -1 on a bad value. */
 int cli_common_option(cli_common *c, const char *name, const char *value);
 hicp_context *cli_context(const cli_common *c);
 

@@ -58,6 +58,29 @@ int cli_u64(const char *opt, const char *s, unsigned long long *out)
   return 0;
 }
 
+int cli_size(const char *opt, const char *s, unsigned long long *out)
+{
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  int shift = 0;
+  if (errno == 0 && end != s && s[0] != '-' && end[0] != '\0' && end[1] == '\0') {
+    switch (end[0]) {
+    case 'K': case 'k': shift = 10; end++; break;
+    case 'M': case 'm': shift = 20; end++; break;
+    case 'G': case 'g': shift = 30; end++; break;
+    case 'T': case 't': shift = 40; end++; break;
+    default: break;
+    }
+  }
+  if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v == 0 || (v << shift) >> shift != v) {
+    cli_error("%s: expected a size in bytes such as 1048576, 512M or 8G, got '%s'", opt, s);
+    return -1;
+  }
+  *out = v << shift;
+  return 0;
+}
+
 int cli_double(const char *opt, const char *s, double lo, double hi, double *out)
 {
   char *end;
@@ -132,6 +155,8 @@ int cli_common_option(cli_common *c, const char *name, const char *value)
     }
     return 1;
   }
+  if (strcmp(name, "memory-limit") == 0)
+    return cli_size("--memory-limit", value, &c->memory_limit) == 0 ? 1 : -1;
   if (strcmp(name, "devices") == 0) {
     int n = cli_int_list("--devices", value, c->devices, 64);
     if (n < 0)
@@ -150,6 +175,7 @@ hicp_context *cli_context(const cli_common *c)
   o.backend = c->backend;
   o.devices = c->ndevices ? c->devices : NULL;
   o.ndevices = c->ndevices;
+  o.memory_limit = c->memory_limit;
   hicp_context *ctx = NULL;
   int rc = hicp_context_create(&o, &ctx);
   if (rc != HICP_OK) {

@@ -10,14 +10,17 @@
 static void usage(FILE *f)
 {
   fprintf(f,
-          "usage: hicp model build MODEL -o FILE [--no-delaunay] [--validate]\n"
+          "usage: hicp model build MODEL -o FILE [--no-delaunay] [--validate] [--memory-limit SIZE]\n"
           "       hicp model info FILE [--json]\n"
           "\n"
           "build  builds the model's Delaunay graph and kd-tree once and saves them;\n"
           "       FILE can then be given wherever a MODEL is expected (it loads in\n"
           "       milliseconds instead of being rebuilt).\n"
           "info   points, edges, degree histogram, memory and build time of a model\n"
-          "       (a model file, or a point cloud, which is built first).\n");
+          "       (a model file, or a point cloud, which is built first).\n"
+          "\n"
+          "  --memory-limit SIZE  most memory one step may take, e.g. 512M, 8G\n"
+          "                       (default: 3/4 of physical memory)\n");
 }
 
 static void print_info(const char *path, const hicp_model_info *mi, int as_json)
@@ -96,6 +99,7 @@ int cmd_model(int argc, char **argv)
                                        {"no-delaunay", no_argument, NULL, 'n'},
                                        {"validate", no_argument, NULL, 'v'},
                                        {"json", no_argument, NULL, 'j'},
+                                       {"memory-limit", required_argument, NULL, 'M'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
   if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
@@ -109,6 +113,8 @@ int cmd_model(int argc, char **argv)
   }
   hicp_model_options mo;
   hicp_model_options_init(&mo);
+  cli_common common;
+  cli_common_init(&common);
   const char *out = NULL;
   int as_json = 0, c;
   optind = 0;
@@ -125,6 +131,10 @@ int cmd_model(int argc, char **argv)
       break;
     case 'j':
       as_json = 1;
+      break;
+    case 'M':
+      if (cli_common_option(&common, "memory-limit", optarg) < 0)
+        return CLI_USAGE;
       break;
     case 'h':
       usage(stdout);
@@ -144,8 +154,6 @@ int cmd_model(int argc, char **argv)
     cli_error("model build needs -o FILE");
     return CLI_USAGE;
   }
-  cli_common common;
-  cli_common_init(&common);
   hicp_context *ctx = cli_context(&common);
   if (ctx == NULL)
     return CLI_FAIL;

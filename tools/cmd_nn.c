@@ -21,7 +21,9 @@ static void usage(FILE *f)
           "  --nn METHOD     brute, kdtree, zero, kdann, pnn, pnn-opt (default); all exact\n"
           "  --csv           comma-separated, with a header line\n"
           "  --stats         print timing and walk statistics on stderr\n"
-          "  --threads N     CPU threads (default: one per core)\n");
+          "  --threads N     CPU threads (default: one per core)\n"
+          "  --memory-limit SIZE  most memory one step may take, e.g. 512M, 8G\n"
+          "                  (default: 3/4 of physical memory)\n");
 }
 
 int cmd_nn(int argc, char **argv)
@@ -30,6 +32,7 @@ int cmd_nn(int argc, char **argv)
                                        {"csv", no_argument, NULL, 'c'},
                                        {"stats", no_argument, NULL, 's'},
                                        {"threads", required_argument, NULL, 't'},
+                                       {"memory-limit", required_argument, NULL, 'M'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
   hicp_nn_options o;
@@ -54,6 +57,10 @@ int cmd_nn(int argc, char **argv)
       break;
     case 't':
       if (cli_common_option(&common, "threads", optarg) < 0)
+        return CLI_USAGE;
+      break;
+    case 'M':
+      if (cli_common_option(&common, "memory-limit", optarg) < 0)
         return CLI_USAGE;
       break;
     case 'h':

@@ -37,7 +37,9 @@ static void usage(FILE *f)
           "  --seed N              random seed (default 1)\n"
           "  --truth FILE          also write the truth transform to FILE\n"
           "  --ascii               write ASCII PLY\n"
-          "  --json                print the summary as JSON\n");
+          "  --json                print the summary as JSON\n"
+          "  --memory-limit SIZE   most memory one step may take, e.g. 512M, 8G\n"
+          "                        (default: 3/4 of physical memory)\n");
 }
 
 int cmd_perturb(int argc, char **argv)
@@ -49,13 +51,15 @@ int cmd_perturb(int argc, char **argv)
       {"noise", required_argument, NULL, 'n'},    {"outliers", required_argument, NULL, 'O'},
       {"seed", required_argument, NULL, 'S'},     {"truth", required_argument, NULL, 'u'},
       {"ascii", no_argument, NULL, 'a'},          {"json", no_argument, NULL, 'j'},
-      {"keep", required_argument, NULL, 'K'},
+      {"keep", required_argument, NULL, 'K'},       {"memory-limit", required_argument, NULL, 'M'},
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   const char *out = NULL, *truth_path = NULL;
   double rot[3] = {0, 0, 0}, tr[3] = {0, 0, 0}, trel[3] = {0, 0, 0}, view[3] = {0, 0, 0};
   double noise = 0.0, outliers = 0.0;
   int samples = 0, have_view = 0, ascii = 0, as_json = 0, keep_n = 0, c;
   unsigned long long seed = 1;
+  cli_common common;
+  cli_common_init(&common);
   optind = 0;
   while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
     int bad = 0;
@@ -104,6 +108,9 @@ int cmd_perturb(int argc, char **argv)
     case 'j':
       as_json = 1;
       break;
+    case 'M':
+      bad = cli_common_option(&common, "memory-limit", optarg) < 0;
+      break;
     case 'h':
       usage(stdout);
       return CLI_OK;
@@ -119,8 +126,6 @@ int cmd_perturb(int argc, char **argv)
     return CLI_USAGE;
   }
   const char *in = argv[optind];
-  cli_common common;
-  cli_common_init(&common);
   hicp_context *ctx = cli_context(&common);
   if (ctx == NULL)
     return CLI_FAIL;

@@ -37,6 +37,7 @@ static void usage(FILE *f)
           "  --threads N         CPU threads (default: one per core)\n"
           "  --backend B         auto, cpu, cuda, hybrid (default auto)\n"
           "  --devices LIST      CUDA devices, e.g. 0,1 (a device may repeat)\n"
+          CLI_MEMORY_HELP
           "  --json              print one JSON object instead of text\n");
 }
 
@@ -59,6 +60,7 @@ enum {
   OPT_THREADS,
   OPT_BACKEND,
   OPT_DEVICES,
+  OPT_MEMORY_LIMIT,
   OPT_JSON,
   OPT_HELP
 };
@@ -82,6 +84,7 @@ static const struct option long_opts[] = {
     {"threads", required_argument, NULL, OPT_THREADS},
     {"backend", required_argument, NULL, OPT_BACKEND},
     {"devices", required_argument, NULL, OPT_DEVICES},
+    {"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
     {"json", no_argument, NULL, OPT_JSON},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0}};
@@ -266,6 +269,9 @@ int cmd_register(int argc, char **argv)
       break;
     case OPT_DEVICES:
       bad = cli_common_option(&common, "devices", optarg) < 0;
+      break;
+    case OPT_MEMORY_LIMIT:
+      bad = cli_common_option(&common, "memory-limit", optarg) < 0;
       break;
     case OPT_JSON:
       as_json = 1;

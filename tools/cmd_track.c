@@ -30,6 +30,7 @@ static void usage(FILE *f)
           "  --threads N         CPU threads (default: one per core)\n"
           "  --backend B         auto, cpu, cuda, hybrid (default auto)\n"
           "  --devices LIST      CUDA devices, e.g. 0,1 or 0,0 (a device may repeat)\n"
+          CLI_MEMORY_HELP
           "  --json              one JSON object per frame (JSON lines)\n"
           "A progress line with frames/s and the time left is shown on a terminal.\n");
 }
@@ -89,6 +90,7 @@ int cmd_track(int argc, char **argv)
       {"filter-start", required_argument, NULL, 'f'}, {"filter-sigma", required_argument, NULL, 's'},
       {"threads", required_argument, NULL, 'T'},   {"backend", required_argument, NULL, 'B'},
       {"devices", required_argument, NULL, 'D'},   {"json", no_argument, NULL, 'j'},
+      {"memory-limit", required_argument, NULL, 'M'},
       {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0}};
   hicp_reg_options o;
   hicp_reg_options_init(&o);
@@ -121,6 +123,7 @@ int cmd_track(int argc, char **argv)
     case 'T': bad = cli_common_option(&common, "threads", optarg) < 0; break;
     case 'B': bad = cli_common_option(&common, "backend", optarg) < 0; break;
     case 'D': bad = cli_common_option(&common, "devices", optarg) < 0; break;
+    case 'M': bad = cli_common_option(&common, "memory-limit", optarg) < 0; break;
     case 'j': as_json = 1; break;
     case 'h': usage(stdout); return CLI_OK;
     default: fprintf(stderr, "hicp: see 'hicp track --help'\n"); return CLI_USAGE;

@@ -1,0 +1,374 @@
+/* test_threads.c: the library's concurrency promises, as a plain program
+ * printing TAP (no Criterion: Criterion cannot start under ThreadSanitizer,
+ * Snaipe/Criterion#274), so that the same tests run in make check and in
+ * the ThreadSanitizer build of tests/run-all.sh.
+ *
+ *  1. threads, each with its own context, sharing one model: the results
+ *     equal a serial run bit for bit;
+ *  2. a registration cancelled from another thread stops, and its context
+ *     works normally afterwards;
+ *  3. a stream fed by one thread and drained by another answers in order,
+ *     bit for bit as single registrations;
+ *  4. a batch on several worker threads cancelled from another thread
+ *     accounts for every frame exactly once.
+ *
+ * Accepts and ignores --tap=- (the test driver passes it to every suite). */
+#include "config.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hicp.h"
+
+static int ntests, nfailed;
+
+static void report(int ok, const char *name, const char *why)
+{
+  ntests++;
+  nfailed += !ok;
+  printf("%s %d - %s%s%s\n", ok ? "ok" : "not ok", ntests, name, ok ? "" : ": ", ok ? "" : why);
+  fflush(stdout);
+}
+
+/* A bumpy closed surface, n points, about 2 units across (splitmix64). */
+static float *surface(size_t n, uint64_t seed)
+{
+  float *p = malloc(sizeof(float) * 3 * n);
+  if (p == NULL)
+    abort();
+  for (size_t i = 0; i < n; i++) {
+    double r[2];
+    for (int k = 0; k < 2; k++) {
+      uint64_t z = (seed += 0x9e3779b97f4a7c15u);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+      r[k] = (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+    }
+    double u = 2.0 * M_PI * r[0], v = acos(2.0 * r[1] - 1.0);
+    double rad = 1.0 + 0.08 * sin(5.0 * u) * sin(4.0 * v);
+    p[3 * i] = (float)(rad * cos(u) * sin(v));
+    p[3 * i + 1] = (float)(rad * 0.7 * sin(u) * sin(v));
+    p[3 * i + 2] = (float)(rad * 0.5 * cos(v));
+  }
+  return p;
+}
+
+/* p turned by deg degrees about y and shifted by dx. */
+static float *moved(const float *p, size_t n, double deg, double dx)
+{
+  float *s = malloc(sizeof(float) * 3 * n);
+  if (s == NULL)
+    abort();
+  double a = deg * M_PI / 180.0;
+  for (size_t i = 0; i < n; i++) {
+    s[3 * i] = (float)(cos(a) * p[3 * i] - sin(a) * p[3 * i + 2] + dx);
+    s[3 * i + 1] = p[3 * i + 1];
+    s[3 * i + 2] = (float)(sin(a) * p[3 * i] + cos(a) * p[3 * i + 2]);
+  }
+  return s;
+}
+
+static hicp_context *context(int threads)
+{
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.threads = threads;
+  o.backend = HICP_BACKEND_CPU;
+  hicp_context *ctx = NULL;
+  if (hicp_context_create(&o, &ctx) != HICP_OK)
+    abort();
+  return ctx;
+}
+
+static int same_pose(const hicp_result *a, const hicp_result *b)
+{
+  return memcmp(&a->transform, &b->transform, sizeof a->transform) == 0 &&
+         a->iterations == b->iterations;
+}
+
+static void sleep_ms(int ms)
+{
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* ---- 1. Threads sharing one model ---- */
+
+typedef struct share_arg {
+  const hicp_model *m;
+  const float *scan;
+  size_t n;
+  hicp_result r;
+  int rc;
+} share_arg;
+
+static void *share_worker(void *p)
+{
+  share_arg *a = p;
+  hicp_context *ctx = context(1); /* parallelism comes from the threads */
+  hicp_reg_options ro;
+  hicp_reg_options_init(&ro);
+  ro.max_iter = 20;
+  a->rc = 0;
+  for (int k = 0; k < 3 && a->rc == 0; k++) {
+    hicp_result_init(&a->r);
+    a->rc = hicp_register(ctx, a->m, a->scan, a->n, &ro, NULL, &a->r);
+  }
+  /* nearest-neighbour queries on the shared model too */
+  uint32_t idx[64];
+  float d2[64];
+  if (a->rc == 0)
+    a->rc = hicp_nn_query(ctx, a->m, a->scan, 64, NULL, idx, d2, NULL);
+  hicp_context_destroy(ctx);
+  return NULL;
+}
+
+static void test_shared_model(void)
+{
+  enum { T = 4, N = 3000 };
+  hicp_context *ctx = context(1);
+  float *p = surface(N, 21);
+  hicp_model *m = NULL;
+  if (hicp_model_build(ctx, p, N, 0, NULL, &m) != HICP_OK) {
+    report(0, "threads sharing one model match a serial run", hicp_context_error(ctx));
+    hicp_context_destroy(ctx);
+    free(p);
+    return;
+  }
+  float *scans[T];
+  share_arg args[T];
+  hicp_result serial[T];
+  int ok = 1;
+  for (int t = 0; t < T; t++) {
+    scans[t] = moved(p, N, 2.0 + t, 0.01 * t);
+    args[t] = (share_arg){m, scans[t], N, {0}, -1};
+    share_worker(&args[t]);
+    ok &= args[t].rc == 0;
+    serial[t] = args[t].r;
+  }
+  pthread_t th[T];
+  for (int t = 0; t < T; t++)
+    ok &= pthread_create(&th[t], NULL, share_worker, &args[t]) == 0;
+  for (int t = 0; t < T; t++)
+    pthread_join(th[t], NULL);
+  for (int t = 0; t < T; t++) {
+    ok &= args[t].rc == 0 && same_pose(&args[t].r, &serial[t]);
+    free(scans[t]);
+  }
+  report(ok, "4 threads with their own contexts sharing one model match a serial run bit for bit",
+         "a thread's result differs or failed");
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+  free(p);
+}
+
+/* ---- 2. Cancelling one registration from another thread ---- */
+
+typedef struct cancel_arg {
+  hicp_context *ctx;
+  atomic_int done;
+} cancel_arg;
+
+static void *canceller(void *p)
+{
+  cancel_arg *a = p;
+  /* keep asking until the call has returned: a request made before the
+   * call begins is cleared by it (hicp_context_cancel) */
+  while (!atomic_load(&a->done)) {
+    sleep_ms(20);
+    hicp_context_cancel(a->ctx);
+  }
+  return NULL;
+}
+
+static void test_cancel_registration(void)
+{
+  enum { N = 20000 };
+  hicp_context *ctx = context(2);
+  float *p = surface(N, 13);
+  hicp_model *m = NULL;
+  int ok = hicp_model_build(ctx, p, N, 0, NULL, &m) == HICP_OK;
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = 1000000; /* would run for hours */
+  o.tol = 0.0;
+  o.nn = HICP_NN_BRUTE;
+  cancel_arg a;
+  a.ctx = ctx;
+  atomic_init(&a.done, 0);
+  pthread_t th;
+  ok = ok && pthread_create(&th, NULL, canceller, &a) == 0;
+  hicp_result r;
+  hicp_result_init(&r);
+  int rc = ok ? hicp_register(ctx, m, p, N, &o, NULL, &r) : -1;
+  atomic_store(&a.done, 1);
+  if (ok)
+    pthread_join(th, NULL);
+  report(rc == 0 && r.stop == HICP_STOP_CANCELED && r.iterations < 1000000 &&
+             isfinite(r.transform.m[3]),
+         "a registration cancelled from another thread stops with its partial pose",
+         hicp_context_error(ctx));
+  /* the context works normally afterwards */
+  o.max_iter = 3;
+  o.nn = HICP_NN_PNN_OPT;
+  hicp_result_init(&r);
+  rc = m != NULL ? hicp_register(ctx, m, p, N, &o, NULL, &r) : -1;
+  report(rc == 0 && r.stop != HICP_STOP_CANCELED, "the context runs normally after a cancel",
+         hicp_context_error(ctx));
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+  free(p);
+}
+
+/* ---- 3. A stream fed by one thread and drained by another ---- */
+
+enum { NF = 12, FN = 2500 };
+
+typedef struct stream_arg {
+  hicp_stream *s;
+  float *frames[NF];
+  int rc;
+} stream_arg;
+
+static void *submitter(void *p)
+{
+  stream_arg *a = p;
+  a->rc = 0;
+  for (int k = 0; k < NF && a->rc == 0; k++) {
+    uint64_t id = 0;
+    a->rc = hicp_stream_submit(a->s, a->frames[k], FN, NULL, &id);
+    if (a->rc == 0 && id != (uint64_t)k)
+      a->rc = -1;
+  }
+  return NULL;
+}
+
+static void test_stream_two_threads(void)
+{
+  hicp_context *ctx = context(3);
+  float *p = surface(8000, 5);
+  hicp_model *m = NULL;
+  int ok = hicp_model_build(ctx, p, 8000, 0, NULL, &m) == HICP_OK;
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = 15;
+  stream_arg a;
+  hicp_result ref[NF];
+  hicp_context *ref_ctx = context(1);
+  for (int k = 0; k < NF; k++) {
+    a.frames[k] = moved(p + 3 * (size_t)(k * 400), FN, 1.0 + 0.5 * k, 0.005 * k);
+    hicp_result_init(&ref[k]);
+    ok &= m != NULL && hicp_register(ref_ctx, m, a.frames[k], FN, &o, NULL, &ref[k]) == 0;
+  }
+  hicp_context_destroy(ref_ctx);
+  hicp_batch_options bo;
+  hicp_batch_options_init(&bo);
+  ok = ok && hicp_stream_create(ctx, m, &o, &bo, &a.s) == HICP_OK;
+  pthread_t th;
+  ok = ok && pthread_create(&th, NULL, submitter, &a) == 0;
+  for (int k = 0; ok && k < NF; k++) {
+    hicp_result r;
+    hicp_result_init(&r);
+    int rc;
+    /* the receiver may get ahead of the submitter: nothing outstanding
+     * (EINVAL) or not ready (EAGAIN) means try again */
+    while ((rc = hicp_stream_receive(a.s, &r, k % 2)) == HICP_EAGAIN || rc == HICP_EINVAL)
+      sleep_ms(1);
+    ok &= rc == 0 && r.frame == (uint64_t)k && r.error == 0 && same_pose(&r, &ref[k]);
+  }
+  if (a.s != NULL) {
+    pthread_join(th, NULL);
+    ok &= a.rc == 0;
+    hicp_stream_destroy(a.s);
+  }
+  report(ok, "a stream fed by one thread and drained by another answers in order, bit for bit",
+         "order or bits differ");
+  for (int k = 0; k < NF; k++)
+    free(a.frames[k]);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+  free(p);
+}
+
+/* ---- 4. A batch on worker threads, cancelled from another thread ---- */
+
+typedef struct later_arg {
+  hicp_context *ctx;
+  int ms;
+} later_arg;
+
+static void *cancel_later(void *p)
+{
+  later_arg *a = p;
+  sleep_ms(a->ms);
+  hicp_context_cancel(a->ctx);
+  return NULL;
+}
+
+static void test_batch_cancel(void)
+{
+  enum { NB = 40, BN = 3000 };
+  hicp_context *ctx = context(3);
+  float *p = surface(6000, 9);
+  hicp_model *m = NULL;
+  int ok = hicp_model_build(ctx, p, 6000, 0, NULL, &m) == HICP_OK;
+  const float *frames[NB];
+  size_t counts[NB];
+  hicp_result res[NB];
+  for (int k = 0; k < NB; k++) {
+    frames[k] = moved(p + 3 * (size_t)(k * 50), BN, 0.3 * k, 0.0);
+    counts[k] = BN;
+    hicp_result_init(&res[k]);
+  }
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = 300;
+  o.tol = 0.0;
+  later_arg la = {ctx, 50};
+  pthread_t th;
+  ok = ok && pthread_create(&th, NULL, cancel_later, &la) == 0;
+  int rc = ok ? hicp_register_batch(ctx, m, frames, counts, NB, &o, NULL, NULL, res) : -1;
+  if (ok)
+    pthread_join(th, NULL);
+  int done = 0, stopped = 0, skipped = 0, bad = 0;
+  for (int k = 0; k < NB; k++) {
+    if (res[k].error == HICP_ECANCELED)
+      skipped++;
+    else if (res[k].error != 0 || res[k].frame != (uint64_t)k)
+      bad++;
+    else if (res[k].stop == HICP_STOP_CANCELED)
+      stopped++;
+    else
+      done++;
+  }
+  report(ok && (rc == 0 || rc == HICP_ECANCELED) && bad == 0 && done + stopped + skipped == NB &&
+             skipped + stopped > 0,
+         "a cancelled batch on 3 worker threads accounts for every frame once",
+         "a frame was lost, duplicated or failed, or the cancel came too late");
+  for (int k = 0; k < NB; k++)
+    free((void *)frames[k]);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+  free(p);
+}
+
+int main(int argc, char **argv)
+{
+  for (int i = 1; i < argc; i++)
+    if (strncmp(argv[i], "--tap", 5) != 0) {
+      fprintf(stderr, "usage: test_threads [--tap=-]\n");
+      return 2;
+    }
+  printf("1..5\n");
+  test_shared_model();
+  test_cancel_registration();
+  test_stream_two_threads();
+  test_batch_cancel();
+  return nfailed != 0;
+}
