@@ -59,6 +59,8 @@ AVX512 static inline void row_scan_avx512(const hicp__mview *m, const float q[3]
   const hicp__vtx *v = &m->vtx[cur];
   const __m512 vx = _mm512_set1_ps(v->x), vy = _mm512_set1_ps(v->y), vz = _mm512_set1_ps(v->z);
   const __m512 dv = _mm512_set1_ps(dcur), margin = _mm512_set1_ps(2e-6f);
+  const __m512 tiny1 = _mm512_set1_ps(HICP_FLT_MIN), tiny4 = _mm512_set1_ps(4.0f * HICP_FLT_MIN);
+  const __m512 tiny64 = _mm512_set1_ps(64.0f * HICP_FLT_MIN);
   __m512 best_d = _mm512_set1_ps(HICP_FLT_INF);
   __m512 rmin = _mm512_set1_ps(HICP_FLT_INF), l2min = _mm512_set1_ps(HICP_FLT_INF);
   __m512i best_u = _mm512_set1_epi32(-1);
@@ -86,10 +88,12 @@ AVX512 static inline void row_scan_avx512(const hicp__mview *m, const float q[3]
       const __m512 ex = _mm512_sub_ps(x, vx), ey = _mm512_sub_ps(y, vy), ez = _mm512_sub_ps(z, vz);
       const __m512 l2 = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(ex, ex), _mm512_mul_ps(ey, ey)),
                                       _mm512_mul_ps(ez, ez));
-      const __m512 num = _mm512_sub_ps(_mm512_sub_ps(d, dv), _mm512_mul_ps(margin, _mm512_add_ps(d, dv)));
+      const __m512 num = _mm512_sub_ps(
+          _mm512_sub_ps(_mm512_sub_ps(d, dv), _mm512_mul_ps(margin, _mm512_add_ps(d, dv))), tiny4);
       const __mmask16 ok = _mm512_mask_cmp_ps_mask(mk, num, zero, _CMP_GT_OQ) &
-                           _mm512_cmp_ps_mask(l2, zero, _CMP_GT_OQ);
-      const __m512 r = _mm512_maskz_div_ps(ok, _mm512_mul_ps(num, num), l2);
+                           _mm512_cmp_ps_mask(l2, tiny64, _CMP_GE_OQ);
+      const __m512 q2 = _mm512_maskz_div_ps(ok, _mm512_mul_ps(num, num), l2);
+      const __m512 r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(q2, tiny1, _CMP_GE_OQ), q2);
       rmin = _mm512_mask_min_ps(rmin, mk, r, rmin);
       l2min = _mm512_mask_min_ps(l2min, mk, l2, l2min);
     }
@@ -131,6 +135,8 @@ AVX2 static inline void row_scan_avx2(const hicp__mview *m, const float q[3], ui
   const hicp__vtx *v = &m->vtx[cur];
   const __m256 vx = _mm256_set1_ps(v->x), vy = _mm256_set1_ps(v->y), vz = _mm256_set1_ps(v->z);
   const __m256 dv = _mm256_set1_ps(dcur), margin = _mm256_set1_ps(2e-6f);
+  const __m256 tiny1 = _mm256_set1_ps(HICP_FLT_MIN), tiny4 = _mm256_set1_ps(4.0f * HICP_FLT_MIN);
+  const __m256 tiny64 = _mm256_set1_ps(64.0f * HICP_FLT_MIN);
   const __m256 inf = _mm256_set1_ps(HICP_FLT_INF);
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   __m256 best_d = inf, rmin = inf, l2min = inf;
@@ -161,11 +167,13 @@ AVX2 static inline void row_scan_avx2(const hicp__mview *m, const float q[3], ui
       const __m256 ex = _mm256_sub_ps(x, vx), ey = _mm256_sub_ps(y, vy), ez = _mm256_sub_ps(z, vz);
       const __m256 l2 = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(ex, ex), _mm256_mul_ps(ey, ey)),
                                       _mm256_mul_ps(ez, ez));
-      const __m256 num = _mm256_sub_ps(_mm256_sub_ps(d, dv), _mm256_mul_ps(margin, _mm256_add_ps(d, dv)));
+      const __m256 num = _mm256_sub_ps(
+          _mm256_sub_ps(_mm256_sub_ps(d, dv), _mm256_mul_ps(margin, _mm256_add_ps(d, dv))), tiny4);
       const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(num, zero, _CMP_GT_OQ),
-                                      _mm256_cmp_ps(l2, zero, _CMP_GT_OQ));
+                                      _mm256_cmp_ps(l2, tiny64, _CMP_GE_OQ));
       /* lanes not ok give 0 (the quotient there may be inf or NaN) */
-      const __m256 r = _mm256_and_ps(_mm256_div_ps(_mm256_mul_ps(num, num), l2), ok);
+      const __m256 q2 = _mm256_and_ps(_mm256_div_ps(_mm256_mul_ps(num, num), l2), ok);
+      const __m256 r = _mm256_and_ps(q2, _mm256_cmp_ps(q2, tiny1, _CMP_GE_OQ));
       rmin = _mm256_min_ps(rmin, _mm256_blendv_ps(inf, r, mk));
       l2min = _mm256_min_ps(l2min, _mm256_blendv_ps(inf, l2, mk));
     }

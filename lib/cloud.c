@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,13 +27,13 @@ int hicp__cloud_from_raw(hicp_context *ctx, hicp__raw_cloud *raw, const char *na
     rc = hicp__fail(ctx, HICP_ELIMIT, "%s: %zu points are more than hicp supports", name, raw->n);
   double lo[3] = {HUGE_VAL, HUGE_VAL, HUGE_VAL}, hi[3] = {-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
   int all_float = 1;
+  char what[160];
+  snprintf(what, sizeof what, "%.150s:", name);
   for (size_t i = 0; i < raw->n && rc == HICP_OK; i++) {
-    for (int d = 0; d < 3; d++) {
-      double v = raw->xyz[3 * i + d];
-      if (!isfinite(v)) {
-        rc = hicp__fail(ctx, HICP_ENONFINITE, "%s: point %zu has a non-finite coordinate", name, i);
-        break;
-      }
+    const double *v3 = &raw->xyz[3 * i];
+    rc = hicp__check_point(ctx, what, i, v3[0], v3[1], v3[2]);
+    for (int d = 0; d < 3 && rc == HICP_OK; d++) {
+      double v = v3[d];
       lo[d] = v < lo[d] ? v : lo[d];
       hi[d] = v > hi[d] ? v : hi[d];
       all_float &= (double)(float)v == v;
@@ -104,10 +105,11 @@ int hicp_cloud_from_xyz(hicp_context *ctx, const float *xyz, size_t n, size_t st
   const unsigned char *base = (const unsigned char *)xyz;
   for (size_t i = 0; i < n; i++) {
     memcpy(&p[3 * i], base + i * stride, 3 * sizeof(float));
-    if (!isfinite(p[3 * i]) || !isfinite(p[3 * i + 1]) || !isfinite(p[3 * i + 2])) {
+    rc = hicp__check_point(ctx, "", i, p[3 * i], p[3 * i + 1], p[3 * i + 2]);
+    if (rc != HICP_OK) {
       free(c);
       free(p);
-      return hicp__fail(ctx, HICP_ENONFINITE, "point %zu has a non-finite coordinate", i);
+      return rc;
     }
   }
   c->xyz = p;

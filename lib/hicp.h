@@ -75,7 +75,8 @@ extern "C" {
   X(HICP_ECANCELED, -12, "canceled")                                         \
   X(HICP_ETIMEOUT, -13, "time budget exhausted")                             \
   X(HICP_EINTERNAL, -14, "internal error")                                   \
-  X(HICP_EAGAIN, -15, "no result is ready yet")
+  X(HICP_EAGAIN, -15, "no result is ready yet")                             \
+  X(HICP_ERANGE, -16, "coordinate out of range")
 
 /** Error codes returned by hicp functions (0 or negative). */
 typedef enum hicp_error {
@@ -245,8 +246,18 @@ HICP_API void hicp_transform_identity(hicp_transform *t);
 /** Sets @p out to the inverse of the rigid transform @p t ([R^T, -R^T t]). */
 HICP_API void hicp_transform_invert(const hicp_transform *t, hicp_transform *out);
 /**
+ * The largest coordinate magnitude hicp accepts, in points and in
+ * translations: far beyond any real scene (Earth-centred coordinates in
+ * millimetres are below 1e10), and small enough that squared distances of
+ * transformed points never overflow a float.  Larger coordinates are
+ * refused with ::HICP_ERANGE (::HICP_EINVAL for a transform).
+ */
+#define HICP_COORD_MAX 1e17
+
+/**
  * Checks that @p t is a rigid transform (finite, R orthonormal with det +1
- * within 1e-6, last row 0 0 0 1).  0 or ::HICP_EINVAL.
+ * within 1e-6, last row 0 0 0 1, translation components at most
+ * ::HICP_COORD_MAX in magnitude).  0 or ::HICP_EINVAL.
  */
 HICP_API int hicp_transform_check(const hicp_transform *t);
 

@@ -566,9 +566,10 @@ int hicp__copy_scan(hicp_context *ctx, const float *scan, size_t n, size_t strid
   const unsigned char *base = (const unsigned char *)scan;
   for (size_t i = 0; i < n; i++) {
     memcpy(&p0[3 * i], base + i * stride, 3 * sizeof(float));
-    if (!isfinite(p0[3 * i]) || !isfinite(p0[3 * i + 1]) || !isfinite(p0[3 * i + 2])) {
+    rc = hicp__check_point(ctx, "scan", i, p0[3 * i], p0[3 * i + 1], p0[3 * i + 2]);
+    if (rc != HICP_OK) {
       free(p0);
-      return hicp__fail(ctx, HICP_ENONFINITE, "scan point %zu has a non-finite coordinate", i);
+      return rc;
     }
   }
   *out = p0;

@@ -40,6 +40,11 @@ int hicp__fail(hicp_context *ctx, int code, const char *fmt, ...) HICP_PRINTF(3,
 int hicp__vfail(hicp_context *ctx, int code, const char *fmt, va_list ap);
 /* Prefixes the context's message with "what: " (keeps the code). */
 int hicp__fail_prefix(hicp_context *ctx, int code, const char *what);
+
+/* Whether a point's coordinates are acceptable: 0 if all three are finite
+ * and at most HICP_COORD_MAX in magnitude, else HICP_ENONFINITE or
+ * HICP_ERANGE with the message "WHAT point I has ..." set on ctx. */
+int hicp__check_point(hicp_context *ctx, const char *what, size_t i, double x, double y, double z);
 void hicp__clear_error(hicp_context *ctx);
 
 /* Memory accounting: returns 0 when `bytes` fits the context's limit, else

@@ -6,6 +6,7 @@
  * original index" agree and the nearest-neighbour tie-break needs no lookup. */
 #include "config.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,10 +47,11 @@ static int dedup(hicp_context *ctx, hicp_model *m, const float *xyz, size_t n, s
   for (size_t i = 0; i < n; i++) {
     float p[3];
     memcpy(p, base + i * stride, sizeof p);
-    if (!isfinite(p[0]) || !isfinite(p[1]) || !isfinite(p[2])) {
+    int rc = hicp__check_point(ctx, "model", i, p[0], p[1], p[2]);
+    if (rc != HICP_OK) {
       free(k);
       free(rep);
-      return hicp__fail(ctx, HICP_ENONFINITE, "model point %zu has a non-finite coordinate", i);
+      return rc;
     }
     k[i].x = p[0];
     k[i].y = p[1];
@@ -185,7 +187,9 @@ static int sort_rows(hicp_context *ctx, hicp_model *m)
       m->nbr[b + k] = tmp[k].u;
       m->ecode[b + k] = (uint8_t)c;
     }
-    double r2 = 0.25 * tmp[0].len * tmp[0].len * (1.0 - 4e-5);
+    /* less an absolute 8 FLT_MIN: computed squared distances below FLT_MIN
+     * lose their relative accuracy (the walk's early exit, lib/pp/nn.h) */
+    double r2 = 0.25 * tmp[0].len * tmp[0].len * (1.0 - 4e-5) - 8.0 * (double)FLT_MIN;
     m->safe_r2[v] = hicp__round_down(r2);
   }
   free(tmp);

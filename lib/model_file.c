@@ -37,7 +37,7 @@
 #endif
 
 #define MAGIC "HICPMDL"
-#define FORMAT_VERSION 1u
+#define FORMAT_VERSION 2u /* 2: safe radii with an absolute margin (underflow) */
 #define ENDIAN_MARK 0x01020304u
 #define ALIGN 64u
 #define NSECTIONS 9
@@ -231,9 +231,14 @@ int hicp_model_save(hicp_context *ctx, const hicp_model *m, const char *path)
 /* Linear range checks of everything a query dereferences. */
 static int check_indices(hicp_context *ctx, const hicp_model *m, const char *path)
 {
-  for (uint32_t v = 0; v < m->nv; v++)
-    if (m->vtx[v].id >= m->npoints)
+  for (uint32_t v = 0; v < m->nv; v++) {
+    const hicp__vtx *p = &m->vtx[v];
+    if (p->id >= m->npoints)
       return hicp__fail(ctx, HICP_EFORMAT, "%s: vertex %u has an invalid index", path, v);
+    if (!(fabsf(p->x) <= HICP_COORD_MAX && fabsf(p->y) <= HICP_COORD_MAX &&
+          fabsf(p->z) <= HICP_COORD_MAX)) /* also catches NaN */
+      return hicp__fail(ctx, HICP_EFORMAT, "%s: vertex %u has an invalid coordinate", path, v);
+  }
   for (uint64_t i = 0; i < m->npoints; i++)
     if (m->vertex_of[i] >= m->nv)
       return hicp__fail(ctx, HICP_EFORMAT, "%s: point %llu maps to an invalid vertex", path,
@@ -257,16 +262,22 @@ static int check_indices(hicp_context *ctx, const hicp_model *m, const char *pat
   for (uint32_t n = 0; n < m->nkd; n++) {
     const hicp__kdnode *nd = &m->kd[n];
     if (nd->dim == HICP_KD_LEAF) {
-      if ((uint64_t)nd->first + nd->count > m->nv)
+      /* an empty leaf would leave a kd-tree descent without a start */
+      if (nd->count == 0 || (uint64_t)nd->first + nd->count > m->nv)
         return hicp__fail(ctx, HICP_EFORMAT, "%s: kd-tree leaf out of range", path);
     } else if (nd->dim > 2 || nd->first <= n || (uint64_t)nd->first + 1 >= m->nkd) {
       /* Children always follow their parent: no cycles, no escape. */
       return hicp__fail(ctx, HICP_EFORMAT, "%s: kd-tree node %u is malformed", path, n);
     }
   }
-  for (uint32_t i = 0; i < m->nv; i++)
-    if (m->kd_pts[i].id >= m->nv)
+  for (uint32_t i = 0; i < m->nv; i++) {
+    const hicp__vtx *k = &m->kd_pts[i];
+    if (k->id >= m->nv)
       return hicp__fail(ctx, HICP_EFORMAT, "%s: kd-tree point out of range", path);
+    const hicp__vtx *v = &m->vtx[k->id];
+    if (k->x != v->x || k->y != v->y || k->z != v->z)
+      return hicp__fail(ctx, HICP_EFORMAT, "%s: kd-tree point %u disagrees with its vertex", path, i);
+  }
   return HICP_OK;
 }
 

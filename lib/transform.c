@@ -37,6 +37,9 @@ int hicp_transform_check(const hicp_transform *t)
       return HICP_EINVAL;
   if (t->m[12] != 0.0 || t->m[13] != 0.0 || t->m[14] != 0.0 || t->m[15] != 1.0)
     return HICP_EINVAL;
+  for (int i = 0; i < 3; i++)
+    if (fabs(t->m[4 * i + 3]) > HICP_COORD_MAX)
+      return HICP_EINVAL;
   /* R R^T = I and det R = +1, to 1e-6. */
   for (int i = 0; i < 3; i++) {
     for (int j = 0; j < 3; j++) {

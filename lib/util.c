@@ -1,6 +1,7 @@
 /* util.c: allocation, overflow-checked sizes, clocks, sized option structs. */
 #include "config.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -93,4 +94,17 @@ int hicp__copy_sized(void *dst, size_t dst_size, const void *src, size_t min_siz
   memcpy(dst, src, given < dst_size ? given : dst_size);
   memcpy(dst, &dst_size, sizeof dst_size);
   return 0;
+}
+
+int hicp__check_point(hicp_context *ctx, const char *what, size_t i, double x, double y, double z)
+{
+  if (!isfinite(x) || !isfinite(y) || !isfinite(z))
+    return hicp__fail(ctx, HICP_ENONFINITE, "%s%spoint %zu has a non-finite coordinate", what,
+                      what[0] ? " " : "", i);
+  double m = fmax(fabs(x), fmax(fabs(y), fabs(z)));
+  if (m > HICP_COORD_MAX)
+    return hicp__fail(ctx, HICP_ERANGE,
+                      "%s%spoint %zu has a coordinate of magnitude %.3g, beyond hicp's limit of %g",
+                      what, what[0] ? " " : "", i, m, HICP_COORD_MAX);
+  return HICP_OK;
 }

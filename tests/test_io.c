@@ -174,7 +174,7 @@ Test(io, ply_every_truncation)
 Test(io, ply_round_trip_bitwise)
 {
   const char *dir = th_tmpdir();
-  float pts[] = {0.1f, 1e-30f, -3.4e38f, 1.4e-45f /* denormal */, 7.0f, -0.0f, 123456.789f, -1e-7f, 2.5f};
+  float pts[] = {0.1f, 1e-30f, -9.9e16f /* near HICP_COORD_MAX */, 1.4e-45f /* denormal */, 7.0f, -0.0f, 123456.789f, -1e-7f, 2.5f};
   uint32_t tri[] = {0, 1, 2};
   hicp_context *ctx = ctx_new();
   hicp_cloud *c;
@@ -419,8 +419,10 @@ static const bad_case bad_cases[] = {
     BAD("text.xyz", "1 2 3\n4 five 6\n", HICP_EFORMAT, "line 2"),
     BAD("two.xyz", "1 2 3\n4 5\n", HICP_EFORMAT, "line 2"),
     BAD("inf.xyz", "1 2 3\n4 5 -inf\n", HICP_ENONFINITE, "line 2"),
+    BAD("far.xyz", "1 2 3\n4 5 1e39\n", HICP_ERANGE, "point 1"),
     BAD("only_comments.xyz", "# nothing\n\n// here\n", HICP_EEMPTY, "no points"),
     BAD("nodata.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\n", HICP_EFORMAT, "DATA"),
+    BAD("fields2.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nFIELDS x y z w\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2 3 4\n", HICP_EFORMAT, "twice"),
     BAD("kind.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA zip\n", HICP_EFORMAT, "zip"),
     BAD("noz.pcd", "VERSION 0.7\nFIELDS x y w\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2 3\n", HICP_EFORMAT, "'z'"),
     BAD("size.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 3\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2 3\n", HICP_EFORMAT, "size"),

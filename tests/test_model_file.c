@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,42 @@ Test(model_file, corrupted_files_are_refused)
   free(copy);
   free(data);
   hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
+/* Files whose checksums are right but whose contents would make a query
+ * read out of bounds (found by tests/fuzz/fuzz_model_file.c, which skips
+ * the checksums): forged by corrupting a built model in memory and saving
+ * it, so the checksums are computed over the corruption. */
+Test(model_file, forged_files_with_valid_checksums_are_refused)
+{
+  const char *dir = th_tmpdir();
+  const char *bad = th_path(dir, "forged.hicpm");
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  static const char *const want[] = {"kd-tree leaf out of range", "invalid coordinate",
+                                     "invalid coordinate", "disagrees with its vertex",
+                                     "graph neighbour out of range"};
+  for (int k = 0; k < 5; k++) {
+    hicp_model *m = random_model(1000, 1);
+    hicp__kdnode *leaf = m->kd;
+    while (leaf->dim != HICP_KD_LEAF)
+      leaf = &m->kd[leaf->first];
+    switch (k) {
+    case 0: leaf->count = 0; break;                 /* a descent with no start */
+    case 1: m->vtx[7].y = NAN; break;
+    case 2: m->vtx[7].z = 1e30f; break;             /* beyond HICP_COORD_MAX */
+    case 3: m->kd_pts[3].x += 1.0f; break;
+    case 4: m->nbr[m->nedges / 2] = m->nv; break;
+    }
+    cr_assert_eq(hicp_model_save(ctx, m, bad), 0, "%s", hicp_context_error(ctx));
+    hicp_model *l = NULL;
+    cr_assert_eq(hicp_model_load(ctx, bad, &l), HICP_EFORMAT, "case %d", k);
+    cr_assert_null(l);
+    cr_assert(strstr(hicp_context_error(ctx), want[k]) != NULL, "case %d: %s", k,
+              hicp_context_error(ctx));
+    hicp_model_destroy(m);
+  }
   hicp_context_destroy(ctx);
 }
 

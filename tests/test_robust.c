@@ -633,6 +633,35 @@ static int c_memory_limit_build(hicp_context *ctx)
   return rc;
 }
 
+/* A cluster 5e-21 across with twins 2e-23 apart: squared distances of
+ * twins underflow to zero, where float brute force sees a tie (smallest
+ * index wins) that exact distances do not have, while rows still hold
+ * longer edges; every method must agree with brute force (found by
+ * fuzz_model_build). */
+static int c_underflowing_distances(hicp_context *ctx)
+{
+  enum { N = 240 };
+  float *p = surface(N, 17);
+  for (int i = 0; i < N; i += 2) /* point i + 1: a twin of point i */
+    for (int d = 0; d < 3; d++) {
+      p[3 * i + d] *= 2.5e-21f;
+      p[3 * i + 3 + d] = p[3 * i + d] + (d == 0 ? 2e-23f : 0.0f);
+    }
+  int rc = build_and_check(ctx, p, N);
+  free(p);
+  return rc;
+}
+static int c_beyond_coord_max(hicp_context *ctx)
+{
+  float *p = surface(50, 19);
+  p[3 * 20 + 1] = 2e17f;
+  hicp_model *m = NULL;
+  int rc = hicp_model_build(ctx, p, 50, 0, NULL, &m);
+  cr_assert_null(m);
+  free(p);
+  return rc;
+}
+
 #define OK(name, fn) {name, fn, 0, NULL}
 #define FAILS(name, fn, code, msg) {name, fn, code, msg}
 static const robust_case cases[] = {
@@ -645,6 +674,8 @@ static const robust_case cases[] = {
     OK("coplanar model (tilted plane)", c_coplanar),
     OK("cospherical model (cube and octahedron)", c_cospherical),
     OK("grid-aligned duplicates", c_grid_duplicates),
+    OK("squared distances that underflow", c_underflowing_distances),
+    FAILS("a coordinate beyond HICP_COORD_MAX", c_beyond_coord_max, HICP_ERANGE, "point 20"),
     FAILS("NaN in a model", c_nan_model, HICP_ENONFINITE, "non-finite"),
     FAILS("empty model", c_empty_model, HICP_EEMPTY, "no points"),
     OK("scan of 1 point", c_scan_one_point),

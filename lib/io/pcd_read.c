@@ -115,6 +115,10 @@ static int parse_header(pcd *h, hicp__text *t)
       hicp__text_next_line(t);
       continue;
     } else if (strcmp(key, "FIELDS") == 0 || strcmp(key, "COLUMNS") == 0) {
+      /* a second list would leave fields without a size or type */
+      if (h->nf > 0)
+        return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: FIELDS given twice", h->name,
+                          t->line);
       nf = -1;
       rc = read_list(h, t, key, &nf, set_name);
       h->nf = nf;
@@ -162,6 +166,10 @@ static int parse_header(pcd *h, hicp__text *t)
   }
   h->point_size = 0;
   for (int i = 0; i < h->nf; i++) {
+    const unsigned sz = h->f[i].size;
+    if ((sz != 1 && sz != 2 && sz != 4 && sz != 8) || h->f[i].count == 0)
+      return hicp__fail(h->ctx, HICP_EFORMAT, "%s: field '%s' has no valid SIZE or COUNT", h->name,
+                        h->f[i].name);
     if (h->f[i].type == 'F' && h->f[i].size != 4 && h->f[i].size != 8)
       return hicp__fail(h->ctx, HICP_EFORMAT, "%s: float field '%s' has size %u", h->name,
                         h->f[i].name, h->f[i].size);

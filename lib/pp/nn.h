@@ -236,11 +236,19 @@ typedef struct hicp__row {
  * known to be on v's side).  num below is a lower bound on the exact
  * D_u - D_v: the squared distances carry under 1e-6 relative error each,
  * and the roundings of these three operations are far below the 2e-6
- * allowed; l2 carries under 1e-6 too, and num^2 / l2 two roundings. */
+ * allowed; l2 carries under 1e-6 too, and num^2 / l2 two roundings.
+ * Underflow (squared distances below FLT_MIN, coordinates below ~1e-19)
+ * breaks relative bounds, so: an absolute 4 FLT_MIN off num (far above the
+ * absolute error of denormal arithmetic, a few 2^-150), l2 and the result
+ * required to be normal floats, else no certificate.  The vector variants
+ * in cpu/walk_simd.c repeat these operations lane by lane. */
 HICP_PP float hicp__bisector(float du, float dv, float l2)
 {
-  const float num = (du - dv) - 2e-6f * (du + dv);
-  return num > 0.0f && l2 > 0.0f ? (num * num) / l2 : 0.0f;
+  const float num = ((du - dv) - 2e-6f * (du + dv)) - 4.0f * HICP_FLT_MIN;
+  if (!(num > 0.0f && l2 >= 64.0f * HICP_FLT_MIN))
+    return 0.0f;
+  const float r = (num * num) / l2;
+  return r >= HICP_FLT_MIN ? r : 0.0f;
 }
 
 /* |u - v|^2 in float, in the one fixed order used everywhere. */
@@ -254,13 +262,16 @@ HICP_PP float hicp__edge2(const hicp__vtx *u, const hicp__vtx *v)
 
 /* The first length code from which the neighbours of `cur` cannot matter:
  * rows are sorted by edge length, and a neighbour u with |v - u| >=
- * 2 |q - v| (1 + 1e-5) is at least |q - v| (1 + 2e-5) from q, beyond any
- * rounding: neither nearer nor a near-tie, and neither is any later one. */
+ * 2 sqrt(T) (1 + 1e-5), T = hicp__tie_bound(dcur) >= |q - v|^2, is at
+ * least sqrt(T) (1 + 2e-5) from q, beyond any rounding: neither nearer nor
+ * a near-tie, and neither is any later one.  T rather than dcur: its
+ * absolute term covers squared distances that underflow (a computed 0 can
+ * hide an exact 1e-39, and a neighbour as close then ties in float). */
 HICP_PP uint32_t hicp__row_cut(const hicp__mview *m, uint32_t cur, float dcur)
 {
   /* In float: its rounding (1e-7) is far inside the 1e-5 margin, doubled
    * here to 2e-5 to cover it twice over. */
-  const float reach = 2.0f * HICP_SQRTF(dcur) * (1.0f + 2e-5f);
+  const float reach = 2.0f * HICP_SQRTF(hicp__tie_bound(dcur)) * (1.0f + 2e-5f);
   /* floor + 1 >= ceil: at worst one more edge is scanned */
   const float units = m->eunit[cur] > 0.0f ? reach / m->eunit[cur] : 256.0f;
   return units < 255.0f ? (uint32_t)units + 1u : 256u;
@@ -457,18 +468,22 @@ HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur
  * |q' - q| = m < h has, exactly, D_w - D_v = 2 |w - v| H_w(q') >=
  * 2 L (h - m) for every w, L = |v - nearest vertex| (H_w: the distance to
  * the plane, 1-Lipschitz).  Float brute force returns v as long as D_w >
- * D_v (1 + 4e-6), which holds when h - m >= 2e-6 R^2 / L with R >= |q' - v|,
- * R = |q - v| + h.  The slack is h minus that margin. */
+ * D_v (1 + 4e-6) + 8 FLT_MIN, which holds when h - m >= 2e-6 R^2 / L +
+ * 4 FLT_MIN / L with R >= |q' - v|, R = |q - v| + h.  The slack is h minus
+ * that margin. */
 HICP_PP float hicp__nn_slack(const hicp__mview *m, const hicp__nn_res *r)
 {
+  /* |q - v| bounded above even if d2 underflowed (see hicp__bisector) */
+  const double dist = HICP_SQRT((double)r->d2 + 4.0 * (double)HICP_FLT_MIN) * HICP_SLACK_HI;
   if (r->ended == 1)
-    return hicp__round_down(HICP_SQRT((double)m->safe_r2[r->v]) -
-                            HICP_SQRT((double)r->d2) * HICP_SLACK_HI);
+    return hicp__round_down(HICP_SQRT((double)m->safe_r2[r->v]) - dist);
   if (r->ended == 2 && r->rmin < HICP_FLT_INF && r->l2min > 1e-30f && r->l2min < HICP_FLT_INF) {
     const double h = 0.5 * HICP_SQRT((double)r->rmin) * (1.0 - 1e-5);
     const double len = HICP_SQRT((double)r->l2min) * (1.0 - 1e-5);
-    const double rad = HICP_SQRT((double)r->d2) * HICP_SLACK_HI + h;
-    return hicp__round_down(h - 2e-6 * (rad * rad) / len);
+    const double rad = dist + h;
+    /* the absolute term: D_w - D_v must also exceed what underflow can
+     * hide, 8 FLT_MIN, so h - m >= 4 FLT_MIN / L more */
+    return hicp__round_down(h - 2e-6 * (rad * rad) / len - 4.0 * (double)HICP_FLT_MIN / len);
   }
   return 0.0f;
 }

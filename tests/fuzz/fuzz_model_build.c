@@ -2,8 +2,10 @@
  * points, with brute force as the oracle.  The first byte picks how the rest
  * becomes points: small integers (lattices full of duplicates, cospherical
  * and coplanar subsets: the inputs that break naive Delaunay code), the same
- * flattened onto a plane or a line, or raw floats (non-finite values must be
- * refused).  A built model must pass the validator and answer every method
+ * flattened onto a plane or a line, or raw floats (non-finite values and
+ * values beyond HICP_COORD_MAX must be refused; tiny ones, whose squared
+ * distances underflow, must still be answered exactly).  A built model
+ * must pass the validator and answer every method
  * exactly: the same squared distance as brute force, and the smallest index
  * among ties. */
 #include "config.h"
@@ -50,12 +52,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   size--;
   float p[3 * MAX_POINTS];
   size_t n = 0;
-  int finite = 1;
+  int refusal = 0; /* the code for the first point the library must refuse */
   if (mode == 3) { /* raw floats */
     n = size / 12 < MAX_POINTS ? size / 12 : MAX_POINTS;
     memcpy(p, data, 12 * n);
-    for (size_t i = 0; i < 3 * n; i++)
-      finite &= isfinite(p[i]) != 0;
+    for (size_t i = 0; i < n && refusal == 0; i++) {
+      const float *v = &p[3 * i];
+      if (!isfinite(v[0]) || !isfinite(v[1]) || !isfinite(v[2]))
+        refusal = HICP_ENONFINITE;
+      else if (fabsf(v[0]) > HICP_COORD_MAX || fabsf(v[1]) > HICP_COORD_MAX ||
+               fabsf(v[2]) > HICP_COORD_MAX)
+        refusal = HICP_ERANGE;
+    }
   } else {
     n = size / 3 < MAX_POINTS ? size / 3 : MAX_POINTS;
     for (size_t i = 0; i < n; i++)
@@ -76,8 +84,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
       abort();
     return 0;
   }
-  if (!finite) {
-    if (rc != HICP_ENONFINITE)
+  if (refusal != 0) {
+    if (rc != refusal)
       abort();
     return 0;
   }
