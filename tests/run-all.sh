@@ -16,32 +16,7 @@ jobs=$(nproc)
 (cd "$root" && ./autogen.sh >/dev/null)
 summary=$(mktemp)
 trap 'rm -f "$summary"' EXIT
-run() { # run NAME CONFIGURE-FLAGS...
-  name=$1; shift
-  dir=$root/build-test-$name
-  rm -rf "$dir"; mkdir -p "$dir"; cd "$dir"
-  echo "== [$name] configure $*"
-  "$root/configure" -q "$@"
-  echo "== [$name] make"
-  make -j"$jobs" >/dev/null
-  echo "== [$name] make check"
-  if ! make -j"$jobs" check >check.log 2>&1; then
-    cat test-suite.log 2>/dev/null || true; tail -50 check.log; exit 1
-  fi
-  echo "== [$name] make distcheck"
-  if ! make -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS="$*" >distcheck.log 2>&1; then
-    tail -80 distcheck.log; exit 1
-  fi
-  { echo "[$name] make check:"; grep -E '^# (TOTAL|PASS|SKIP|XFAIL|FAIL|XPASS|ERROR)' check.log
-    echo "[$name] make distcheck: passed"; } >>"$summary"
-}
-if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
-  run cuda --with-cuda
-else
-  echo "== no nvcc: skipping the CUDA build" | tee -a "$summary"
-fi
-run cpu --without-cuda
-check_only() { # check_only NAME "TESTS" CONFIGURE-FLAGS...: make check only
+check_only() { # check_only NAME "TESTS" CONFIGURE-FLAGS...: build, make check ("" = all)
   name=$1; tests=$2; shift 2
   dir=$root/build-test-$name
   rm -rf "$dir"; mkdir -p "$dir"; cd "$dir"
@@ -55,6 +30,21 @@ check_only() { # check_only NAME "TESTS" CONFIGURE-FLAGS...: make check only
   fi
   { echo "[$name] make check:"; grep -E '^# (TOTAL|PASS|SKIP|XFAIL|FAIL|XPASS|ERROR)' check.log; } >>"$summary"
 }
+run() { # run NAME CONFIGURE-FLAGS...: the whole make check, then make distcheck
+  check_only "$@"
+  name=$1; shift 2
+  echo "== [$name] make distcheck"
+  if ! make -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS="$*" >distcheck.log 2>&1; then
+    tail -80 distcheck.log; exit 1
+  fi
+  echo "[$name] make distcheck: passed" >>"$summary"
+}
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  run cuda "" --with-cuda
+else
+  echo "== no nvcc: skipping the CUDA build" | tee -a "$summary"
+fi
+run cpu "" --without-cuda
 if [ "${HICP_QUICK:-0}" != 1 ]; then
   check_only asan-ubsan "" --without-cuda --enable-sanitizers
   # libgomp is not built for ThreadSanitizer: threads come from the tests

@@ -12,31 +12,15 @@
 #include <string.h>
 
 #include "cloud.h"
-#include "hicp.h"
+#include "fuzz.h"
 
 #ifndef FUZZ_FORMAT
 #define FUZZ_FORMAT HICP_FORMAT_AUTO
 #endif
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static hicp_context *fuzz_context(void)
-{
-  static hicp_context *ctx;
-  if (ctx == NULL) {
-    hicp_context_options o;
-    hicp_context_options_init(&o);
-    o.threads = 1;
-    o.memory_limit = 64u << 20;
-    if (hicp_context_create(&o, &ctx) != 0)
-      abort();
-  }
-  return ctx;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-  hicp_context *ctx = fuzz_context();
+  hicp_context *ctx = fuzz_context(64u << 20);
   /* the readers' contract: one NUL past the end (hicp__read_file adds it) */
   unsigned char *buf = malloc(size + 1);
   if (buf == NULL)

@@ -15,11 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hicp.h"
+#include "fuzz.h"
 
 #define MAX_POINTS 256
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void brute(const float *p, size_t n, const float q[3], uint32_t *bi, float *bd)
 {
@@ -37,14 +35,7 @@ static void brute(const float *p, size_t n, const float q[3], uint32_t *bi, floa
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-  static hicp_context *ctx;
-  if (ctx == NULL) {
-    hicp_context_options o;
-    hicp_context_options_init(&o);
-    o.threads = 1;
-    if (hicp_context_create(&o, &ctx) != 0)
-      abort();
-  }
+  hicp_context *ctx = fuzz_context(0);
   if (size < 1)
     return 0;
   const int mode = data[0] % 4;

@@ -13,21 +13,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "hicp.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-  static hicp_context *ctx;
-  if (ctx == NULL) {
-    hicp_context_options o;
-    hicp_context_options_init(&o);
-    o.threads = 1;
-    o.memory_limit = 64u << 20;
-    if (hicp_context_create(&o, &ctx) != 0)
-      abort();
-  }
+  hicp_context *ctx = fuzz_context(64u << 20);
   int fd = memfd_create("hicp-fuzz-model", MFD_CLOEXEC);
   if (fd < 0)
     return 0;
