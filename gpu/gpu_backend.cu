@@ -80,7 +80,7 @@ static int fault(const char *kind)
 struct dev_model {
   uint64_t uid;
   hicp__mview view; /* device pointers */
-  void *blocks[7];
+  void *blocks[8];  /* one per array of the view (device_model) */
   int nblocks;
 };
 
@@ -235,25 +235,25 @@ static int device_model(hicp_context *ctx, struct hicp__gpu *g, const hicp_model
   hicp__mview host = hicp__model_view(m);
   hicp__mview v = host;
   int rc = HICP_OK;
-  void *p;
-  rc = upload(ctx, g, d, host.vtx, sizeof(hicp__vtx) * m->nv, &p);
-  v.vtx = (const hicp__vtx *)p;
-  if (rc == HICP_OK && host.row != NULL) {
-    rc = upload(ctx, g, d, host.row, sizeof(uint32_t) * ((size_t)m->nv + 1), &p);
-    v.row = (const uint32_t *)p;
-    if (rc == HICP_OK)
-      rc = upload(ctx, g, d, host.nbr, sizeof(uint32_t) * m->nedges, &p);
-    v.nbr = (const uint32_t *)p;
-    if (rc == HICP_OK)
-      rc = upload(ctx, g, d, host.safe_r2, sizeof(float) * m->nv, &p);
-    v.safe_r2 = (const float *)p;
-  }
-  if (rc == HICP_OK)
-    rc = upload(ctx, g, d, host.kd, sizeof(hicp__kdnode) * m->nkd, &p);
-  v.kd = (const hicp__kdnode *)p;
-  if (rc == HICP_OK)
-    rc = upload(ctx, g, d, host.kd_pts, sizeof(hicp__vtx) * m->nv, &p);
-  v.kd_pts = (const hicp__vtx *)p;
+  /* Every array the per-point code reads (hicp__mview), in one device block
+   * each; arrays a model lacks (no Delaunay graph) stay NULL. */
+  const void *src[8] = {host.vtx, host.row, host.nbr, host.safe_r2,
+                        host.ecode, host.eunit, host.kd, host.kd_pts};
+  const size_t bytes[8] = {sizeof(hicp__vtx) * m->nv,  sizeof(uint32_t) * ((size_t)m->nv + 1),
+                           sizeof(uint32_t) * m->nedges, sizeof(float) * m->nv,
+                           (size_t)m->nedges,            sizeof(float) * m->nv,
+                           sizeof(hicp__kdnode) * m->nkd, sizeof(hicp__vtx) * m->nv};
+  void *dev[8] = {NULL};
+  for (int i = 0; i < 8 && rc == HICP_OK; i++)
+    rc = upload(ctx, g, d, src[i], bytes[i], &dev[i]);
+  v.vtx = (const hicp__vtx *)dev[0];
+  v.row = (const uint32_t *)dev[1];
+  v.nbr = (const uint32_t *)dev[2];
+  v.safe_r2 = (const float *)dev[3];
+  v.ecode = (const uint8_t *)dev[4];
+  v.eunit = (const float *)dev[5];
+  v.kd = (const hicp__kdnode *)dev[6];
+  v.kd_pts = (const hicp__vtx *)dev[7];
   TRY(cudaStreamSynchronize(g->stream));
   if (rc != HICP_OK) {
     free_model(d);
