@@ -25,15 +25,10 @@ void hicp_batch_options_init_sized(hicp_batch_options *opts, size_t size)
 {
   hicp_batch_options d;
   memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
   d.track = 0;
   d.reuse_matches = 1;
   d.cpu_share = -1.0;
-  if (opts == NULL || size < sizeof(size_t))
-    return;
-  memset(opts, 0, size);
-  memcpy(opts, &d, size < sizeof d ? size : sizeof d);
-  opts->struct_size = size;
+  hicp__init_sized(opts, size, &d, sizeof d);
 }
 
 static int batch_options(hicp_context *ctx, const hicp_batch_options *user,
@@ -218,7 +213,7 @@ static void *batch_worker(void *arg)
     }
     hicp__clear_error(j->cm->ctx);
     float *p0 = NULL;
-    int rc = hicp__copy_scan(j->cm->ctx, j->frames[i], j->counts[i], j->stride, &p0);
+    int rc = hicp__copy_points(j->cm->ctx, "scan", j->frames[i], j->counts[i], j->stride, &p0);
     if (rc == HICP_OK)
       rc = run_frame(j->ctx, j->cm, j->m, p0, j->counts[i], j->plan,
                      j->inits != NULL ? &j->inits[i] : NULL, r);
@@ -332,7 +327,7 @@ int hicp_register_batch(hicp_context *ctx, const hicp_model *m, const float *con
         continue;
       }
       float *p0 = NULL;
-      int frc = hicp__copy_scan(ctx, frames[i], counts[i], stride, &p0);
+      int frc = hicp__copy_points(ctx, "scan", frames[i], counts[i], stride, &p0);
       free(cur);
       cur = frc == HICP_OK ? malloc(sizeof *cur * counts[i]) : NULL;
       if (frc == HICP_OK && cur == NULL)
@@ -542,7 +537,7 @@ int hicp_stream_submit(hicp_stream *s, const float *xyz, size_t n, const hicp_tr
   entry *e = calloc(1, sizeof *e);
   if (e == NULL)
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
-  int rc = hicp__copy_scan(ctx, xyz, n, s->stride, &e->p0);
+  int rc = hicp__copy_points(ctx, "scan", xyz, n, s->stride, &e->p0);
   if (rc != HICP_OK) {
     free(e);
     return rc;

@@ -86,35 +86,50 @@ int hicp_cloud_from_xyz(hicp_context *ctx, const float *xyz, size_t n, size_t st
     stride = 3 * sizeof(float);
   if (stride < 3 * sizeof(float))
     return hicp__fail(ctx, HICP_EINVAL, "stride %zu is smaller than a point (12 bytes)", stride);
-  if (n == 0)
-    return hicp__fail(ctx, HICP_EEMPTY, "the cloud has no points");
-  if (xyz == NULL)
-    return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_from_xyz: NULL points");
-  if (n >= UINT32_MAX)
-    return hicp__fail(ctx, HICP_ELIMIT, "%zu points are more than hicp supports", n);
-  int rc = hicp__check_budget(ctx, (uint64_t)n * 12u, "the cloud");
+  float *p;
+  int rc = hicp__copy_points(ctx, "cloud", xyz, n, stride, &p);
   if (rc != HICP_OK)
     return rc;
   hicp_cloud *c = calloc(1, sizeof *c);
-  float *p = malloc(sizeof(float) * 3 * n);
-  if (c == NULL || p == NULL) {
-    free(c);
+  if (c == NULL) {
     free(p);
-    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu points", n);
-  }
-  const unsigned char *base = (const unsigned char *)xyz;
-  for (size_t i = 0; i < n; i++) {
-    memcpy(&p[3 * i], base + i * stride, 3 * sizeof(float));
-    rc = hicp__check_point(ctx, "", i, p[3 * i], p[3 * i + 1], p[3 * i + 2]);
-    if (rc != HICP_OK) {
-      free(c);
-      free(p);
-      return rc;
-    }
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for a cloud");
   }
   c->xyz = p;
   c->n = n;
   *out = c;
+  return HICP_OK;
+}
+
+int hicp__copy_points(hicp_context *ctx, const char *what, const float *xyz, size_t n,
+                      size_t stride, float **out)
+{
+  *out = NULL;
+  if (n == 0)
+    return hicp__fail(ctx, HICP_EEMPTY, "the %s has no points", what);
+  if (xyz == NULL)
+    return hicp__fail(ctx, HICP_EINVAL, "NULL %s points", what);
+  if (n >= UINT32_MAX)
+    return hicp__fail(ctx, HICP_ELIMIT, "%zu %s points: at most %u are supported", n, what,
+                      (unsigned)(UINT32_MAX - 1));
+  char the[32];
+  snprintf(the, sizeof the, "the %s", what);
+  int rc = hicp__check_budget(ctx, (uint64_t)n * 12u, the);
+  if (rc != HICP_OK)
+    return rc;
+  float *p = malloc(sizeof(float) * 3 * n);
+  if (p == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory copying %zu %s points", n, what);
+  const unsigned char *base = (const unsigned char *)xyz;
+  for (size_t i = 0; i < n; i++) {
+    memcpy(&p[3 * i], base + i * stride, 3 * sizeof(float));
+    rc = hicp__check_point(ctx, what, i, p[3 * i], p[3 * i + 1], p[3 * i + 2]);
+    if (rc != HICP_OK) {
+      free(p);
+      return rc;
+    }
+  }
+  *out = p;
   return HICP_OK;
 }
 

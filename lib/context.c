@@ -15,14 +15,9 @@ void hicp_context_options_init_sized(hicp_context_options *opts, size_t size)
 {
   hicp_context_options d;
   memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
   d.threads = 0;
   d.backend = HICP_BACKEND_AUTO;
-  if (opts == NULL || size < sizeof(size_t))
-    return;
-  memset(opts, 0, size);
-  memcpy(opts, &d, size < sizeof d ? size : sizeof d);
-  opts->struct_size = size;
+  hicp__init_sized(opts, size, &d, sizeof d);
 }
 
 static int default_threads_value;

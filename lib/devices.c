@@ -9,10 +9,7 @@
 
 void hicp_device_info_init_sized(hicp_device_info *info, size_t size)
 {
-  if (info == NULL || size < sizeof(size_t))
-    return;
-  memset(info, 0, size);
-  info->struct_size = size;
+  hicp__init_sized(info, size, NULL, 0);
 }
 
 int hicp_device_count(hicp_context *ctx)

@@ -27,26 +27,18 @@ void hicp_reg_options_init_sized(hicp_reg_options *opts, size_t size)
 {
   hicp_reg_options d;
   memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
   d.nn = HICP_NN_PNN_OPT;
   d.max_iter = 50;
   d.tol = -1.0;
   d.trim = 1.0;
   d.filter_start = -1;
   d.filter_sigma = 3.0;
-  if (opts == NULL || size < sizeof(size_t))
-    return;
-  memset(opts, 0, size);
-  memcpy(opts, &d, size < sizeof d ? size : sizeof d);
-  opts->struct_size = size;
+  hicp__init_sized(opts, size, &d, sizeof d);
 }
 
 void hicp_result_init_sized(hicp_result *result, size_t size)
 {
-  if (result == NULL || size < sizeof(size_t))
-    return;
-  memset(result, 0, size);
-  result->struct_size = size;
+  hicp__init_sized(result, size, NULL, 0);
 }
 
 static int finite_nonneg(double x)
@@ -546,36 +538,6 @@ static int check_common(hicp_context *ctx, const hicp_model *m, hicp_result *res
   return HICP_OK;
 }
 
-/* Copies n strided points into a packed array, rejecting non-finite ones. */
-int hicp__copy_scan(hicp_context *ctx, const float *scan, size_t n, size_t stride, float **out)
-{
-  *out = NULL;
-  if (n == 0)
-    return hicp__fail(ctx, HICP_EEMPTY, "the scan has no points");
-  if (scan == NULL)
-    return hicp__fail(ctx, HICP_EINVAL, "NULL scan");
-  if (n >= UINT32_MAX)
-    return hicp__fail(ctx, HICP_ELIMIT, "%zu scan points: at most %u are supported", n,
-                      (unsigned)(UINT32_MAX - 1));
-  int rc = hicp__check_budget(ctx, (uint64_t)n * 12u, "the scan");
-  if (rc != HICP_OK)
-    return rc;
-  float *p0 = malloc(sizeof(float) * 3 * n);
-  if (p0 == NULL)
-    return hicp__fail(ctx, HICP_ENOMEM, "out of memory copying %zu scan points", n);
-  const unsigned char *base = (const unsigned char *)scan;
-  for (size_t i = 0; i < n; i++) {
-    memcpy(&p0[3 * i], base + i * stride, 3 * sizeof(float));
-    rc = hicp__check_point(ctx, "scan", i, p0[3 * i], p0[3 * i + 1], p0[3 * i + 2]);
-    if (rc != HICP_OK) {
-      free(p0);
-      return rc;
-    }
-  }
-  *out = p0;
-  return HICP_OK;
-}
-
 int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, size_t n,
                   const hicp_reg_options *opts, const hicp_transform *init, hicp_result *result)
 {
@@ -588,7 +550,7 @@ int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, siz
   if (rc != HICP_OK)
     return rc;
   float *p0;
-  rc = hicp__copy_scan(ctx, scan, n, stride, &p0);
+  rc = hicp__copy_points(ctx, "scan", scan, n, stride, &p0);
   if (rc != HICP_OK)
     return rc;
   static const double zero[3] = {0.0, 0.0, 0.0};

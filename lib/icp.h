@@ -70,9 +70,6 @@ void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T
 void hicp__cpu_pass_b(const hicp__mview *view, hicp__frame *f, const hicp__select *sel,
                       uint32_t c0, uint32_t c1, int threads);
 
-/* Copies n strided scan points into a new packed array (icp.c). */
-int hicp__copy_scan(hicp_context *ctx, const float *scan, size_t n, size_t stride, float **out);
-
 /* One chunk's partial from stored matches (the lane shape of pp/reduce.h). */
 void hicp__chunk_sum(const hicp__mview *view, const hicp__frame *f, const hicp__select *sel,
                      uint32_t c, hicp__partial *out);

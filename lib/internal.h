@@ -41,6 +41,19 @@ int hicp__vfail(hicp_context *ctx, int code, const char *fmt, va_list ap);
 /* Prefixes the context's message with "what: " (keeps the code). */
 int hicp__fail_prefix(hicp_context *ctx, int code, const char *what);
 
+/* Copies n points, `stride` bytes apart, into a new packed float array,
+ * refusing an empty or oversized set, one beyond the memory limit, and
+ * points hicp__check_point refuses; `what` ("scan", "cloud") names them in
+ * messages (cloud.c). */
+int hicp__copy_points(hicp_context *ctx, const char *what, const float *xyz, size_t n,
+                      size_t stride, float **out);
+
+/* The body of every hicp_*_init_sized(): zeroes `size` bytes of `dst`,
+ * copies as much of the defaults as fits (none: NULL, 0) and sets
+ * struct_size, every such struct's first member, to `size`.  A NULL `dst`
+ * or a size below a size_t is ignored. */
+void hicp__init_sized(void *dst, size_t size, const void *defaults, size_t dsize);
+
 /* Whether a point's coordinates are acceptable: 0 if all three are finite
  * and at most HICP_COORD_MAX in magnitude, else HICP_ENONFINITE or
  * HICP_ERANGE with the message "WHAT point I has ..." set on ctx. */

@@ -64,22 +64,14 @@ void hicp_model_options_init_sized(hicp_model_options *opts, size_t size)
 {
   hicp_model_options d;
   memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
   d.delaunay = 1;
   d.validate = 0;
-  if (opts == NULL || size < sizeof(size_t))
-    return;
-  memset(opts, 0, size);
-  memcpy(opts, &d, size < sizeof d ? size : sizeof d);
-  opts->struct_size = size;
+  hicp__init_sized(opts, size, &d, sizeof d);
 }
 
 void hicp_model_info_init_sized(hicp_model_info *info, size_t size)
 {
-  if (info == NULL || size < sizeof(size_t))
-    return;
-  memset(info, 0, size);
-  info->struct_size = size;
+  hicp__init_sized(info, size, NULL, 0);
 }
 
 int hicp_model_get_info(const hicp_model *m, hicp_model_info *out)

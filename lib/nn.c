@@ -17,13 +17,8 @@ void hicp_nn_options_init_sized(hicp_nn_options *opts, size_t size)
 {
   hicp_nn_options d;
   memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
   d.method = HICP_NN_PNN_OPT;
-  if (opts == NULL || size < sizeof(size_t))
-    return;
-  memset(opts, 0, size);
-  memcpy(opts, &d, size < sizeof d ? size : sizeof d);
-  opts->struct_size = size;
+  hicp__init_sized(opts, size, &d, sizeof d);
 }
 
 static void walk_stats_add(hicp_walk_stats *s, uint32_t steps)

@@ -108,3 +108,13 @@ int hicp__check_point(hicp_context *ctx, const char *what, size_t i, double x, d
                       what, what[0] ? " " : "", i, m, HICP_COORD_MAX);
   return HICP_OK;
 }
+
+void hicp__init_sized(void *dst, size_t size, const void *defaults, size_t dsize)
+{
+  if (dst == NULL || size < sizeof(size_t))
+    return;
+  memset(dst, 0, size);
+  if (defaults != NULL)
+    memcpy(dst, defaults, size < dsize ? size : dsize);
+  memcpy(dst, &size, sizeof size); /* struct_size */
+}

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "hicp.h"
+#include "synth.h"
 
 static int ntests, nfailed;
 
@@ -36,21 +37,16 @@ static void report(int ok, const char *name, const char *why)
   fflush(stdout);
 }
 
-/* A bumpy closed surface, n points, about 2 units across (splitmix64). */
+/* A bumpy closed surface, n points, about 2 units across. */
 static float *surface(size_t n, uint64_t seed)
 {
   float *p = malloc(sizeof(float) * 3 * n);
   if (p == NULL)
     abort();
+  synth_rng r;
+  synth_seed(&r, seed);
   for (size_t i = 0; i < n; i++) {
-    double r[2];
-    for (int k = 0; k < 2; k++) {
-      uint64_t z = (seed += 0x9e3779b97f4a7c15u);
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-      r[k] = (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
-    }
-    double u = 2.0 * M_PI * r[0], v = acos(2.0 * r[1] - 1.0);
+    double u = 2.0 * M_PI * synth_uniform(&r), v = acos(2.0 * synth_uniform(&r) - 1.0);
     double rad = 1.0 + 0.08 * sin(5.0 * u) * sin(4.0 * v);
     p[3 * i] = (float)(rad * cos(u) * sin(v));
     p[3 * i + 1] = (float)(rad * 0.7 * sin(u) * sin(v));

@@ -76,50 +76,6 @@ unsigned char *th_read(const char *path, size_t *len)
   return b;
 }
 
-static uint64_t rotl(uint64_t x, int k)
-{
-  return (x << k) | (x >> (64 - k));
-}
-
-void th_rng_seed(th_rng *r, uint64_t seed)
-{
-  /* splitmix64 to fill the state */
-  for (int i = 0; i < 4; i++) {
-    seed += 0x9e3779b97f4a7c15ULL;
-    uint64_t z = seed;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    r->s[i] = z ^ (z >> 31);
-  }
-}
-
-uint64_t th_rng_next(th_rng *r)
-{
-  uint64_t *s = r->s;
-  uint64_t result = rotl(s[1] * 5, 7) * 9;
-  uint64_t t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = rotl(s[3], 45);
-  return result;
-}
-
-double th_uniform(th_rng *r)
-{
-  return (double)(th_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-double th_normal(th_rng *r)
-{
-  double u1 = th_uniform(r), u2 = th_uniform(r);
-  if (u1 < 1e-300)
-    u1 = 1e-300;
-  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
 uint64_t th_run_seed(void)
 {
   const char *s = getenv("HICP_TEST_SEED");
@@ -139,22 +95,6 @@ hicp_cloud *th_load_cloud(const char *path)
   cr_assert_eq(rc, 0, "reading %s: %s", path, hicp_context_error(ctx));
   hicp_context_destroy(ctx);
   return c;
-}
-
-void th_rotation(double roll, double pitch, double yaw, double r[9])
-{
-  double a = roll * M_PI / 180, b = pitch * M_PI / 180, c = yaw * M_PI / 180;
-  double ca = cos(a), sa = sin(a), cb = cos(b), sb = sin(b), cc = cos(c), sc = sin(c);
-  /* Rz(c) Ry(b) Rx(a) */
-  r[0] = cc * cb;
-  r[1] = cc * sb * sa - sc * ca;
-  r[2] = cc * sb * ca + sc * sa;
-  r[3] = sc * cb;
-  r[4] = sc * sb * sa + cc * ca;
-  r[5] = sc * sb * ca - cc * sa;
-  r[6] = -sb;
-  r[7] = cb * sa;
-  r[8] = cb * ca;
 }
 
 double th_rotation_error_deg(const double *ma, const double *mb)

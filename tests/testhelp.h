@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "hicp.h"
+#include "../tools/synth.h"
 
 /* Path of a libcgal-demo file extracted by tests/fetch-data.sh (e.g.
  * "meshes/bunny00.off"), or NULL when it is not there: the caller then
@@ -21,14 +22,13 @@ void th_write(const char *path, const void *data, size_t len);
 /* Reads a whole file; *len receives its size.  Caller frees. */
 unsigned char *th_read(const char *path, size_t *len);
 
-/* Deterministic random numbers (xoshiro256**), seeded per test. */
-typedef struct th_rng {
-  uint64_t s[4];
-} th_rng;
-void th_rng_seed(th_rng *r, uint64_t seed);
-uint64_t th_rng_next(th_rng *r);
-double th_uniform(th_rng *r);              /* [0, 1) */
-double th_normal(th_rng *r);               /* N(0, 1) */
+/* Deterministic random numbers: the generator of tools/synth.c
+ * (xoshiro256**), under the tests' names. */
+typedef synth_rng th_rng;
+static inline void th_rng_seed(th_rng *r, uint64_t seed) { synth_seed(r, seed); }
+static inline uint64_t th_rng_next(th_rng *r) { return synth_next(r); }
+static inline double th_uniform(th_rng *r) { return synth_uniform(r); } /* [0, 1) */
+static inline double th_normal(th_rng *r) { return synth_normal(r); }   /* N(0, 1) */
 /* The seed for "randomised each run" tests: $HICP_TEST_SEED if set, else the
  * time; printed by the caller so a failure can be replayed. */
 uint64_t th_run_seed(void);
@@ -38,7 +38,10 @@ hicp_cloud *th_load_cloud(const char *path);
 
 /* Rotation matrix (row-major) from roll, pitch, yaw in degrees:
  * R = Rz(yaw) Ry(pitch) Rx(roll). */
-void th_rotation(double roll, double pitch, double yaw, double r[9]);
+static inline void th_rotation(double roll, double pitch, double yaw, double r[9])
+{
+  synth_rotation(roll, pitch, yaw, r);
+}
 /* Angle in degrees of R_a R_b^T (rotation difference). */
 double th_rotation_error_deg(const double *ma, const double *mb); /* 4x4 row-major */
 
