@@ -21,6 +21,7 @@
 #include "context.h"
 #include "icp.h"
 #include "model.h"
+#include "order.h"
 #include "scheduler.h"
 
 void hicp_reg_options_init_sized(hicp_reg_options *opts, size_t size)
@@ -442,6 +443,43 @@ static void fill_result(const hicp__icp_out *out, const hicp__plan *plan, size_t
   memcpy(result, &r, sz);
 }
 
+/* The scan in the model's Morton order (order.h), as placed by the initial
+ * pose: consecutive points then search nearby vertices, in every iteration,
+ * so the model's rows and coordinates are read from the cache rather than
+ * from memory.  *sorted = the points in that order, *order[j] = the scan
+ * index of point j.  The order depends only on the scan, the pose and the
+ * model, so results stay reproducible to the bit. */
+static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, uint32_t n,
+                      const hicp__xf *T0, float **sorted, uint32_t **order)
+{
+  uint32_t *key = malloc(sizeof *key * n);
+  *order = malloc(sizeof **order * n);
+  *sorted = malloc(sizeof **sorted * 3 * (size_t)n);
+  int rc = key != NULL && *order != NULL && *sorted != NULL ? HICP_OK : HICP_ENOMEM;
+  if (rc == HICP_OK) {
+    hicp__zgrid g;
+    hicp__zgrid_init(&g, m->bbox_min, m->bbox_max);
+    for (uint32_t i = 0; i < n; i++) {
+      double q[3];
+      hicp__apply(T0, &p0[3 * (size_t)i], q);
+      key[i] = hicp__zkey21(&g, q[0], q[1], q[2]);
+    }
+    rc = hicp__zsort(key, n, *order, NULL);
+  }
+  if (rc == HICP_OK) {
+    for (uint32_t j = 0; j < n; j++)
+      memcpy(&(*sorted)[3 * (size_t)j], &p0[3 * (size_t)(*order)[j]], 3 * sizeof(float));
+  } else {
+    free(*order);
+    free(*sorted);
+    *order = NULL;
+    *sorted = NULL;
+    rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for %u scan points", (unsigned)n);
+  }
+  free(key);
+  return rc;
+}
+
 int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0, size_t n,
                          const double origin[3], const hicp__plan *plan,
                          const hicp_transform *init, hicp__team *team, const uint32_t *warm,
@@ -476,13 +514,20 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
 
   hicp__frame f;
   memset(&f, 0, sizeof f);
-  f.p0 = p0;
   f.n = (uint32_t)n;
   f.chunk = plan->chunk;
   f.nchunks = (uint32_t)((n + plan->chunk - 1) / plan->chunk);
-  rc = hicp__check_budget(ctx, (uint64_t)n * 40u + (uint64_t)f.nchunks * (sizeof(hicp__partial) * 2 + sizeof(hicp__walkpart)), "the registration");
+  rc = hicp__check_budget(ctx, (uint64_t)n * 64u + (uint64_t)f.nchunks * (sizeof(hicp__partial) * 2 + sizeof(hicp__walkpart)), "the registration");
   if (rc != HICP_OK)
     return rc;
+  hicp__xf T0;
+  to_internal(&init_pub, origin, m->origin, &T0);
+  float *sorted = NULL;
+  uint32_t *order = NULL;
+  rc = scan_order(ctx, m, p0, (uint32_t)n, &T0, &sorted, &order);
+  if (rc != HICP_OK)
+    return rc;
+  f.p0 = sorted;
   f.match = malloc(sizeof *f.match * n);
   f.e2 = malloc(sizeof *f.e2 * n);
   f.track = calloc(n, sizeof *f.track);
@@ -491,10 +536,8 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   if (f.match == NULL || f.e2 == NULL || f.track == NULL || f.part == NULL || f.walk == NULL) {
     rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu scan points", n);
   } else {
-    for (size_t i = 0; i < n; i++)
-      f.match[i] = warm != NULL && warm[i] < m->nv ? warm[i] : HICP_NONE;
-    hicp__xf T0;
-    to_internal(&init_pub, origin, m->origin, &T0);
+    for (size_t j = 0; j < n; j++)
+      f.match[j] = warm != NULL && warm[order[j]] < m->nv ? warm[order[j]] : HICP_NONE;
     hicp__icp_out out;
     if (backend == HICP_BACKEND_CUDA && team == NULL) {
       rc = hicp__gpu_register(ctx, m, &f, plan, &T0, t_start, &out);
@@ -513,9 +556,12 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
     if (rc == HICP_OK) {
       fill_result(&out, plan, n, origin, m, backend, note, t_start, result);
       if (match_out != NULL)
-        memcpy(match_out, f.match, sizeof *f.match * n);
+        for (size_t j = 0; j < n; j++)
+          match_out[order[j]] = f.match[j];
     }
   }
+  free(sorted);
+  free(order);
   free(f.match);
   free(f.e2);
   free(f.track);

@@ -1,9 +1,15 @@
 /* model_build.c: hicp_model_build: distinct points, Delaunay graph, kd-tree.
  *
  * Duplicates: points with equal coordinates become one vertex, answering
- * with the smallest of their original indices.  Vertices keep the original
- * order of their first occurrence, so "smaller vertex index" and "smaller
- * original index" agree and the nearest-neighbour tie-break needs no lookup. */
+ * with the smallest of their original indices (the vertex's id).
+ *
+ * Vertex order: along a Morton (Z-order) curve, so vertices near in space
+ * are near in memory.  A walk step reads a vertex's row and then the
+ * coordinates of its ~16 neighbours; in original order those are scattered
+ * over the whole array, in curve order most share a few cache lines.  On
+ * 1M points this cut coherent queries from 496 to 337 ns (docs/design.md).
+ * The nearest-neighbour tie-break compares ids, not vertex indices, so the
+ * order changes no answer. */
 #include "config.h"
 
 #include <float.h>
@@ -14,6 +20,7 @@
 
 #include "context.h"
 #include "model.h"
+#include "order.h"
 #include "pp/nn.h"
 
 typedef struct keyed {
@@ -94,6 +101,56 @@ static int dedup(hicp_context *ctx, hicp_model *m, const float *xyz, size_t n, s
   free(rep);
   m->nv = nv;
   m->npoints = n;
+  return HICP_OK;
+}
+
+typedef struct zkey {
+  uint64_t key;
+  uint32_t id; /* original index: equal keys keep the original order */
+  uint32_t v;  /* vertex before the reordering */
+} zkey;
+
+static int cmp_zkey(const void *pa, const void *pb)
+{
+  const zkey *a = pa, *b = pb;
+  if (a->key != b->key)
+    return a->key < b->key ? -1 : 1;
+  return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* Renumbers the vertices along the Morton curve over the model's bounding
+ * box (order.h) and remaps vertex_of and zero_start to match. */
+static int spatial_order(hicp_context *ctx, hicp_model *m)
+{
+  const uint32_t nv = m->nv;
+  zkey *k = malloc(sizeof *k * nv);
+  hicp__vtx *tmp = malloc(sizeof *tmp * nv);
+  uint32_t *now = malloc(sizeof *now * nv); /* old vertex -> new vertex */
+  if (k == NULL || tmp == NULL || now == NULL) {
+    free(k);
+    free(tmp);
+    free(now);
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory ordering %u model points", (unsigned)nv);
+  }
+  hicp__zgrid g;
+  hicp__zgrid_init(&g, m->bbox_min, m->bbox_max);
+  for (uint32_t v = 0; v < nv; v++) {
+    k[v].key = hicp__zkey(&g, m->vtx[v].x, m->vtx[v].y, m->vtx[v].z);
+    k[v].id = m->vtx[v].id;
+    k[v].v = v;
+  }
+  qsort(k, nv, sizeof *k, cmp_zkey);
+  for (uint32_t i = 0; i < nv; i++) {
+    tmp[i] = m->vtx[k[i].v];
+    now[k[i].v] = i;
+  }
+  memcpy(m->vtx, tmp, sizeof *tmp * nv);
+  for (uint64_t i = 0; i < m->npoints; i++)
+    m->vertex_of[i] = now[m->vertex_of[i]];
+  m->zero_start = now[m->zero_start];
+  free(k);
+  free(tmp);
+  free(now);
   return HICP_OK;
 }
 
@@ -231,6 +288,9 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
   rc = dedup(ctx, m, xyz, n, stride);
   if (rc == HICP_OK) {
     geometry(m);
+    rc = spatial_order(ctx, m);
+  }
+  if (rc == HICP_OK) {
     m->has_delaunay = 0;
     if (o.delaunay) {
       rc = hicp__delaunay_graph(ctx, m->vtx, m->nv, &m->row, &m->nbr, &m->nedges, &m->qhull_ms);

@@ -102,8 +102,6 @@ static int validate_points(hicp_context *ctx, const hicp_model *m)
     if (id >= m->npoints || m->vertex_of[id] != v)
       return hicp__fail(ctx, HICP_EINTERNAL, "points: vertex %u does not map back to itself",
                         (unsigned)v);
-    if (v > 0 && m->vtx[v - 1].id >= id)
-      return hicp__fail(ctx, HICP_EINTERNAL, "points: vertices are not in original order");
   }
   for (uint64_t i = 0; i < m->npoints; i++) {
     uint32_t v = m->vertex_of[i];

@@ -10,6 +10,7 @@
 #include "cloud.h"
 #include "context.h"
 #include "model.h"
+#include "order.h"
 #include "chunk.h"
 #include "pp/nn.h"
 
@@ -36,6 +37,65 @@ static void walk_stats_merge(hicp_walk_stats *a, const hicp_walk_stats *b)
   a->max_steps = b->max_steps > a->max_steps ? b->max_steps : a->max_steps;
   for (int i = 0; i < 16; i++)
     a->hist[i] += b->hist[i];
+}
+
+/* The order to answer queries in: along the model's Morton curve, where
+ * the model's vertices are stored (order.h), so that consecutive searches
+ * share cache lines.  Worth it only when the model is much larger than the
+ * cache (hicp__order_pays): the sort and the scattered reads of the queries
+ * cost more than the misses they save on smaller models. */
+typedef struct qorder {
+  uint32_t *order; /* position -> query */
+  uint32_t *inv;   /* query -> position */
+  uint32_t *idx;   /* answers by position, copied out through inv */
+  float *d2;
+} qorder;
+
+static void qorder_free(qorder *o)
+{
+  free(o->order);
+  free(o->inv);
+  free(o->idx);
+  free(o->d2);
+  memset(o, 0, sizeof *o);
+}
+
+/* Fills *o, or leaves it empty for index order (also when memory is short:
+ * the answers are the same either way). */
+static void qorder_make(hicp_context *ctx, const hicp_model *m, const unsigned char *base, size_t n,
+                        size_t stride, const double shift[3], int threads, qorder *o)
+{
+  memset(o, 0, sizeof *o);
+  const char *force = getenv("HICP_QORDER"); /* 0 or 1: for measurements */
+  if (force != NULL ? force[0] == '0' : !hicp__order_pays(m, n))
+    return;
+  if (n > UINT32_MAX || hicp__check_budget(ctx, (uint64_t)n * 20u, "the query order") != HICP_OK) {
+    hicp__clear_error(ctx);
+    return;
+  }
+  uint32_t *key = malloc(sizeof *key * n);
+  o->order = malloc(sizeof *o->order * n);
+  o->inv = malloc(sizeof *o->inv * n);
+  o->idx = malloc(sizeof *o->idx * n);
+  o->d2 = malloc(sizeof *o->d2 * n);
+  if (key == NULL || o->order == NULL || o->inv == NULL || o->idx == NULL || o->d2 == NULL) {
+    free(key);
+    qorder_free(o);
+    return;
+  }
+  hicp__zgrid g;
+  hicp__zgrid_init(&g, m->bbox_min, m->bbox_max);
+  const long long nq = (long long)n;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (long long i = 0; i < nq; i++) {
+    float p[3];
+    memcpy(p, base + (size_t)i * stride, sizeof p);
+    key[i] = hicp__zkey21(&g, (double)p[0] + shift[0], (double)p[1] + shift[1],
+                          (double)p[2] + shift[2]);
+  }
+  if (hicp__zsort(key, (uint32_t)n, o->order, o->inv) != HICP_OK)
+    qorder_free(o);
+  free(key);
 }
 
 static int nn_query(hicp_context *ctx, const hicp_model *model, const float *queries, size_t n,
@@ -82,13 +142,21 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
   hicp_walk_stats total;
   memset(&total, 0, sizeof total);
   const long long nq = (long long)n;
+  qorder ord;
+  qorder_make(ctx, model, base, n, stride, shift, threads, &ord);
+  /* answers go to position j: in query order, or in sorted order, copied
+   * out below (writing sorted answers straight to their queries would have
+   * the threads share cache lines) */
+  uint32_t *out_idx = ord.order != NULL ? ord.idx : index;
+  float *out_d2 = ord.order != NULL ? ord.d2 : d2;
 
 #pragma omp parallel num_threads(threads)
   {
     hicp_walk_stats mine;
     memset(&mine, 0, sizeof mine);
 #pragma omp for schedule(dynamic, 256)
-    for (long long i = 0; i < nq; i++) {
+    for (long long j = 0; j < nq; j++) {
+      const long long i = ord.order != NULL ? (long long)ord.order[j] : j;
       float p[3], q[3];
       memcpy(p, base + (size_t)i * stride, sizeof p);
       for (int k = 0; k < 3; k++)
@@ -97,15 +165,24 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
       if (o.warm_start && index[i] != UINT32_MAX)
         prev = model->vertex_of[index[i]];
       hicp__nn_res r = query(&view, q, method, prev);
-      index[i] = view.vtx[r.v].id;
-      if (d2 != NULL)
-        d2[i] = r.d2;
+      out_idx[j] = view.vtx[r.v].id;
+      if (out_d2 != NULL)
+        out_d2[j] = r.d2;
       if (r.walked)
         walk_stats_add(&mine, r.steps);
     }
 #pragma omp critical(hicp_nn_stats)
     walk_stats_merge(&total, &mine);
   }
+  if (ord.order != NULL) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long long i = 0; i < nq; i++) {
+      index[i] = ord.idx[ord.inv[i]];
+      if (d2 != NULL)
+        d2[i] = ord.d2[ord.inv[i]];
+    }
+  }
+  qorder_free(&ord);
   if (stats != NULL)
     *stats = total;
   return HICP_OK;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "order.h"
 #include "testhelp.h"
 
 static hicp_context *ctx_new(void)
@@ -203,4 +204,56 @@ Test(model, validator_catches_corruption)
   cr_assert_eq(hicp__model_validate(ctx, m), 0);
   hicp_model_destroy(m);
   hicp_context_destroy(ctx);
+}
+
+/* Vertices are stored along the Morton curve over the model's box, ties in
+ * original order; the short query keys are the long keys' top bits; the
+ * counting sort orders by them, stably, with its inverse. */
+Test(model, spatial_order)
+{
+  th_rng r;
+  th_rng_seed(&r, 17);
+  const size_t n = 5000;
+  float *p = malloc(sizeof(float) * 3 * n);
+  for (size_t i = 0; i < 3 * n; i++)
+    p[i] = (float)(th_uniform(&r) * (i % 3 == 2 ? 0.3 : 2.0));
+  hicp_context *ctx = ctx_new();
+  hicp_model_options o = validating();
+  hicp_model *m;
+  cr_assert_eq(hicp_model_build(ctx, p, n, 0, &o, &m), 0, "%s", hicp_context_error(ctx));
+  hicp__zgrid g;
+  hicp__zgrid_init(&g, m->bbox_min, m->bbox_max);
+  uint64_t prev = 0;
+  size_t moved = 0;
+  for (uint32_t v = 0; v < m->nv; v++) {
+    uint64_t k = hicp__zkey(&g, m->vtx[v].x, m->vtx[v].y, m->vtx[v].z);
+    cr_assert_geq(k, prev, "vertex %u is out of Morton order", v);
+    cr_assert(k > prev || v == 0 || m->vtx[v].id > m->vtx[v - 1].id);
+    moved += m->vtx[v].id != v;
+    prev = k;
+  }
+  cr_assert_gt(moved, n / 2, "a random cloud should be reordered");
+
+  uint32_t *key = malloc(sizeof *key * n), *order = malloc(sizeof *order * n);
+  uint32_t *inv = malloc(sizeof *inv * n);
+  for (size_t i = 0; i < n; i++) {
+    const float *q = &p[3 * i];
+    key[i] = hicp__zkey21(&g, q[0], q[1], q[2]);
+    cr_assert_eq(key[i], (uint32_t)(hicp__zkey(&g, q[0], q[1], q[2]) >> 42));
+  }
+  cr_assert_eq(hicp__zsort(key, (uint32_t)n, order, inv), HICP_OK);
+  const int shift = 21 - 13; /* 2^13 buckets: the first power of two >= 5000 */
+  for (size_t j = 0; j < n; j++) {
+    cr_assert_eq(inv[order[j]], j);
+    if (j > 0) {
+      uint32_t a = key[order[j - 1]] >> shift, b = key[order[j]] >> shift;
+      cr_assert(a < b || (a == b && order[j - 1] < order[j]), "position %zu", j);
+    }
+  }
+  free(key);
+  free(order);
+  free(inv);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+  free(p);
 }

@@ -213,6 +213,16 @@ Test(nn, grid_cospherical_ties)
   hicp_model *m = build(p, n, 1);
   check_all(m, p, n, q, nq, "grid");
   hicp_model_destroy(m);
+  /* The same grid listed backwards: vertex order (a Morton curve) is then
+   * the reverse of the original order, so every tie is decided by the
+   * vertices' ids against their storage order. */
+  float *rev = malloc(sizeof(float) * 3 * n);
+  for (size_t j = 0; j < n; j++)
+    memcpy(&rev[3 * j], &p[3 * (n - 1 - j)], 3 * sizeof(float));
+  m = build(rev, n, 1);
+  check_all(m, rev, n, q, nq, "reversed grid");
+  hicp_model_destroy(m);
+  free(rev);
   float *q2 = make_queries(p, n, 1000, 7);
   m = build(p, n, 1);
   check_all(m, p, n, q2, 1000, "grid random queries");
@@ -360,21 +370,31 @@ Test(nn, coherent_warm_start)
   hicp_nn_options_init(&o);
   o.method = HICP_NN_PNN;
   hicp_walk_stats st;
-  for (int round = 0; round < 10; round++) {
-    o.warm_start = round > 0;
-    cr_assert_eq(hicp_nn_query(ctx, m, q, nq, &o, idx, d2, &st), 0);
-    for (size_t i = 0; i < nq; i++) {
-      uint32_t wi;
-      float wd;
-      oracle(p, n, &q[3 * i], &wi, &wd);
-      cr_assert(idx[i] == wi && d2[i] == wd, "round %d query %zu", round, i);
+  float *q0 = malloc(sizeof(float) * 3 * nq);
+  memcpy(q0, q, sizeof(float) * 3 * nq);
+  /* in the given order, then in the model's Morton order (lib/order.h;
+   * chosen by size in normal use, forced here) */
+  for (int ordered = 0; ordered < 2; ordered++) {
+    cr_assert_eq(setenv("HICP_QORDER", ordered ? "1" : "0", 1), 0);
+    memcpy(q, q0, sizeof(float) * 3 * nq);
+    for (int round = 0; round < 10; round++) {
+      o.warm_start = round > 0;
+      cr_assert_eq(hicp_nn_query(ctx, m, q, nq, &o, idx, d2, &st), 0);
+      for (size_t i = 0; i < nq; i++) {
+        uint32_t wi;
+        float wd;
+        oracle(p, n, &q[3 * i], &wi, &wd);
+        cr_assert(idx[i] == wi && d2[i] == wd, "ordered %d round %d query %zu", ordered, round, i);
+      }
+      if (round > 0)
+        cr_assert_lt((double)st.steps / st.queries, 2.0, "warm walks should be short: %g",
+                     (double)st.steps / st.queries);
+      for (size_t i = 0; i < 3 * nq; i++)
+        q[i] += 0.002f;
     }
-    if (round > 0)
-      cr_assert_lt((double)st.steps / st.queries, 2.0, "warm walks should be short: %g",
-                   (double)st.steps / st.queries);
-    for (size_t i = 0; i < 3 * nq; i++)
-      q[i] += 0.002f;
   }
+  cr_assert_eq(unsetenv("HICP_QORDER"), 0);
+  free(q0);
   free(idx);
   free(d2);
   free(q);

@@ -3,8 +3,9 @@
  * "Exact" is defined against brute force with the same arithmetic: the answer
  * minimises the squared distance computed in float as
  *     ((dx*dx + dy*dy) + dz*dz),  d = q - x,
- * and among equal distances it is the vertex with the smallest index (vertices
- * keep the original order, so this is also the smallest original index).
+ * and among equal distances it is the vertex with the smallest id (the
+ * smallest original index of its points).  Vertex indices follow a spatial
+ * order (model_build.c), so ties compare ids, looked up only on a tie.
  *
  * The Delaunay walk (thesis section 3.6; Delaunay facts in docs/design.md):
  * from a start vertex, move to the neighbour with the smallest distance while
@@ -35,10 +36,11 @@ HICP_PP float hicp__d2(const float q[3], const hicp__vtx *p)
   return (dx * dx + dy * dy) + dz * dz;
 }
 
-/* (d, i) before (bd, bi): smaller distance, then smaller index. */
-HICP_PP int hicp__nn_better(float d, uint32_t i, float bd, uint32_t bi)
+/* Vertex (d, i) before vertex (bd, bi): smaller distance, then smaller id;
+ * anything before HICP_NONE. */
+HICP_PP int hicp__nn_better(const hicp__mview *m, float d, uint32_t i, float bd, uint32_t bi)
 {
-  return d < bd || (d == bd && i < bi);
+  return bi == HICP_NONE || d < bd || (d == bd && m->vtx[i].id < m->vtx[bi].id);
 }
 
 /* Upper bound on the computed distance of any vertex whose exact distance
@@ -95,7 +97,7 @@ HICP_PP void hicp__nn_brute(const hicp__mview *m, const float q[3], uint32_t *bv
   float bestd = HICP_FLT_INF;
   for (uint32_t i = 0; i < m->nv; i++) {
     float d = hicp__d2(q, &m->vtx[i]);
-    if (d < bestd || best == HICP_NONE) { /* ties keep the smaller index */
+    if (hicp__nn_better(m, d, i, bestd, best)) {
       bestd = d;
       best = i;
     }
@@ -142,7 +144,7 @@ HICP_PP void hicp__nn_kdtree(const hicp__mview *m, const float q[3], uint32_t *b
     for (uint32_t i = leaf->first; i < leaf->first + leaf->count; i++) {
       const hicp__vtx *p = &m->kd_pts[i];
       float d = hicp__d2(q, p);
-      if (best == HICP_NONE || hicp__nn_better(d, p->id, bestd, best)) {
+      if (hicp__nn_better(m, d, p->id, bestd, best)) {
         bestd = d;
         best = p->id;
       }
@@ -166,7 +168,7 @@ HICP_PP uint32_t hicp__nn_kd_descend(const hicp__mview *m, const float q[3])
   float bestd = HICP_FLT_INF;
   for (uint32_t i = leaf->first; i < leaf->first + leaf->count; i++) {
     float d = hicp__d2(q, &m->kd_pts[i]);
-    if (best == HICP_NONE || hicp__nn_better(d, m->kd_pts[i].id, bestd, best)) {
+    if (hicp__nn_better(m, d, m->kd_pts[i].id, bestd, best)) {
       bestd = d;
       best = m->kd_pts[i].id;
     }
@@ -204,7 +206,7 @@ HICP_PP int hicp__walk_flood(const hicp__mview *m, const float q[3], uint32_t *v
       if (nseen == HICP_FLOOD_CAP)
         return -1;
       seen[nseen++] = u;
-      if (hicp__nn_better(du, u, bestd, best)) {
+      if (hicp__nn_better(m, du, u, bestd, best)) {
         bestd = du;
         best = u;
       }
@@ -217,7 +219,8 @@ HICP_PP int hicp__walk_flood(const hicp__mview *m, const float q[3], uint32_t *v
 
 /* What a row scan reports (hicp__row_scan). */
 typedef struct hicp__row {
-  uint32_t next; /* the row's smallest (distance, index) neighbour, HICP_NONE if none */
+  uint32_t next; /* the row's smallest (distance, vertex index) neighbour, HICP_NONE if
+                    none; a tie here only steers the walk (final ties go by id) */
   float dnext;   /* its distance */
   int near_tie;  /* a scanned neighbour lies within the tie bound of dcur */
   /* Certifying scans only (every neighbour u of the row's vertex v):

@@ -30,7 +30,7 @@ typedef struct hicp__kdnode {
 
 /* Read-only view of a model for the nearest-neighbour code. */
 typedef struct hicp__mview {
-  const hicp__vtx *vtx;      /* nv vertices, in original order */
+  const hicp__vtx *vtx;      /* nv vertices, in spatial (Morton) order */
   const uint32_t *row;       /* nv + 1 CSR offsets into nbr; NULL: no graph */
   const uint32_t *nbr;       /* Delaunay neighbours (vertex indices) */
   const hicp__kdnode *kd;    /* kd-tree, root at kd[0] */

@@ -1,0 +1,92 @@
+/* order.c: Morton keys and a counting sort on them (order.h). */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "model.h"
+#include "order.h"
+
+#define ZBITS 21
+#define ZCELLS ((double)((1u << ZBITS) - 1u))
+
+void hicp__zgrid_init(hicp__zgrid *g, const double lo[3], const double hi[3])
+{
+  double ext = 0.0;
+  for (int d = 0; d < 3; d++) {
+    g->lo[d] = lo[d];
+    ext = hi[d] - lo[d] > ext ? hi[d] - lo[d] : ext;
+  }
+  g->scale = ext > 0.0 ? ZCELLS / ext : 0.0;
+}
+
+/* Spreads the low 21 bits of v to every third bit of a 63-bit word. */
+static uint64_t spread3(uint64_t v)
+{
+  v &= 0x1fffffu;
+  v = (v | v << 32) & 0x1f00000000ffffull;
+  v = (v | v << 16) & 0x1f0000ff0000ffull;
+  v = (v | v << 8) & 0x100f00f00f00f00full;
+  v = (v | v << 4) & 0x10c30c30c30c30c3ull;
+  v = (v | v << 2) & 0x1249249249249249ull;
+  return v;
+}
+
+/* The cell of coordinate value v along axis d, 0 .. 2^21 - 1. */
+static uint64_t cell(const hicp__zgrid *g, int d, double v)
+{
+  const double c = (v - g->lo[d]) * g->scale;
+  /* !(c > 0) also takes NaN to cell 0 */
+  return !(c > 0.0) ? 0u : c >= ZCELLS ? (uint64_t)ZCELLS : (uint64_t)c;
+}
+
+uint64_t hicp__zkey(const hicp__zgrid *g, double x, double y, double z)
+{
+  return spread3(cell(g, 0, x)) | spread3(cell(g, 1, y)) << 1 | spread3(cell(g, 2, z)) << 2;
+}
+
+/* Spreads the low 7 bits of v to every third bit. */
+static uint32_t spread7(uint32_t v)
+{
+  v = (v | v << 8) & 0x0f00fu;
+  v = (v | v << 4) & 0xc30c3u;
+  v = (v | v << 2) & 0x49249u;
+  return v;
+}
+
+uint32_t hicp__zkey21(const hicp__zgrid *g, double x, double y, double z)
+{
+  return spread7((uint32_t)(cell(g, 0, x) >> 14)) | spread7((uint32_t)(cell(g, 1, y) >> 14)) << 1 |
+         spread7((uint32_t)(cell(g, 2, z) >> 14)) << 2;
+}
+
+int hicp__zsort(const uint32_t *key, uint32_t n, uint32_t *order, uint32_t *inv)
+{
+  /* about one bucket per item, at least 2^3 and at most 2^21 */
+  int bits = 3;
+  while (bits < 21 && ((uint32_t)1 << bits) < n)
+    bits++;
+  const int shift = 21 - bits;
+  const size_t nb = (size_t)1 << bits;
+  uint32_t *start = calloc(nb + 1, sizeof *start);
+  if (start == NULL)
+    return HICP_ENOMEM;
+  for (uint32_t i = 0; i < n; i++)
+    start[(key[i] >> shift) + 1]++;
+  for (size_t b = 0; b < nb; b++)
+    start[b + 1] += start[b];
+  for (uint32_t i = 0; i < n; i++) {
+    const uint32_t j = start[key[i] >> shift]++;
+    order[j] = i;
+    if (inv != NULL)
+      inv[i] = j;
+  }
+  free(start);
+  return HICP_OK;
+}
+
+int hicp__order_pays(const hicp_model *m, size_t n)
+{
+  const uint64_t bytes = (uint64_t)m->nv * (sizeof(hicp__vtx) + 3 * sizeof(uint32_t)) +
+                         m->nedges * (sizeof(uint32_t) + 1);
+  return n >= 4096 && bytes >= (UINT64_C(64) << 20);
+}
