@@ -98,13 +98,20 @@ AVX512 static inline void row_scan_avx512(const hicp__mview *m, const float q[3]
       l2min = _mm512_mask_min_ps(l2min, mk, l2, l2min);
     }
   }
+  o->rmin = cert ? _mm512_reduce_min_ps(rmin) : HICP_FLT_INF;
+  o->l2min = cert ? _mm512_reduce_min_ps(l2min) : HICP_FLT_INF;
+  o->near_tie = ties != 0;
+  if (ties == 0) {
+    /* No neighbour within the tie bound, so none nearer: the walk stops
+     * here, and which neighbour is nearest does not matter. */
+    o->next = HICP_NONE;
+    o->dnext = HICP_FLT_INF;
+    return;
+  }
   const float dmin = _mm512_reduce_min_ps(best_d);
   const __mmask16 at = _mm512_cmp_ps_mask(best_d, _mm512_set1_ps(dmin), _CMP_EQ_OQ);
-  o->next = e > b ? (uint32_t)_mm512_mask_reduce_min_epu32(at, best_u) : HICP_NONE;
+  o->next = (uint32_t)_mm512_mask_reduce_min_epu32(at, best_u);
   o->dnext = dmin;
-  o->near_tie = ties != 0;
-  o->rmin = _mm512_reduce_min_ps(rmin);
-  o->l2min = _mm512_reduce_min_ps(l2min);
 }
 
 /* Unsigned 32-bit a < b on AVX2 (signed compare after flipping the sign). */
@@ -178,6 +185,14 @@ AVX2 static inline void row_scan_avx2(const hicp__mview *m, const float q[3], ui
       l2min = _mm256_min_ps(l2min, _mm256_blendv_ps(inf, l2, mk));
     }
   }
+  o->rmin = cert ? hmin_avx2(rmin) : HICP_FLT_INF;
+  o->l2min = cert ? hmin_avx2(l2min) : HICP_FLT_INF;
+  o->near_tie = _mm256_movemask_ps(ties) != 0;
+  if (!o->near_tie) { /* as in row_scan_avx512 */
+    o->next = HICP_NONE;
+    o->dnext = HICP_FLT_INF;
+    return;
+  }
   /* The lexicographic minimum across the lanes: fold halves three times. */
   static const int perms[3][8] = {{4, 5, 6, 7, 0, 1, 2, 3}, {2, 3, 0, 1, 6, 7, 4, 5},
                                   {1, 0, 3, 2, 5, 4, 7, 6}};
@@ -194,11 +209,8 @@ AVX2 static inline void row_scan_avx2(const hicp__mview *m, const float q[3], ui
   }
   const float dmin = _mm256_cvtss_f32(best_d);
   const uint32_t umin = (uint32_t)_mm256_cvtsi256_si32(best_u);
-  o->next = e > b ? umin : HICP_NONE;
+  o->next = umin;
   o->dnext = dmin;
-  o->near_tie = _mm256_movemask_ps(ties) != 0;
-  o->rmin = hmin_avx2(rmin);
-  o->l2min = hmin_avx2(l2min);
 }
 
 HICP_NN_FUNCTIONS(_avx512, row_scan_avx512, AVX512)
