@@ -47,8 +47,20 @@ typedef hicp__nn_res (*hicp__query_fn)(const hicp__mview *m, const float q[3], i
 hicp__query_fn hicp__cpu_simd_query(const hicp__mview *view);
 
 /* The fastest chunk function this CPU supports (walk_simd.c), or NULL for
- * the scalar one.  HICP_SIMD=scalar|avx2|avx512 in the environment forces a
- * choice (the tests use it to compare the variants). */
+ * the scalar one (see hicp__cpu_isa). */
 hicp__chunk_fn hicp__cpu_simd_chunk(const hicp__mview *view);
+
+/* The vector instructions this CPU has: 0 none we use, 1 AVX2, 2 AVX-512F;
+ * HICP_SIMD=scalar|avx2|avx512 in the environment forces a lower level (the
+ * tests use it to compare the variants). */
+int hicp__cpu_isa(void);
+
+/* One chunk's partial sums (a hicp__chunk_sum variant). */
+typedef void (*hicp__sum_fn)(const hicp__mview *view, const hicp__frame *f,
+                             const hicp__select *sel, uint32_t c, hicp__partial *out);
+
+/* The fastest chunk sum this CPU supports (sum_simd.c); every variant gives
+ * hicp__chunk_sum's bits. */
+hicp__sum_fn hicp__cpu_simd_sum(void);
 
 #endif /* HICP_CPU_CHUNK_H */

@@ -38,12 +38,13 @@ void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T
 {
   const long long first = c0, last = c1;
   hicp__chunk_fn correspond = hicp__cpu_simd_chunk(view);
+  const hicp__sum_fn sum = hicp__cpu_simd_sum();
   if (correspond == NULL)
     correspond = chunk_scalar;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (long long c = first; c < last; c++) {
     correspond(view, f, T, method, (uint32_t)c);
-    hicp__chunk_sum(view, f, sel, (uint32_t)c, &f->part[c]);
+    sum(view, f, sel, (uint32_t)c, &f->part[c]);
   }
 }
 
@@ -51,9 +52,10 @@ void hicp__cpu_pass_b(const hicp__mview *view, hicp__frame *f, const hicp__selec
                       uint32_t c0, uint32_t c1, int threads)
 {
   const long long first = c0, last = c1;
+  const hicp__sum_fn sum = hicp__cpu_simd_sum();
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (long long c = first; c < last; c++)
-    hicp__chunk_sum(view, f, sel, (uint32_t)c, &f->part[c]);
+    sum(view, f, sel, (uint32_t)c, &f->part[c]);
 }
 
 /* The CPU as a scheduler worker (lib/sched.h). */

@@ -237,12 +237,9 @@ static hicp__nn_res query_scalar(const hicp__mview *m, const float q[3], int met
   return hicp__nn_query(m, q, method, prev);
 }
 
-/* Which variant: NULL for scalar, else the chosen one's index. */
-static int simd_level(const hicp__mview *view)
+int hicp__cpu_isa(void)
 {
 #if defined(HICP_X86)
-  if (view->row == NULL || view->nv >= (1u << 29))
-    return 0;
   const char *force = getenv("HICP_SIMD");
   if (force != NULL && strcmp(force, "scalar") == 0)
     return 0;
@@ -252,10 +249,16 @@ static int simd_level(const hicp__mview *view)
     return 2;
   if (__builtin_cpu_supports("avx2"))
     return 1;
-#else
-  (void)view;
 #endif
   return 0;
+}
+
+/* Which walk variant: 0 for scalar, else hicp__cpu_isa's level. */
+static int simd_level(const hicp__mview *view)
+{
+  if (view->row == NULL || view->nv >= (1u << 29))
+    return 0;
+  return hicp__cpu_isa();
 }
 
 hicp__query_fn hicp__cpu_simd_query(const hicp__mview *view)

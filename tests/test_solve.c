@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "chunk.h"
 #include "icp.h"
 #include "pp/reduce.h"
 #include "pp/solve.h"
@@ -159,13 +160,34 @@ Test(solve, jacobi_eigenpairs)
   }
 }
 
-/* The documented shape, written out longhand, must equal hicp__chunk_sum
- * bit for bit (the GPU kernel follows the same description). */
+/* The documented shape, written out longhand: the oracle for every chunk
+ * sum (the GPU kernel follows the same description). */
+static void longhand_chunk(const hicp__frame *f, const hicp__vtx *vtx, const hicp__select *sel,
+                           uint32_t c, hicp__partial *out)
+{
+  static hicp__partial lane[256];
+  for (int l = 0; l < 256; l++)
+    hicp__partial_zero(&lane[l]);
+  for (uint32_t j = 0; j < f->chunk / 256; j++)
+    for (int l = 0; l < 256; l++) {
+      uint32_t i = c * f->chunk + (uint32_t)l + 256 * j;
+      if (i < f->n)
+        hicp__partial_add_pair(&lane[l], &f->p0[3 * i], &vtx[f->match[i]], f->e2[i], sel);
+    }
+  for (int s = 128; s >= 1; s /= 2)
+    for (int i = 0; i < s; i++)
+      hicp__partial_add(&lane[i], &lane[i + s]);
+  *out = lane[0];
+}
+
+/* hicp__chunk_sum and its vector variants (cpu/sum_simd.c, chosen by
+ * HICP_SIMD) equal the longhand shape bit for bit, under every kind of
+ * selection, on whole and ragged chunks. */
 Test(solve, chunk_shape_matches_description)
 {
   th_rng r;
   th_rng_seed(&r, 23);
-  uint32_t n = 5000, chunk = 1024;
+  uint32_t n = 5003, chunk = 1024; /* the last chunk ends mid-vector */
   float *p0 = malloc(sizeof(float) * 3 * n);
   hicp__vtx *vtx = malloc(sizeof *vtx * n);
   uint32_t *match = malloc(sizeof *match * n);
@@ -178,7 +200,7 @@ Test(solve, chunk_shape_matches_description)
     vtx[i].z = (float)th_normal(&r);
     vtx[i].id = i;
     match[i] = (uint32_t)(th_rng_next(&r) % n);
-    e2[i] = th_uniform(&r);
+    e2[i] = i % 7 == 0 ? 0.5 : th_uniform(&r); /* ties at the filters' bounds */
   }
   hicp__mview view;
   memset(&view, 0, sizeof view);
@@ -192,32 +214,37 @@ Test(solve, chunk_shape_matches_description)
   f.nchunks = (n + chunk - 1) / chunk;
   f.match = match;
   f.e2 = e2;
-  hicp__select sel;
-  memset(&sel, 0, sizeof sel);
-  sel.max_d2 = 0.9;
-  sel.want_e = 1;
-  sel.sigma_on = 1;
-  sel.e_lo = 0.1;
-  sel.e_hi = 0.8;
-  sel.w_lo = 0.2;
-  sel.w_hi = 0.9;
-  for (uint32_t c = 0; c < f.nchunks; c++) {
-    hicp__partial got;
-    hicp__chunk_sum(&view, &f, &sel, c, &got);
-    static hicp__partial lane[256];
-    for (int l = 0; l < 256; l++)
-      hicp__partial_zero(&lane[l]);
-    for (uint32_t j = 0; j < chunk / 256; j++)
-      for (int l = 0; l < 256; l++) {
-        uint32_t i = c * chunk + (uint32_t)l + 256 * j;
-        if (i < n)
-          hicp__partial_add_pair(&lane[l], &p0[3 * i], &vtx[match[i]], e2[i], &sel);
+  hicp__select sels[4];
+  memset(sels, 0, sizeof sels);
+  sels[0].max_d2 = HUGE_VAL; /* plain ICP */
+  sels[1].max_d2 = 0.9;      /* distance cut, sigma filter and its window */
+  sels[1].want_e = 1;
+  sels[1].sigma_on = 1;
+  sels[1].e_lo = 0.1;
+  sels[1].e_hi = sqrt(0.5);
+  sels[1].w_lo = 0.2;
+  sels[1].w_hi = 0.9;
+  sels[2].max_d2 = HUGE_VAL; /* trimmed */
+  sels[2].trim_on = 1;
+  sels[2].trim_e2 = 0.5;
+  sels[3] = sels[1]; /* all at once */
+  sels[3].trim_on = 1;
+  sels[3].trim_e2 = 0.3;
+  static const char *simd[] = {"scalar", "avx2", "avx512"};
+  for (int k = 0; k < 3; k++) {
+    setenv("HICP_SIMD", simd[k], 1);
+    hicp__sum_fn sum = k == 0 ? hicp__chunk_sum : hicp__cpu_simd_sum();
+    for (int s = 0; s < 4; s++)
+      for (uint32_t c = 0; c < f.nchunks; c++) {
+        hicp__partial got, want;
+        sum(&view, &f, &sels[s], c, &got);
+        longhand_chunk(&f, vtx, &sels[s], c, &want);
+        cr_assert(memcmp(&got, &want, sizeof got) == 0, "HICP_SIMD=%s, selection %d, chunk %u differs",
+                  simd[k], s, c);
+        cr_assert(got.v[HICP_PF_N_IN] > 0.0 && got.v[HICP_PF_N_IN] < got.v[HICP_PF_N_ALL] + (s == 0));
       }
-    for (int s = 128; s >= 1; s /= 2)
-      for (int i = 0; i < s; i++)
-        hicp__partial_add(&lane[i], &lane[i + s]);
-    cr_assert(memcmp(&got, &lane[0], sizeof got) == 0, "chunk %u differs", c);
   }
+  unsetenv("HICP_SIMD");
   free(p0);
   free(vtx);
   free(match);

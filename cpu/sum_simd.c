@@ -1,0 +1,219 @@
+/* sum_simd.c: a chunk's partial sums (hicp__chunk_sum in cpu_backend.c, the
+ * reference) with AVX2 and AVX-512, several lanes of the fixed shape at once.
+ *
+ * The shape (pp/reduce.h): lane l sums the points base + l + 256 j in order
+ * of j, then the 256 lanes are combined by the halving tree.  Lanes l .. l+W-1
+ * (W = 4 or 8 doubles) read W consecutive points, so a vector holds W lanes,
+ * one per element, and every element goes through the same additions in the
+ * same order as its scalar lane: the same bits.  A lane that skips a point
+ * (the point is past the chunk's end, or the filters drop it) keeps its
+ * value through a masked add, as the scalar code skips the addition.  The
+ * tree's first steps pair lanes 128, 64, .., W apart, which are whole
+ * vectors W apart; the last log2(W) steps pair elements of one vector. */
+#include "config.h"
+
+#include <string.h>
+
+#include "chunk.h"
+#include "icp.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define AVX512 __attribute__((target("avx512f")))
+#define AVX2 __attribute__((target("avx2")))
+#define NF HICP_PF_COUNT
+
+/* The lane tree of pp/reduce.h, pair for pair, once the group tree (lanes
+ * 128 .. W apart, whole vectors: done by the caller with its vectors) has
+ * left lanes 0 .. W-1 in g[field * W + element]: the last log2(W) steps
+ * pair elements of one vector. */
+static void lane_tree_tail(double *g, uint32_t w, hicp__partial *out)
+{
+  for (uint32_t s = w / 2; s >= 1; s /= 2)
+    for (uint32_t fld = 0; fld < NF; fld++)
+      for (uint32_t e = 0; e < s; e++)
+        g[fld * w + e] = g[fld * w + e] + g[fld * w + e + s];
+  for (uint32_t fld = 0; fld < NF; fld++)
+    out->v[fld] = g[fld * w];
+}
+
+AVX512 static void chunk_sum_avx512(const hicp__mview *view, const hicp__frame *f,
+                                    const hicp__select *sel, uint32_t c, hicp__partial *out)
+{
+  enum { W = 8, NG = HICP_LANES / W };
+  double g[NG * NF * W] __attribute__((aligned(64)));
+  const uint32_t base = c * f->chunk;
+  const uint32_t end = base + f->chunk < f->n ? base + f->chunk : f->n;
+  const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd();
+  const __m512d max_d2 = _mm512_set1_pd(sel->max_d2);
+  const __m512d w_lo = _mm512_set1_pd(sel->w_lo), w_hi = _mm512_set1_pd(sel->w_hi);
+  const __m512d e_lo = _mm512_set1_pd(sel->e_lo), e_hi = _mm512_set1_pd(sel->e_hi);
+  const __m512d trim_e2 = _mm512_set1_pd(sel->trim_e2);
+  /* byte offsets of W consecutive points' x in p0, and of a vertex's x in vtx */
+  const __m512i pstep = _mm512_setr_epi64(0, 12, 24, 36, 48, 60, 72, 84);
+  const __m256 fzero = _mm256_setzero_ps();
+  for (uint32_t grp = 0; grp < NG; grp++) {
+    __m512d a[NF];
+#pragma GCC unroll 24
+    for (int k = 0; k < NF; k++)
+      a[k] = zero;
+    for (uint32_t i = base + grp * W; i < end; i += HICP_LANES) {
+      const uint32_t cnt = end - i;
+      const __mmask8 m = cnt >= W ? (__mmask8)0xff : (__mmask8)((1u << cnt) - 1u);
+      const __m512i mt = _mm512_maskz_loadu_epi32((__mmask16)m, f->match + i);
+      const __m512i yoff = _mm512_slli_epi64(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(mt)), 4);
+      const float *vb = &view->vtx[0].x, *pb = &f->p0[3 * (size_t)i];
+      const __m512d e2 = _mm512_maskz_loadu_pd(m, f->e2 + i);
+      const __m512d px = _mm512_cvtps_pd(_mm512_mask_i64gather_ps(fzero, m, pstep, pb, 1));
+      const __m512d py = _mm512_cvtps_pd(_mm512_mask_i64gather_ps(fzero, m, pstep, pb + 1, 1));
+      const __m512d pz = _mm512_cvtps_pd(_mm512_mask_i64gather_ps(fzero, m, pstep, pb + 2, 1));
+      const __m512d yx = _mm512_cvtps_pd(_mm512_mask_i64gather_ps(fzero, m, yoff, vb, 1));
+      const __m512d yy = _mm512_cvtps_pd(_mm512_mask_i64gather_ps(fzero, m, yoff, vb + 1, 1));
+      const __m512d yz = _mm512_cvtps_pd(_mm512_mask_i64gather_ps(fzero, m, yoff, vb + 2, 1));
+      /* hicp__partial_add_pair, with masks for its branches */
+      a[HICP_PF_N_ALL] = _mm512_mask_add_pd(a[HICP_PF_N_ALL], m, a[HICP_PF_N_ALL], one);
+      a[HICP_PF_E2_ALL] = _mm512_mask_add_pd(a[HICP_PF_E2_ALL], m, a[HICP_PF_E2_ALL], e2);
+      const __mmask8 cand = _mm512_mask_cmp_pd_mask(m, e2, max_d2, _CMP_LE_OQ);
+      a[HICP_PF_N_C] = _mm512_mask_add_pd(a[HICP_PF_N_C], cand, a[HICP_PF_N_C], one);
+      a[HICP_PF_E2_C] = _mm512_mask_add_pd(a[HICP_PF_E2_C], cand, a[HICP_PF_E2_C], e2);
+      __m512d e = zero;
+      if (sel->want_e) {
+        e = _mm512_sqrt_pd(e2);
+        const __mmask8 win = _mm512_mask_cmp_pd_mask(cand, e, w_lo, _CMP_GE_OQ) &
+                             _mm512_cmp_pd_mask(e, w_hi, _CMP_LE_OQ);
+        a[HICP_PF_N_W] = _mm512_mask_add_pd(a[HICP_PF_N_W], win, a[HICP_PF_N_W], one);
+        a[HICP_PF_E_W] = _mm512_mask_add_pd(a[HICP_PF_E_W], win, a[HICP_PF_E_W], e);
+        a[HICP_PF_E2_W] = _mm512_mask_add_pd(a[HICP_PF_E2_W], win, a[HICP_PF_E2_W], e2);
+      }
+      __mmask8 in = cand;
+      if (sel->sigma_on) /* drop e < e_lo or e > e_hi: keep the exact negations */
+        in &= _mm512_cmp_pd_mask(e, e_lo, _CMP_NLT_UQ) & _mm512_cmp_pd_mask(e, e_hi, _CMP_NGT_UQ);
+      if (sel->trim_on)
+        in &= _mm512_cmp_pd_mask(e2, trim_e2, _CMP_NGT_UQ);
+      const __m512d add[NF - HICP_PF_N_IN] = {
+          one, e2, px, py, pz, yx, yy, yz,
+          _mm512_mul_pd(px, yx), _mm512_mul_pd(px, yy), _mm512_mul_pd(px, yz),
+          _mm512_mul_pd(py, yx), _mm512_mul_pd(py, yy), _mm512_mul_pd(py, yz),
+          _mm512_mul_pd(pz, yx), _mm512_mul_pd(pz, yy), _mm512_mul_pd(pz, yz)};
+#pragma GCC unroll 24
+      for (int k = HICP_PF_N_IN; k < NF; k++)
+        a[k] = _mm512_mask_add_pd(a[k], in, a[k], add[k - HICP_PF_N_IN]);
+    }
+#pragma GCC unroll 24
+    for (int k = 0; k < NF; k++)
+      _mm512_store_pd(&g[(grp * NF + (uint32_t)k) * W], a[k]);
+  }
+  for (uint32_t s = NG / 2; s >= 1; s /= 2) /* lanes 128 .. 8 apart */
+    for (uint32_t i = 0; i < s; i++)
+#pragma GCC unroll 24
+      for (uint32_t k = 0; k < NF; k++)
+        _mm512_store_pd(&g[(i * NF + k) * W], _mm512_add_pd(_mm512_load_pd(&g[(i * NF + k) * W]),
+                                                            _mm512_load_pd(&g[((i + s) * NF + k) * W])));
+  lane_tree_tail(g, W, out);
+}
+
+/* a + x in the lanes of mask m, a elsewhere. */
+AVX2 static inline __m256d mask_add(__m256d a, __m256d m, __m256d x)
+{
+  return _mm256_blendv_pd(a, _mm256_add_pd(a, x), m);
+}
+
+AVX2 static void chunk_sum_avx2(const hicp__mview *view, const hicp__frame *f,
+                                const hicp__select *sel, uint32_t c, hicp__partial *out)
+{
+  enum { W = 4, NG = HICP_LANES / W };
+  double g[NG * NF * W] __attribute__((aligned(32)));
+  const uint32_t base = c * f->chunk;
+  const uint32_t end = base + f->chunk < f->n ? base + f->chunk : f->n;
+  const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
+  const __m256d max_d2 = _mm256_set1_pd(sel->max_d2);
+  const __m256d w_lo = _mm256_set1_pd(sel->w_lo), w_hi = _mm256_set1_pd(sel->w_hi);
+  const __m256d e_lo = _mm256_set1_pd(sel->e_lo), e_hi = _mm256_set1_pd(sel->e_hi);
+  const __m256d trim_e2 = _mm256_set1_pd(sel->trim_e2);
+  const __m256i pstep = _mm256_setr_epi64x(0, 12, 24, 36);
+  const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
+  const __m128 fzero = _mm_setzero_ps();
+  for (uint32_t grp = 0; grp < NG; grp++) {
+    __m256d a[NF];
+#pragma GCC unroll 24
+    for (int k = 0; k < NF; k++)
+      a[k] = zero;
+    for (uint32_t i = base + grp * W; i < end; i += HICP_LANES) {
+      const __m256i mi = _mm256_cmpgt_epi64(_mm256_set1_epi64x((long long)(end - i)), lane);
+      const __m256d m = _mm256_castsi256_pd(mi);
+      const __m128i m32 = _mm256_castsi256_si128(
+          _mm256_permutevar8x32_epi32(mi, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+      const __m128 mf = _mm_castsi128_ps(m32);
+      const __m128i mt = _mm_maskload_epi32((const int *)(f->match + i), m32);
+      const __m256i yoff = _mm256_slli_epi64(_mm256_cvtepu32_epi64(mt), 4);
+      const float *vb = &view->vtx[0].x, *pb = &f->p0[3 * (size_t)i];
+      const __m256d e2 = _mm256_maskload_pd(f->e2 + i, mi);
+      const __m256d px = _mm256_cvtps_pd(_mm256_mask_i64gather_ps(fzero, pb, pstep, mf, 1));
+      const __m256d py = _mm256_cvtps_pd(_mm256_mask_i64gather_ps(fzero, pb + 1, pstep, mf, 1));
+      const __m256d pz = _mm256_cvtps_pd(_mm256_mask_i64gather_ps(fzero, pb + 2, pstep, mf, 1));
+      const __m256d yx = _mm256_cvtps_pd(_mm256_mask_i64gather_ps(fzero, vb, yoff, mf, 1));
+      const __m256d yy = _mm256_cvtps_pd(_mm256_mask_i64gather_ps(fzero, vb + 1, yoff, mf, 1));
+      const __m256d yz = _mm256_cvtps_pd(_mm256_mask_i64gather_ps(fzero, vb + 2, yoff, mf, 1));
+      a[HICP_PF_N_ALL] = mask_add(a[HICP_PF_N_ALL], m, one);
+      a[HICP_PF_E2_ALL] = mask_add(a[HICP_PF_E2_ALL], m, e2);
+      const __m256d cand = _mm256_and_pd(m, _mm256_cmp_pd(e2, max_d2, _CMP_LE_OQ));
+      a[HICP_PF_N_C] = mask_add(a[HICP_PF_N_C], cand, one);
+      a[HICP_PF_E2_C] = mask_add(a[HICP_PF_E2_C], cand, e2);
+      __m256d e = zero;
+      if (sel->want_e) {
+        e = _mm256_sqrt_pd(e2);
+        const __m256d win = _mm256_and_pd(cand, _mm256_and_pd(_mm256_cmp_pd(e, w_lo, _CMP_GE_OQ),
+                                                              _mm256_cmp_pd(e, w_hi, _CMP_LE_OQ)));
+        a[HICP_PF_N_W] = mask_add(a[HICP_PF_N_W], win, one);
+        a[HICP_PF_E_W] = mask_add(a[HICP_PF_E_W], win, e);
+        a[HICP_PF_E2_W] = mask_add(a[HICP_PF_E2_W], win, e2);
+      }
+      __m256d in = cand;
+      if (sel->sigma_on)
+        in = _mm256_and_pd(in, _mm256_and_pd(_mm256_cmp_pd(e, e_lo, _CMP_NLT_UQ),
+                                             _mm256_cmp_pd(e, e_hi, _CMP_NGT_UQ)));
+      if (sel->trim_on)
+        in = _mm256_and_pd(in, _mm256_cmp_pd(e2, trim_e2, _CMP_NGT_UQ));
+      const __m256d add[NF - HICP_PF_N_IN] = {
+          one, e2, px, py, pz, yx, yy, yz,
+          _mm256_mul_pd(px, yx), _mm256_mul_pd(px, yy), _mm256_mul_pd(px, yz),
+          _mm256_mul_pd(py, yx), _mm256_mul_pd(py, yy), _mm256_mul_pd(py, yz),
+          _mm256_mul_pd(pz, yx), _mm256_mul_pd(pz, yy), _mm256_mul_pd(pz, yz)};
+      if (_mm256_movemask_pd(in) == 0xf) /* every lane an inlier: no blends */
+#pragma GCC unroll 24
+        for (int k = HICP_PF_N_IN; k < NF; k++)
+          a[k] = _mm256_add_pd(a[k], add[k - HICP_PF_N_IN]);
+      else
+#pragma GCC unroll 24
+        for (int k = HICP_PF_N_IN; k < NF; k++)
+          a[k] = mask_add(a[k], in, add[k - HICP_PF_N_IN]);
+    }
+#pragma GCC unroll 24
+    for (int k = 0; k < NF; k++)
+      _mm256_store_pd(&g[(grp * NF + (uint32_t)k) * W], a[k]);
+  }
+  for (uint32_t s = NG / 2; s >= 1; s /= 2) /* lanes 128 .. 4 apart */
+    for (uint32_t i = 0; i < s; i++)
+#pragma GCC unroll 24
+      for (uint32_t k = 0; k < NF; k++)
+        _mm256_store_pd(&g[(i * NF + k) * W], _mm256_add_pd(_mm256_load_pd(&g[(i * NF + k) * W]),
+                                                            _mm256_load_pd(&g[((i + s) * NF + k) * W])));
+  lane_tree_tail(g, W, out);
+}
+#endif
+
+hicp__sum_fn hicp__cpu_simd_sum(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+  switch (hicp__cpu_isa()) {
+  case 2:
+    return chunk_sum_avx512;
+  case 1:
+    return chunk_sum_avx2;
+  default:
+    break;
+  }
+#endif
+  return hicp__chunk_sum;
+}
