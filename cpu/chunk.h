@@ -7,11 +7,55 @@
 
 #include "icp.h"
 
+/* Walks in flight per thread in pass A (see HICP_CPU_CHUNK_CORRESPOND). */
+#define HICP_CPU_SLOTS 2
+
+/* One point of pass A: its query, in double for the pair distance and in
+ * float for the search. */
+static inline void hicp__cpu_point(const hicp__xf *T, const hicp__frame *f, uint32_t i,
+                                   double qd[3], float q[3])
+{
+  hicp__apply(T, &f->p0[3 * (size_t)i], qd);
+  q[0] = (float)qd[0];
+  q[1] = (float)qd[1];
+  q[2] = (float)qd[2];
+}
+
+/* Stores point i's answer and counts its walk. */
+static inline void hicp__cpu_done(const hicp__mview *view, hicp__frame *f, uint32_t i,
+                                  const double qd[3], const hicp__nn_res *r, hicp__walkpart *w)
+{
+  f->match[i] = r->v;
+  f->e2[i] = hicp__pair_e2(qd, &view->vtx[r->v]);
+  if (r->walked) {
+    w->queries++;
+    w->steps += r->steps;
+    w->max_steps = r->steps > w->max_steps ? r->steps : w->max_steps;
+    w->hist[r->steps < HICP_WALK_BINS - 1 ? r->steps : HICP_WALK_BINS - 1]++;
+  }
+}
+
+/* A walk in flight: point i (HICP_NONE: the slot is free). */
+typedef struct hicp__cpu_slot {
+  uint32_t i;
+  float q[3];
+  double qd[3];
+  hicp__walk w;
+} hicp__cpu_slot;
+
 /* Defines `static void NAME(view, f, T, method, c)`: for every point of
- * chunk c, apply T, find the nearest vertex with TRACK (a
- * hicp__nn_track variant), store match and e2, and the chunk's walk
- * statistics. */
-#define HICP_CPU_CHUNK_CORRESPOND(NAME, TRACK, ATTR)                                          \
+ * chunk c, apply T, find the nearest vertex with the SUFFIX variant of
+ * pp/nn.h (hicp__nn_track: the same answer and certificate), store match
+ * and e2, and the chunk's walk statistics.
+ *
+ * Walks go HICP_CPU_SLOTS at a time, one row scan each in turn: a walk is
+ * a chain of dependent loads and compares (vertex, row, neighbours,
+ * minimum, next vertex), and independent walks side by side let the core
+ * overlap their latencies.  Each walk takes the same steps as it would
+ * alone and answers go to their own points, so nothing changes but time.
+ * Methods without walks (brute, kdtree) and models without a graph go one
+ * point at a time. */
+#define HICP_CPU_CHUNK_CORRESPOND(NAME, SUFFIX, ATTR)                                         \
   ATTR static void NAME(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,           \
                         int method, uint32_t c)                                               \
   {                                                                                           \
@@ -19,20 +63,48 @@
     const uint32_t end = base + f->chunk < f->n ? base + f->chunk : f->n;                     \
     hicp__walkpart w;                                                                         \
     memset(&w, 0, sizeof w);                                                                  \
-    for (uint32_t i = base; i < end; i++) {                                                   \
-      double qd[3];                                                                           \
-      hicp__apply(T, &f->p0[3 * (size_t)i], qd);                                              \
-      float q[3] = {(float)qd[0], (float)qd[1], (float)qd[2]};                                \
-      hicp__nn_res r = TRACK(view, q, method, f->match[i], &f->track[i]);                     \
-      f->match[i] = r.v;                                                                      \
-      f->e2[i] = hicp__pair_e2(qd, &view->vtx[r.v]);                                          \
-      if (r.walked) {                                                                         \
-        w.queries++;                                                                          \
-        w.steps += r.steps;                                                                   \
-        w.max_steps = r.steps > w.max_steps ? r.steps : w.max_steps;                          \
-        w.hist[r.steps < HICP_WALK_BINS - 1 ? r.steps : HICP_WALK_BINS - 1]++;                \
+    if (view->row == NULL || method == 1 || method == 2) {                                    \
+      for (uint32_t i = base; i < end; i++) {                                                 \
+        double qd[3];                                                                         \
+        float q[3];                                                                           \
+        hicp__cpu_point(T, f, i, qd, q);                                                      \
+        hicp__nn_res r = hicp__nn_track##SUFFIX(view, q, method, f->match[i], &f->track[i]);  \
+        hicp__cpu_done(view, f, i, qd, &r, &w);                                               \
       }                                                                                       \
+      f->walk[c] = w;                                                                         \
+      return;                                                                                 \
     }                                                                                         \
+    const int cert = hicp__track_cert(method);                                                \
+    hicp__cpu_slot slot[HICP_CPU_SLOTS];                                                      \
+    for (int k = 0; k < HICP_CPU_SLOTS; k++)                                                  \
+      slot[k].i = HICP_NONE;                                                                  \
+    uint32_t next = base;                                                                     \
+    int live = 0;                                                                             \
+    do {                                                                                      \
+      for (int k = 0; k < HICP_CPU_SLOTS; k++) {                                              \
+        hicp__cpu_slot *s = &slot[k];                                                         \
+        hicp__nn_res r;                                                                       \
+        /* a free slot takes points until one needs a walk */                                 \
+        while (s->i == HICP_NONE && next < end) {                                             \
+          const uint32_t i = next++;                                                          \
+          hicp__cpu_point(T, f, i, s->qd, s->q);                                              \
+          if (hicp__track_keep(view, s->q, method, f->match[i], &f->track[i], &r)) {          \
+            hicp__cpu_done(view, f, i, s->qd, &r, &w);                                        \
+          } else {                                                                            \
+            hicp__walk_begin(view, s->q, hicp__nn_start(view, s->q, method, f->match[i]),     \
+                             cert, &s->w);                                                    \
+            s->i = i;                                                                         \
+            live++;                                                                           \
+          }                                                                                   \
+        }                                                                                     \
+        if (s->i != HICP_NONE && hicp__nn_walk_step##SUFFIX(view, s->q, &s->w, &r)) {         \
+          hicp__track_update(view, s->q, cert, &r, &f->track[s->i]);                          \
+          hicp__cpu_done(view, f, s->i, s->qd, &r, &w);                                       \
+          s->i = HICP_NONE;                                                                   \
+          live--;                                                                             \
+        }                                                                                     \
+      }                                                                                       \
+    } while (live > 0 || next < end);                                                         \
     f->walk[c] = w;                                                                           \
   }
 

@@ -31,7 +31,7 @@ void hicp__chunk_sum(const hicp__mview *view, const hicp__frame *f, const hicp__
   *out = lanes[0];
 }
 
-HICP_CPU_CHUNK_CORRESPOND(chunk_scalar, hicp__nn_track, )
+HICP_CPU_CHUNK_CORRESPOND(chunk_scalar, , )
 
 void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int method,
                       const hicp__select *sel, uint32_t c0, uint32_t c1, int threads)

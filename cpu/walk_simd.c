@@ -98,14 +98,19 @@ AVX512 static inline void row_scan_avx512(const hicp__mview *m, const float q[3]
       l2min = _mm512_mask_min_ps(l2min, mk, l2, l2min);
     }
   }
-  o->rmin = cert ? _mm512_reduce_min_ps(rmin) : HICP_FLT_INF;
-  o->l2min = cert ? _mm512_reduce_min_ps(l2min) : HICP_FLT_INF;
   o->near_tie = ties != 0;
+  o->rmin = HICP_FLT_INF;
+  o->l2min = HICP_FLT_INF;
   if (ties == 0) {
     /* No neighbour within the tie bound, so none nearer: the walk stops
-     * here, and which neighbour is nearest does not matter. */
+     * here, and which neighbour is nearest does not matter.  Only such a
+     * row's certificate is used (hicp__row), so only here is it reduced. */
     o->next = HICP_NONE;
     o->dnext = HICP_FLT_INF;
+    if (cert) {
+      o->rmin = _mm512_reduce_min_ps(rmin);
+      o->l2min = _mm512_reduce_min_ps(l2min);
+    }
     return;
   }
   const float dmin = _mm512_reduce_min_ps(best_d);
@@ -185,12 +190,16 @@ AVX2 static inline void row_scan_avx2(const hicp__mview *m, const float q[3], ui
       l2min = _mm256_min_ps(l2min, _mm256_blendv_ps(inf, l2, mk));
     }
   }
-  o->rmin = cert ? hmin_avx2(rmin) : HICP_FLT_INF;
-  o->l2min = cert ? hmin_avx2(l2min) : HICP_FLT_INF;
   o->near_tie = _mm256_movemask_ps(ties) != 0;
+  o->rmin = HICP_FLT_INF;
+  o->l2min = HICP_FLT_INF;
   if (!o->near_tie) { /* as in row_scan_avx512 */
     o->next = HICP_NONE;
     o->dnext = HICP_FLT_INF;
+    if (cert) {
+      o->rmin = hmin_avx2(rmin);
+      o->l2min = hmin_avx2(l2min);
+    }
     return;
   }
   /* The lexicographic minimum across the lanes: fold halves three times. */
@@ -215,8 +224,8 @@ AVX2 static inline void row_scan_avx2(const hicp__mview *m, const float q[3], ui
 
 HICP_NN_FUNCTIONS(_avx512, row_scan_avx512, AVX512)
 HICP_NN_FUNCTIONS(_avx2, row_scan_avx2, AVX2)
-HICP_CPU_CHUNK_CORRESPOND(chunk_avx512, hicp__nn_track_avx512, AVX512)
-HICP_CPU_CHUNK_CORRESPOND(chunk_avx2, hicp__nn_track_avx2, AVX2)
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx512, _avx512, AVX512)
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx2, _avx2, AVX2)
 
 AVX512 static hicp__nn_res query_avx512(const hicp__mview *m, const float q[3], int method,
                                         uint32_t prev)

@@ -223,10 +223,12 @@ typedef struct hicp__row {
                     none; a tie here only steers the walk (final ties go by id) */
   float dnext;   /* its distance */
   int near_tie;  /* a scanned neighbour lies within the tie bound of dcur */
-  /* Certifying scans only (every neighbour u of the row's vertex v):
-   * rmin = min over u of hicp__bisector(d_u, d_v, |u - v|^2), and l2min =
-   * min |u - v|^2, the squared distance from v to its nearest vertex; both
-   * +inf for an empty row.  Minima of the same per-neighbour floats: every
+  /* Certifying scans without a near tie only, the rows that end a walk
+   * with a certificate (every neighbour u of the row's vertex v): rmin =
+   * min over u of hicp__bisector(d_u, d_v, |u - v|^2), and l2min = min
+   * |u - v|^2, the squared distance from v to its nearest vertex; both
+   * +inf for an empty row, and undefined for other rows (the vector scans
+   * skip their reductions).  Minima of the same per-neighbour floats: every
    * variant gets the same bits whatever order it scans in. */
   float rmin;
   float l2min;
@@ -314,150 +316,6 @@ HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur
   o->l2min = l2min;
 }
 
-/* The walk, the query dispatch and the ICP query, defined for a given row
- * scan: the scalar one here (used by the GPU and as the reference), vector
- * ones in cpu/walk_simd.c.  ATTR carries a target attribute.
- *
- * Walk: greedy descent from `start` to the exact nearest vertex (see the top
- * of this file).  Early exit: a query inside the ball of radius r_v = (the
- * distance from v to its nearest other vertex) / 2 around v has v as its
- * unique nearest vertex, by a margin beyond rounding since safe_r2 is r_v^2
- * shrunk by 4e-5 relative; in ICP the previous match is usually still the
- * answer and this test confirms it without reading its row.  With `cert`
- * (ICP's tracked queries) every row is scanned whole and the walk reports
- * what hicp__nn_slack needs.
- *
- * Query: one query by `method` (a hicp_nn_method value) with `prev` the
- * query's previous match or HICP_NONE.  Models without a Delaunay graph
- * (coplanar, collinear or tiny inputs) answer every walk method with the
- * exact kd-tree search, seeded with the start vertex the walk would use.
- *
- * Track: a query of an ICP pass.  For pnn and pnn-opt, a query that moved
- * less than its slack (hicp__nn_slack) since the answer was certified keeps
- * that answer with no search, and the slack shrinks by the move.  All in
- * double with + - * / sqrt: the CPU and the GPU agree to the bit. */
-#define HICP_NN_FUNCTIONS(SUFFIX, ROW_SCAN, ATTR)                                              \
-  ATTR HICP_PP hicp__nn_res hicp__nn_walk##SUFFIX(const hicp__mview *m, const float q[3],       \
-                                                  uint32_t start, int cert)                     \
-  {                                                                                              \
-    hicp__nn_res r;                                                                              \
-    uint32_t cur = start;                                                                        \
-    float dcur = hicp__d2(q, &m->vtx[cur]);                                                      \
-    uint32_t steps = 0;                                                                          \
-    hicp__row rs;                                                                                \
-    r.walked = 1;                                                                                \
-    for (;;) {                                                                                   \
-      if (dcur < m->safe_r2[cur]) {                                                              \
-        r.v = cur;                                                                               \
-        r.d2 = dcur;                                                                             \
-        r.steps = steps;                                                                         \
-        r.ended = 1;                                                                             \
-        r.rmin = 0.0f;                                                                           \
-        r.l2min = 0.0f;                                                                          \
-        return r;                                                                                \
-      }                                                                                          \
-      ROW_SCAN(m, q, cur, dcur, cert, &rs);                                                      \
-      if (!(rs.dnext < dcur))                                                                    \
-        break;                                                                                   \
-      cur = rs.next;                                                                             \
-      dcur = rs.dnext;                                                                           \
-      steps++;                                                                                   \
-    }                                                                                            \
-    r.ended = 0;                                                                                 \
-    r.rmin = rs.rmin;                                                                            \
-    r.l2min = rs.l2min;                                                                          \
-    if (rs.near_tie) {                                                                           \
-      if (hicp__walk_flood(m, q, &cur, &dcur) != 0)                                              \
-        hicp__nn_brute(m, q, &cur, &dcur);                                                       \
-    } else if (cert) {                                                                           \
-      r.ended = 2;                                                                               \
-    }                                                                                            \
-    r.v = cur;                                                                                   \
-    r.d2 = dcur;                                                                                 \
-    r.steps = steps;                                                                             \
-    return r;                                                                                    \
-  }                                                                                              \
-                                                                                                 \
-  ATTR HICP_PP hicp__nn_res hicp__nn_search##SUFFIX(const hicp__mview *m, const float q[3],     \
-                                                    int method, uint32_t prev, int cert)        \
-  {                                                                                              \
-    hicp__nn_res r;                                                                              \
-    uint32_t start;                                                                              \
-    r.steps = 0;                                                                                 \
-    r.walked = 0;                                                                                \
-    r.ended = 0;                                                                                 \
-    r.rmin = 0.0f;                                                                               \
-    r.l2min = 0.0f;                                                                              \
-    switch (method) {                                                                            \
-    case 1: /* HICP_NN_BRUTE */                                                                  \
-      hicp__nn_brute(m, q, &r.v, &r.d2);                                                         \
-      return r;                                                                                  \
-    case 2: /* HICP_NN_KDTREE */                                                                 \
-      r.v = HICP_NONE;                                                                           \
-      r.d2 = HICP_FLT_INF;                                                                       \
-      hicp__nn_kdtree(m, q, &r.v, &r.d2);                                                        \
-      return r;                                                                                  \
-    case 3: /* HICP_NN_ZERO */                                                                   \
-      start = m->zero_start;                                                                     \
-      break;                                                                                     \
-    case 4: /* HICP_NN_KDANN */                                                                  \
-      start = hicp__nn_kd_descend(m, q);                                                         \
-      break;                                                                                     \
-    case 5: /* HICP_NN_PNN */                                                                    \
-      start = prev != HICP_NONE ? prev : m->zero_start;                                          \
-      break;                                                                                     \
-    default: /* HICP_NN_PNN_OPT */                                                               \
-      start = prev != HICP_NONE ? prev : hicp__nn_kd_descend(m, q);                              \
-      break;                                                                                     \
-    }                                                                                            \
-    if (m->row == 0) {                                                                           \
-      r.v = start;                                                                               \
-      r.d2 = hicp__d2(q, &m->vtx[start]);                                                        \
-      hicp__nn_kdtree(m, q, &r.v, &r.d2);                                                        \
-      return r;                                                                                  \
-    }                                                                                            \
-    return hicp__nn_walk##SUFFIX(m, q, start, cert);                                             \
-  }                                                                                              \
-                                                                                                 \
-  ATTR HICP_PP hicp__nn_res hicp__nn_query##SUFFIX(const hicp__mview *m, const float q[3],      \
-                                                   int method, uint32_t prev)                   \
-  {                                                                                              \
-    return hicp__nn_search##SUFFIX(m, q, method, prev, 0);                                       \
-  }                                                                                              \
-                                                                                                 \
-  ATTR HICP_PP hicp__nn_res hicp__nn_track##SUFFIX(const hicp__mview *m, const float q[3],      \
-                                                   int method, uint32_t prev, hicp__track *t)   \
-  {                                                                                              \
-    hicp__nn_res r;                                                                              \
-    if (prev != HICP_NONE && t->slack > 0.0f && (method == 0 || method == 5)) {                  \
-      double dx = (double)q[0] - (double)t->q[0];                                                \
-      double dy = (double)q[1] - (double)t->q[1];                                                \
-      double dz = (double)q[2] - (double)t->q[2];                                                \
-      double moved = HICP_SQRT((dx * dx + dy * dy) + dz * dz) * (1.0 + 1e-12);                 \
-      if (moved < (double)t->slack) {                                                            \
-        r.v = prev;                                                                              \
-        r.d2 = hicp__d2(q, &m->vtx[prev]);                                                       \
-        r.steps = 0;                                                                             \
-        r.walked = 1;                                                                            \
-        r.ended = 0;                                                                             \
-        r.rmin = 0.0f;                                                                           \
-        r.l2min = 0.0f;                                                                          \
-        t->q[0] = q[0];                                                                          \
-        t->q[1] = q[1];                                                                          \
-        t->q[2] = q[2];                                                                          \
-        t->slack = hicp__round_down((double)t->slack - moved);                                   \
-        return r;                                                                                \
-      }                                                                                          \
-    }                                                                                            \
-    const int cert = method == 0 || method == 5;                                                 \
-    r = hicp__nn_search##SUFFIX(m, q, method, prev, cert);                                       \
-    t->q[0] = q[0];                                                                              \
-    t->q[1] = q[1];                                                                              \
-    t->q[2] = q[2];                                                                              \
-    t->slack = cert ? hicp__nn_slack(m, &r) : 0.0f;                                              \
-    return r;                                                                                    \
-  }
-
 /* How far the query q may move before its answer v can change: 0 when
  * nothing is certain.
  *
@@ -486,7 +344,7 @@ HICP_PP float hicp__nn_slack(const hicp__mview *m, const hicp__nn_res *r)
     const double rad = dist + h;
     /* the absolute term: D_w - D_v must also exceed what underflow can
      * hide, 8 FLT_MIN, so h - m >= 4 FLT_MIN / L more */
-    return hicp__round_down(h - 2e-6 * (rad * rad) / len - 4.0 * (double)HICP_FLT_MIN / len);
+    return hicp__round_down(h - (2e-6 * (rad * rad) + 4.0 * (double)HICP_FLT_MIN) / len);
   }
   return 0.0f;
 }
@@ -498,6 +356,223 @@ typedef struct hicp__track {
   float q[3];
   float slack; /* 0: none */
 } hicp__track;
+
+/* A walk between row scans (the walk's steps are in HICP_NN_FUNCTIONS). */
+typedef struct hicp__walk {
+  uint32_t cur;   /* current vertex */
+  float dcur;     /* its computed squared distance */
+  uint32_t steps; /* moves so far */
+  int cert;       /* certifying: scan whole rows, report the certificate */
+} hicp__walk;
+
+HICP_PP void hicp__walk_begin(const hicp__mview *m, const float q[3], uint32_t start, int cert,
+                              hicp__walk *w)
+{
+  w->cur = start;
+  w->dcur = hicp__d2(q, &m->vtx[start]);
+  w->steps = 0;
+  w->cert = cert;
+}
+
+/* The end of a walk whose last row scan `rs` found no nearer neighbour:
+ * near-ties resolved by the flood, else with `cert` a row certificate. */
+HICP_PP void hicp__walk_end(const hicp__mview *m, const float q[3], const hicp__walk *w,
+                            const hicp__row *rs, hicp__nn_res *r)
+{
+  uint32_t cur = w->cur;
+  float dcur = w->dcur;
+  r->walked = 1;
+  r->ended = 0;
+  r->rmin = rs->rmin;
+  r->l2min = rs->l2min;
+  if (rs->near_tie) {
+    if (hicp__walk_flood(m, q, &cur, &dcur) != 0)
+      hicp__nn_brute(m, q, &cur, &dcur);
+  } else if (w->cert) {
+    r->ended = 2;
+  }
+  r->v = cur;
+  r->d2 = dcur;
+  r->steps = w->steps;
+}
+
+/* The start vertex of a walk by `method` (hicp_nn_method: zero, kdann, pnn,
+ * pnn-opt) with `prev` the query's previous match or HICP_NONE. */
+HICP_PP uint32_t hicp__nn_start(const hicp__mview *m, const float q[3], int method, uint32_t prev)
+{
+  switch (method) {
+  case 3: /* HICP_NN_ZERO */
+    return m->zero_start;
+  case 4: /* HICP_NN_KDANN */
+    return hicp__nn_kd_descend(m, q);
+  case 5: /* HICP_NN_PNN */
+    return prev != HICP_NONE ? prev : m->zero_start;
+  default: /* HICP_NN_PNN_OPT */
+    return prev != HICP_NONE ? prev : hicp__nn_kd_descend(m, q);
+  }
+}
+
+/* ICP queries by pnn and pnn-opt are certified (hicp__nn_track). */
+HICP_PP int hicp__track_cert(int method)
+{
+  return method == 0 || method == 5;
+}
+
+/* The first half of hicp__nn_track: a query that moved less than its
+ * slack since its answer `prev` was certified keeps that answer with no
+ * search (returns 1 with *r, the slack shrunk by the move); else 0. */
+HICP_PP int hicp__track_keep(const hicp__mview *m, const float q[3], int method, uint32_t prev,
+                             hicp__track *t, hicp__nn_res *r)
+{
+  if (!(prev != HICP_NONE && t->slack > 0.0f && hicp__track_cert(method)))
+    return 0;
+  const double dx = (double)q[0] - (double)t->q[0];
+  const double dy = (double)q[1] - (double)t->q[1];
+  const double dz = (double)q[2] - (double)t->q[2];
+  const double moved2 = (dx * dx + dy * dy) + dz * dz;
+  /* slack^2 is exact in double: moved2 >= it means moved >= slack, no
+   * square root needed to say no (the common case while ICP moves) */
+  if (!(moved2 < (double)t->slack * (double)t->slack))
+    return 0;
+  const double moved = HICP_SQRT(moved2) * (1.0 + 1e-12);
+  if (!(moved < (double)t->slack))
+    return 0;
+  r->v = prev;
+  r->d2 = hicp__d2(q, &m->vtx[prev]);
+  r->steps = 0;
+  r->walked = 1;
+  r->ended = 0;
+  r->rmin = 0.0f;
+  r->l2min = 0.0f;
+  t->q[0] = q[0];
+  t->q[1] = q[1];
+  t->q[2] = q[2];
+  t->slack = hicp__round_down((double)t->slack - moved);
+  return 1;
+}
+
+/* The second half: records the query and its new certificate. */
+HICP_PP void hicp__track_update(const hicp__mview *m, const float q[3], int cert,
+                                const hicp__nn_res *r, hicp__track *t)
+{
+  t->q[0] = q[0];
+  t->q[1] = q[1];
+  t->q[2] = q[2];
+  t->slack = cert ? hicp__nn_slack(m, r) : 0.0f;
+}
+
+/* The walk, the query dispatch and the ICP query, defined for a given row
+ * scan: the scalar one here (used by the GPU and as the reference), vector
+ * ones in cpu/walk_simd.c.  ATTR carries a target attribute.
+ *
+ * Walk: greedy descent from `start` to the exact nearest vertex (see the top
+ * of this file), one row per hicp__nn_walk_step, which returns 1 with the
+ * answer when the walk has ended (the CPU interleaves the steps of several
+ * walks: cpu/chunk.h).  Early exit: a query inside the ball of radius r_v =
+ * (the distance from v to its nearest other vertex) / 2 around v has v as
+ * its unique nearest vertex, by a margin beyond rounding since safe_r2 is
+ * r_v^2 shrunk by 4e-5 relative; in ICP the previous match is usually still
+ * the answer and this test confirms it without reading its row.  With
+ * `cert` (ICP's tracked queries) the start vertex's row is scanned whole
+ * and the walk reports what hicp__nn_slack needs, unless the walk moves: a
+ * query that left its previous match's cell is most likely still moving
+ * (ICP's early iterations), past any slack before the next iteration, so
+ * a walk that moves gives up its certificate and scans its further rows
+ * with the cut (on bunny00 this took 16% off the registration).
+ *
+ * Query: one query by `method` (a hicp_nn_method value) with `prev` the
+ * query's previous match or HICP_NONE.  Models without a Delaunay graph
+ * (coplanar, collinear or tiny inputs) answer every walk method with the
+ * exact kd-tree search, seeded with the start vertex the walk would use.
+ *
+ * Track: a query of an ICP pass.  For pnn and pnn-opt, a query that moved
+ * less than its slack (hicp__nn_slack) since the answer was certified keeps
+ * that answer with no search, and the slack shrinks by the move.  All in
+ * double with + - * / sqrt: the CPU and the GPU agree to the bit. */
+#define HICP_NN_FUNCTIONS(SUFFIX, ROW_SCAN, ATTR)                                              \
+  ATTR HICP_PP int hicp__nn_walk_step##SUFFIX(const hicp__mview *m, const float q[3],          \
+                                              hicp__walk *w, hicp__nn_res *r)                   \
+  {                                                                                              \
+    if (w->dcur < m->safe_r2[w->cur]) {                                                          \
+      r->v = w->cur;                                                                             \
+      r->d2 = w->dcur;                                                                           \
+      r->steps = w->steps;                                                                       \
+      r->walked = 1;                                                                             \
+      r->ended = 1;                                                                              \
+      r->rmin = 0.0f;                                                                            \
+      r->l2min = 0.0f;                                                                           \
+      return 1;                                                                                  \
+    }                                                                                            \
+    hicp__row rs;                                                                                \
+    ROW_SCAN(m, q, w->cur, w->dcur, w->cert, &rs);                                               \
+    if (rs.dnext < w->dcur) {                                                                    \
+      w->cur = rs.next;                                                                          \
+      w->dcur = rs.dnext;                                                                        \
+      w->steps++;                                                                                \
+      w->cert = 0; /* a walk that moves gives up its certificate */                              \
+      return 0;                                                                                  \
+    }                                                                                            \
+    hicp__walk_end(m, q, w, &rs, r);                                                             \
+    return 1;                                                                                    \
+  }                                                                                              \
+                                                                                                 \
+  ATTR HICP_PP hicp__nn_res hicp__nn_walk##SUFFIX(const hicp__mview *m, const float q[3],       \
+                                                  uint32_t start, int cert)                     \
+  {                                                                                              \
+    hicp__walk w;                                                                                \
+    hicp__nn_res r;                                                                              \
+    hicp__walk_begin(m, q, start, cert, &w);                                                     \
+    while (!hicp__nn_walk_step##SUFFIX(m, q, &w, &r)) {                                          \
+    }                                                                                            \
+    return r;                                                                                    \
+  }                                                                                              \
+                                                                                                 \
+  ATTR HICP_PP hicp__nn_res hicp__nn_search##SUFFIX(const hicp__mview *m, const float q[3],     \
+                                                    int method, uint32_t prev, int cert)        \
+  {                                                                                              \
+    hicp__nn_res r;                                                                              \
+    r.steps = 0;                                                                                 \
+    r.walked = 0;                                                                                \
+    r.ended = 0;                                                                                 \
+    r.rmin = 0.0f;                                                                               \
+    r.l2min = 0.0f;                                                                              \
+    if (method == 1) { /* HICP_NN_BRUTE */                                                       \
+      hicp__nn_brute(m, q, &r.v, &r.d2);                                                         \
+      return r;                                                                                  \
+    }                                                                                            \
+    if (method == 2) { /* HICP_NN_KDTREE */                                                      \
+      r.v = HICP_NONE;                                                                           \
+      r.d2 = HICP_FLT_INF;                                                                       \
+      hicp__nn_kdtree(m, q, &r.v, &r.d2);                                                        \
+      return r;                                                                                  \
+    }                                                                                            \
+    const uint32_t start = hicp__nn_start(m, q, method, prev);                                   \
+    if (m->row == 0) {                                                                           \
+      r.v = start;                                                                               \
+      r.d2 = hicp__d2(q, &m->vtx[start]);                                                        \
+      hicp__nn_kdtree(m, q, &r.v, &r.d2);                                                        \
+      return r;                                                                                  \
+    }                                                                                            \
+    return hicp__nn_walk##SUFFIX(m, q, start, cert);                                             \
+  }                                                                                              \
+                                                                                                 \
+  ATTR HICP_PP hicp__nn_res hicp__nn_query##SUFFIX(const hicp__mview *m, const float q[3],      \
+                                                   int method, uint32_t prev)                   \
+  {                                                                                              \
+    return hicp__nn_search##SUFFIX(m, q, method, prev, 0);                                       \
+  }                                                                                              \
+                                                                                                 \
+  ATTR HICP_PP hicp__nn_res hicp__nn_track##SUFFIX(const hicp__mview *m, const float q[3],      \
+                                                   int method, uint32_t prev, hicp__track *t)   \
+  {                                                                                              \
+    hicp__nn_res r;                                                                              \
+    if (hicp__track_keep(m, q, method, prev, t, &r))                                             \
+      return r;                                                                                  \
+    const int cert = hicp__track_cert(method);                                                   \
+    r = hicp__nn_search##SUFFIX(m, q, method, prev, cert);                                       \
+    hicp__track_update(m, q, cert, &r, t);                                                       \
+    return r;                                                                                    \
+  }
 
 /* hicp__nn_walk, hicp__nn_query, hicp__nn_track: the reference versions. */
 HICP_NN_FUNCTIONS(, hicp__row_scan, )
