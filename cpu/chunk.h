@@ -111,11 +111,46 @@ typedef struct hicp__cpu_slot {
 typedef void (*hicp__chunk_fn)(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
                                int method, uint32_t c);
 
-/* One nearest-neighbour query (a hicp__nn_query variant). */
-typedef hicp__nn_res (*hicp__query_fn)(const hicp__mview *m, const float q[3], int method,
-                                       uint32_t prev);
+/* Defines `static void NAME(view, method, n, q, prev, res)`: res[i] =
+ * hicp__nn_query (SUFFIX variant) of the query at q[3i] with previous match
+ * prev[i], the walks HICP_CPU_SLOTS at a time as in pass A. */
+#define HICP_CPU_QUERY_BLOCK(NAME, SUFFIX, ATTR)                                              \
+  ATTR static void NAME(const hicp__mview *view, int method, uint32_t n, const float *q,      \
+                        const uint32_t *prev, hicp__nn_res *res)                              \
+  {                                                                                           \
+    if (view->row == NULL || method == 1 || method == 2) {                                    \
+      for (uint32_t i = 0; i < n; i++)                                                        \
+        res[i] = hicp__nn_query##SUFFIX(view, &q[3 * (size_t)i], method, prev[i]);            \
+      return;                                                                                 \
+    }                                                                                         \
+    uint32_t at[HICP_CPU_SLOTS];                                                              \
+    hicp__walk w[HICP_CPU_SLOTS];                                                             \
+    uint32_t next = 0;                                                                        \
+    int live = 0;                                                                             \
+    for (int k = 0; k < HICP_CPU_SLOTS; k++)                                                  \
+      at[k] = HICP_NONE;                                                                      \
+    do {                                                                                      \
+      for (int k = 0; k < HICP_CPU_SLOTS; k++) {                                              \
+        if (at[k] == HICP_NONE && next < n) {                                                 \
+          const float *qi = &q[3 * (size_t)next];                                             \
+          hicp__walk_begin(view, qi, hicp__nn_start(view, qi, method, prev[next]), 0, &w[k]); \
+          at[k] = next++;                                                                     \
+          live++;                                                                             \
+        }                                                                                     \
+        if (at[k] != HICP_NONE &&                                                             \
+            hicp__nn_walk_step##SUFFIX(view, &q[3 * (size_t)at[k]], &w[k], &res[at[k]])) {    \
+          at[k] = HICP_NONE;                                                                  \
+          live--;                                                                             \
+        }                                                                                     \
+      }                                                                                       \
+    } while (live > 0 || next < n);                                                           \
+  }
 
-/* The fastest query function this CPU supports (walk_simd.c). */
+/* A block of queries (a HICP_CPU_QUERY_BLOCK function). */
+typedef void (*hicp__query_fn)(const hicp__mview *view, int method, uint32_t n, const float *q,
+                               const uint32_t *prev, hicp__nn_res *res);
+
+/* The fastest query block function this CPU supports (walk_simd.c). */
 hicp__query_fn hicp__cpu_simd_query(const hicp__mview *view);
 
 /* The fastest chunk function this CPU supports (walk_simd.c), or NULL for

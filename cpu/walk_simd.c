@@ -227,24 +227,11 @@ HICP_NN_FUNCTIONS(_avx2, row_scan_avx2, AVX2)
 HICP_CPU_CHUNK_CORRESPOND(chunk_avx512, _avx512, AVX512)
 HICP_CPU_CHUNK_CORRESPOND(chunk_avx2, _avx2, AVX2)
 
-AVX512 static hicp__nn_res query_avx512(const hicp__mview *m, const float q[3], int method,
-                                        uint32_t prev)
-{
-  return hicp__nn_query_avx512(m, q, method, prev);
-}
-
-AVX2 static hicp__nn_res query_avx2(const hicp__mview *m, const float q[3], int method,
-                                    uint32_t prev)
-{
-  return hicp__nn_query_avx2(m, q, method, prev);
-}
+HICP_CPU_QUERY_BLOCK(query_avx512, _avx512, AVX512)
+HICP_CPU_QUERY_BLOCK(query_avx2, _avx2, AVX2)
 #endif
 
-static hicp__nn_res query_scalar(const hicp__mview *m, const float q[3], int method,
-                                 uint32_t prev)
-{
-  return hicp__nn_query(m, q, method, prev);
-}
+HICP_CPU_QUERY_BLOCK(query_scalar, , )
 
 int hicp__cpu_isa(void)
 {

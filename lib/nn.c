@@ -156,26 +156,37 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
   uint32_t *out_idx = ord.order != NULL ? ord.idx : index;
   float *out_d2 = ord.order != NULL ? ord.d2 : d2;
 
+  /* Blocks of queries: the walks of a block are interleaved (cpu/chunk.h). */
+  enum { BLOCK = 64 };
+  const long long nblocks = (nq + BLOCK - 1) / BLOCK;
 #pragma omp parallel num_threads(threads)
   {
     hicp_walk_stats mine;
     memset(&mine, 0, sizeof mine);
-#pragma omp for schedule(dynamic, 256)
-    for (long long j = 0; j < nq; j++) {
-      const long long i = ord.order != NULL ? (long long)ord.order[j] : j;
-      float p[3], q[3];
-      memcpy(p, base + (size_t)i * stride, sizeof p);
-      for (int k = 0; k < 3; k++)
-        q[k] = origin_zero ? p[k] : (float)((double)p[k] + shift[k]);
-      uint32_t prev = HICP_NONE;
-      if (o.warm_start && index[i] != UINT32_MAX)
-        prev = model->vertex_of[index[i]];
-      hicp__nn_res r = query(&view, q, method, prev);
-      out_idx[j] = view.vtx[r.v].id;
-      if (out_d2 != NULL)
-        out_d2[j] = r.d2;
-      if (r.walked)
-        walk_stats_add(&mine, r.steps);
+    float q[3 * BLOCK];
+    uint32_t prev[BLOCK];
+    hicp__nn_res res[BLOCK];
+#pragma omp for schedule(dynamic, 4)
+    for (long long b = 0; b < nblocks; b++) {
+      const long long j0 = b * BLOCK, j1 = j0 + BLOCK < nq ? j0 + BLOCK : nq;
+      for (long long j = j0; j < j1; j++) {
+        const long long i = ord.order != NULL ? (long long)ord.order[j] : j;
+        float p[3];
+        memcpy(p, base + (size_t)i * stride, sizeof p);
+        for (int k = 0; k < 3; k++)
+          q[3 * (j - j0) + k] = origin_zero ? p[k] : (float)((double)p[k] + shift[k]);
+        prev[j - j0] = o.warm_start && index[i] != UINT32_MAX ? model->vertex_of[index[i]]
+                                                              : HICP_NONE;
+      }
+      query(&view, method, (uint32_t)(j1 - j0), q, prev, res);
+      for (long long j = j0; j < j1; j++) {
+        const hicp__nn_res *r = &res[j - j0];
+        out_idx[j] = view.vtx[r->v].id;
+        if (out_d2 != NULL)
+          out_d2[j] = r->d2;
+        if (r->walked)
+          walk_stats_add(&mine, r->steps);
+      }
     }
 #pragma omp critical(hicp_nn_stats)
     walk_stats_merge(&total, &mine);

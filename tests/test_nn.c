@@ -56,7 +56,8 @@ static void oracle(const float *xyz, size_t n, const float q[3], uint32_t *idx, 
 }
 
 /* Checks all methods through the public API (with and without warm start,
- * 1 and 2 threads) against the oracle. */
+ * 1 and 2 threads, and the scalar and AVX2 walks besides the default one:
+ * cpu/walk_simd.c) against the oracle. */
 static void check_all(const hicp_model *m, const float *xyz, size_t n, const float *queries,
                       size_t nq, const char *what)
 {
@@ -66,7 +67,16 @@ static void check_all(const hicp_model *m, const float *xyz, size_t n, const flo
   float *got_d = malloc(sizeof *got_d * nq);
   for (size_t i = 0; i < nq; i++)
     oracle(xyz, n, &queries[3 * i], &want[i], &want_d[i]);
-  for (int threads = 1; threads <= 2; threads++) {
+  static const struct {
+    int threads;
+    const char *simd;
+  } runs[] = {{1, NULL}, {2, NULL}, {2, "scalar"}, {1, "avx2"}};
+  for (size_t run = 0; run < sizeof runs / sizeof *runs; run++) {
+    const int threads = runs[run].threads;
+    if (runs[run].simd != NULL)
+      setenv("HICP_SIMD", runs[run].simd, 1);
+    else
+      unsetenv("HICP_SIMD");
     hicp_context_options co;
     hicp_context_options_init(&co);
     co.threads = threads;
@@ -89,9 +99,10 @@ static void check_all(const hicp_model *m, const float *xyz, size_t n, const flo
           memcpy(&a, &got_d[i], 4);
           memcpy(&b, &want_d[i], 4);
           cr_assert(got[i] == want[i] && a == b,
-                    "%s: method %s warm %d threads %d query %zu (%.9g %.9g %.9g): got %u d2 %.9g, "
-                    "want %u d2 %.9g",
-                    what, hicp_nn_method_name(all_methods[k]), warm, threads, i,
+                    "%s: method %s warm %d threads %d simd %s query %zu (%.9g %.9g %.9g): got %u "
+                    "d2 %.9g, want %u d2 %.9g",
+                    what, hicp_nn_method_name(all_methods[k]), warm, threads,
+                    runs[run].simd ? runs[run].simd : "default", i,
                     (double)queries[3 * i], (double)queries[3 * i + 1], (double)queries[3 * i + 2],
                     got[i], (double)got_d[i], want[i], (double)want_d[i]);
         }
@@ -99,6 +110,7 @@ static void check_all(const hicp_model *m, const float *xyz, size_t n, const flo
     }
     hicp_context_destroy(ctx);
   }
+  unsetenv("HICP_SIMD");
   free(want);
   free(want_d);
   free(got);
