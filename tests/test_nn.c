@@ -574,3 +574,34 @@ Test(nn, certificates_hold_at_the_slack_limit)
     hicp_model_destroy(m);
   }
 }
+
+/* hicp__round_down against its definition: the largest float <= s for
+ * s > 0 (found with nextafterf), 0 otherwise; across every range, the
+ * overflow and the denormal ends, and exact floats. */
+Test(nn, round_down)
+{
+  th_rng r;
+  th_rng_seed(&r, 77);
+  static const double edge[] = {0.0, -0.0, -1.0, 1.0, 0.1, 1e-50, 1e-45, 1.4e-45, 3e-45, 1e-39,
+                                1.17549435e-38, 3.4028234663852886e38, 3.5e38, 1e300,
+                                INFINITY, -INFINITY, NAN};
+  for (int k = 0; k < 200000 + (int)(sizeof edge / sizeof *edge); k++) {
+    double s;
+    if (k < (int)(sizeof edge / sizeof *edge))
+      s = edge[k];
+    else if (k % 3 == 0) /* exact floats and their neighbours in double */
+      s = (double)(float)ldexp(th_uniform(&r), (int)(th_rng_next(&r) % 280) - 150) *
+          (1.0 + (double)((int)(th_rng_next(&r) % 3) - 1) * 0x1p-40);
+    else
+      s = ldexp(th_uniform(&r), (int)(th_rng_next(&r) % 300) - 160);
+    float want = 0.0f;
+    if (s > 0.0) {
+      want = (float)s;
+      while ((double)want > s)
+        want = nextafterf(want, 0.0f);
+    }
+    const float got = hicp__round_down(s);
+    cr_assert(memcmp(&got, &want, sizeof got) == 0, "s = %.17g: got %.9g, want %.9g", s,
+              (double)got, (double)want);
+  }
+}
