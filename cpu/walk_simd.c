@@ -65,14 +65,24 @@ AVX512 static inline void row_scan_avx512(const hicp__mview *m, const float q[3]
   __m512 rmin = _mm512_set1_ps(HICP_FLT_INF), l2min = _mm512_set1_ps(HICP_FLT_INF);
   __m512i best_u = _mm512_set1_epi32(-1);
   __mmask16 ties = 0;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   for (uint32_t k = b; k < e; k += 16) {
     const uint32_t cnt = e - k;
     const __mmask16 mk = cnt >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cnt) - 1u);
     const __m512i u = _mm512_maskz_loadu_epi32(mk, m->nbr + k);
     const __m512i off = _mm512_slli_epi32(u, 2); /* 4 floats per vertex record */
     const __m512 zero = _mm512_setzero_ps();
-    const __m512 x = _mm512_mask_i32gather_ps(zero, mk, off, base, 4);
-    const __m512 y = _mm512_mask_i32gather_ps(zero, mk, off, base + 1, 4);
+    /* x and y together as 64-bit pairs (two gathers of 8, in 16-byte
+     * records: index 2u, scale 8), then split: a third fewer loads than a
+     * gather per coordinate */
+    const __m512i u2 = _mm512_slli_epi32(u, 1);
+    const __m512 xy0 = _mm512_castsi512_ps(_mm512_mask_i32gather_epi64(
+        _mm512_setzero_si512(), (__mmask8)mk, _mm512_castsi512_si256(u2), base, 8));
+    const __m512 xy1 = _mm512_castsi512_ps(_mm512_mask_i32gather_epi64(
+        _mm512_setzero_si512(), (__mmask8)(mk >> 8), _mm512_extracti64x4_epi64(u2, 1), base, 8));
+    const __m512 x = _mm512_permutex2var_ps(xy0, even, xy1);
+    const __m512 y = _mm512_permutex2var_ps(xy0, odd, xy1);
     const __m512 z = _mm512_mask_i32gather_ps(zero, mk, off, base + 2, 4);
     const __m512 dx = _mm512_sub_ps(qx, x), dy = _mm512_sub_ps(qy, y), dz = _mm512_sub_ps(qz, z);
     const __m512 d = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(dx, dx), _mm512_mul_ps(dy, dy)),
