@@ -43,10 +43,10 @@ typedef struct hicp__cpu_slot {
   hicp__walk w;
 } hicp__cpu_slot;
 
-/* Defines `static void NAME(view, f, T, method, c)`: for every point of
- * chunk c, apply T, find the nearest vertex with the SUFFIX variant of
+/* Defines `static void NAME(view, f, T, method, i0, i1, w)`: for points
+ * i0 .. i1-1, apply T, find the nearest vertex with the SUFFIX variant of
  * pp/nn.h (hicp__nn_track: the same answer and certificate), store match
- * and e2, and the chunk's walk statistics.
+ * and e2, and add the walk statistics to *w.
  *
  * Walks go HICP_CPU_SLOTS at a time, one row scan each in turn: a walk is
  * a chain of dependent loads and compares (vertex, row, neighbours,
@@ -57,28 +57,23 @@ typedef struct hicp__cpu_slot {
  * point at a time. */
 #define HICP_CPU_CHUNK_CORRESPOND(NAME, SUFFIX, ATTR)                                         \
   ATTR static void NAME(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,           \
-                        int method, uint32_t c)                                               \
+                        int method, uint32_t i0, uint32_t end, hicp__walkpart *w)             \
   {                                                                                           \
-    const uint32_t base = c * f->chunk;                                                       \
-    const uint32_t end = base + f->chunk < f->n ? base + f->chunk : f->n;                     \
-    hicp__walkpart w;                                                                         \
-    memset(&w, 0, sizeof w);                                                                  \
     if (view->row == NULL || method == 1 || method == 2) {                                    \
-      for (uint32_t i = base; i < end; i++) {                                                 \
+      for (uint32_t i = i0; i < end; i++) {                                                   \
         double qd[3];                                                                         \
         float q[3];                                                                           \
         hicp__cpu_point(T, f, i, qd, q);                                                      \
         hicp__nn_res r = hicp__nn_track##SUFFIX(view, q, method, f->match[i], &f->track[i]);  \
-        hicp__cpu_done(view, f, i, qd, &r, &w);                                               \
+        hicp__cpu_done(view, f, i, qd, &r, w);                                                \
       }                                                                                       \
-      f->walk[c] = w;                                                                         \
       return;                                                                                 \
     }                                                                                         \
     const int cert = hicp__track_cert(method);                                                \
     hicp__cpu_slot slot[HICP_CPU_SLOTS];                                                      \
     for (int k = 0; k < HICP_CPU_SLOTS; k++)                                                  \
       slot[k].i = HICP_NONE;                                                                  \
-    uint32_t next = base;                                                                     \
+    uint32_t next = i0;                                                                       \
     int live = 0;                                                                             \
     do {                                                                                      \
       for (int k = 0; k < HICP_CPU_SLOTS; k++) {                                              \
@@ -89,7 +84,7 @@ typedef struct hicp__cpu_slot {
           const uint32_t i = next++;                                                          \
           hicp__cpu_point(T, f, i, s->qd, s->q);                                              \
           if (hicp__track_keep(view, s->q, method, f->match[i], &f->track[i], &r)) {          \
-            hicp__cpu_done(view, f, i, s->qd, &r, &w);                                        \
+            hicp__cpu_done(view, f, i, s->qd, &r, w);                                         \
           } else {                                                                            \
             hicp__walk_begin(view, s->q, hicp__nn_start(view, s->q, method, f->match[i]),     \
                              cert, &s->w);                                                    \
@@ -99,17 +94,16 @@ typedef struct hicp__cpu_slot {
         }                                                                                     \
         if (s->i != HICP_NONE && hicp__nn_walk_step##SUFFIX(view, s->q, &s->w, &r)) {         \
           hicp__track_update(view, s->q, cert, &r, &f->track[s->i]);                          \
-          hicp__cpu_done(view, f, s->i, s->qd, &r, &w);                                       \
+          hicp__cpu_done(view, f, s->i, s->qd, &r, w);                                        \
           s->i = HICP_NONE;                                                                   \
           live--;                                                                             \
         }                                                                                     \
       }                                                                                       \
     } while (live > 0 || next < end);                                                         \
-    f->walk[c] = w;                                                                           \
   }
 
 typedef void (*hicp__chunk_fn)(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
-                               int method, uint32_t c);
+                               int method, uint32_t i0, uint32_t i1, hicp__walkpart *w);
 
 /* Defines `static void NAME(view, method, n, q, prev, res)`: res[i] =
  * hicp__nn_query (SUFFIX variant) of the query at q[3i] with previous match

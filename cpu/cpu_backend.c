@@ -33,19 +33,55 @@ void hicp__chunk_sum(const hicp__mview *view, const hicp__frame *f, const hicp__
 
 HICP_CPU_CHUNK_CORRESPOND(chunk_scalar, , )
 
+/* Points per task of pass A's correspondences: far fewer than a chunk, so
+ * that both threads have work on small scans (a 2,000-point scan is one
+ * chunk) and the last chunks do not leave a thread idle. */
+#define HICP_CPU_BLOCK 256u
+
+static void walkpart_add(hicp__walkpart *a, const hicp__walkpart *b)
+{
+  a->queries += b->queries;
+  a->steps += b->steps;
+  a->max_steps = b->max_steps > a->max_steps ? b->max_steps : a->max_steps;
+  for (int k = 0; k < HICP_WALK_BINS; k++)
+    a->hist[k] += b->hist[k];
+}
+
 void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int method,
                       const hicp__select *sel, uint32_t c0, uint32_t c1, int threads)
 {
-  const long long first = c0, last = c1;
   hicp__chunk_fn correspond = hicp__cpu_simd_chunk(view);
   const hicp__sum_fn sum = hicp__cpu_simd_sum();
   if (correspond == NULL)
     correspond = chunk_scalar;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (long long c = first; c < last; c++) {
-    correspond(view, f, T, method, (uint32_t)c);
-    sum(view, f, sel, (uint32_t)c, &f->part[c]);
+  const uint32_t p0 = c0 * f->chunk, p1 = c1 * f->chunk < f->n ? c1 * f->chunk : f->n;
+  const long long nblocks = (p1 - p0 + HICP_CPU_BLOCK - 1) / HICP_CPU_BLOCK;
+  const long long first = c0, last = c1;
+  hicp__walkpart total;
+  memset(&total, 0, sizeof total);
+#pragma omp parallel num_threads(threads)
+  {
+    hicp__walkpart mine;
+    memset(&mine, 0, sizeof mine);
+#pragma omp for schedule(dynamic, 1)
+    for (long long b = 0; b < nblocks; b++) {
+      const uint32_t i0 = p0 + (uint32_t)b * HICP_CPU_BLOCK;
+      correspond(view, f, T, method, i0, i0 + HICP_CPU_BLOCK < p1 ? i0 + HICP_CPU_BLOCK : p1,
+                 &mine);
+    }
+    /* (every match and distance is in: the loop above ends in a barrier) */
+#pragma omp for schedule(dynamic, 1)
+    for (long long c = first; c < last; c++)
+      sum(view, f, sel, (uint32_t)c, &f->part[c]);
+#pragma omp critical(hicp_walkpart)
+    walkpart_add(&total, &mine);
   }
+  /* The range's walk statistics: integers, the same whoever counted them,
+   * all on its first chunk (only their sum is reported). */
+  for (uint32_t c = c0; c < c1; c++)
+    memset(&f->walk[c], 0, sizeof f->walk[c]);
+  if (c1 > c0)
+    f->walk[c0] = total;
 }
 
 void hicp__cpu_pass_b(const hicp__mview *view, hicp__frame *f, const hicp__select *sel,

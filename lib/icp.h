@@ -45,7 +45,7 @@ typedef struct hicp__frame {
   double *e2;           /* per point: squared distance of the pair (double) */
   hicp__track *track;   /* per point: search certificate (pp/nn.h) */
   hicp__partial *part;  /* per chunk */
-  hicp__walkpart *walk; /* per chunk */
+  hicp__walkpart *walk; /* per chunk (the CPU puts a range's total on its first) */
 } hicp__frame;
 
 /* What a run of the iteration loop produces (either backend). */
