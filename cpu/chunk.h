@@ -1,5 +1,7 @@
-/* chunk.h: pass A of one chunk on the CPU, defined once and instantiated
- * for each walk variant (scalar in cpu_backend.c, vector in walk_simd.c). */
+/* chunk.h: pass A's correspondences for a block of points, and nearest
+ * neighbours for a block of queries, on the CPU: defined once and
+ * instantiated for each walk variant (scalar in cpu_backend.c and
+ * walk_simd.c, vector in walk_simd.c). */
 #ifndef HICP_CPU_CHUNK_H
 #define HICP_CPU_CHUNK_H
 
