@@ -488,9 +488,9 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   double t_start = hicp__now_ms();
   if (n == 0)
     return hicp__fail(ctx, HICP_EEMPTY, "the scan has no points");
-  if (n >= UINT32_MAX)
+  if (n > HICP_SCAN_MAX)
     return hicp__fail(ctx, HICP_ELIMIT, "%zu scan points: at most %u are supported", n,
-                      (unsigned)(UINT32_MAX - 1));
+                      (unsigned)HICP_SCAN_MAX);
   hicp_transform init_pub;
   if (init != NULL) {
     if (hicp_transform_check(init) != HICP_OK)

@@ -23,6 +23,11 @@
 
 #define HICP_DEFAULT_CHUNK 2048u
 
+/* The most scan points a registration takes: point indices are 32-bit, and
+ * a chunk's end (its start + 65536) and a lane's next point (+ 256) must not
+ * wrap around. */
+#define HICP_SCAN_MAX (UINT32_MAX - 2u * 65536u)
+
 /* Options resolved against the model. */
 typedef struct hicp__plan {
   int method;          /* hicp_nn_method */
