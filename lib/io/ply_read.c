@@ -268,6 +268,8 @@ static int read_element(reader *r, const element *e, hicp__raw_cloud *out, size_
     out->n = (size_t)e->count;
     *have_vertex = 1;
   }
+  if (e->nprops == 0)
+    return HICP_OK; /* empty records: nothing to read, however many the header says */
   uint32_t idx[3] = {0, 0, 0};
   for (uint64_t rec = 0; rec < e->count; rec++) {
     for (int k = 0; k < e->nprops; k++) {
