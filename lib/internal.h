@@ -37,7 +37,7 @@ int hicp__canceled(const hicp_context *ctx);
 /* Records a printf-style message in ctx (when ctx is not NULL) and returns
  * code, so that callers can write `return hicp__fail(ctx, HICP_EINVAL, ...)`. */
 int hicp__fail(hicp_context *ctx, int code, const char *fmt, ...) HICP_PRINTF(3, 4);
-int hicp__vfail(hicp_context *ctx, int code, const char *fmt, va_list ap);
+int hicp__vfail(hicp_context *ctx, int code, const char *fmt, va_list ap) HICP_PRINTF(3, 0);
 /* Prefixes the context's message with "what: " (keeps the code). */
 int hicp__fail_prefix(hicp_context *ctx, int code, const char *what);
 
