@@ -19,7 +19,7 @@ void hicp__chunk_sum(const hicp__mview *view, const hicp__frame *f, const hicp__
 {
   hicp__partial lanes[HICP_LANES];
   const uint32_t base = c * f->chunk;
-  const uint32_t end = base + f->chunk < f->n ? base + f->chunk : f->n;
+  const uint32_t end = hicp__chunk_end(f, c);
   /* Lane l sums points base + l + 256 j in order of j (pp/reduce.h), in a
    * local accumulator the compiler can keep in registers. */
   for (uint32_t l = 0; l < HICP_LANES; l++) {
@@ -37,7 +37,8 @@ HICP_CPU_CHUNK_CORRESPOND(chunk_scalar, , )
 
 /* Points per task of pass A's correspondences: far fewer than a chunk, so
  * that both threads have work on small scans (a 2,000-point scan is one
- * chunk) and the last chunks do not leave a thread idle. */
+ * chunk) and the last chunks do not leave a thread idle.  A chunk (a power
+ * of two >= HICP_LANES = 256) is a whole number of blocks. */
 #define HICP_CPU_BLOCK 256u
 
 static void walkpart_add(hicp__walkpart *a, const hicp__walkpart *b)
@@ -56,34 +57,29 @@ void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T
   const hicp__sum_fn sum = hicp__cpu_simd_sum();
   if (correspond == NULL)
     correspond = chunk_scalar;
-  const uint32_t p0 = c0 * f->chunk, p1 = c1 * f->chunk < f->n ? c1 * f->chunk : f->n;
+  const uint32_t p0 = c0 * f->chunk, p1 = c1 > c0 ? hicp__chunk_end(f, c1 - 1) : p0;
   const long long nblocks = (p1 - p0 + HICP_CPU_BLOCK - 1) / HICP_CPU_BLOCK;
   const long long first = c0, last = c1;
-  hicp__walkpart total;
-  memset(&total, 0, sizeof total);
+  for (uint32_t c = c0; c < c1; c++)
+    memset(&f->walk[c], 0, sizeof f->walk[c]);
 #pragma omp parallel num_threads(threads)
   {
-    hicp__walkpart mine;
-    memset(&mine, 0, sizeof mine);
 #pragma omp for schedule(dynamic, 1)
     for (long long b = 0; b < nblocks; b++) {
+      /* a block lies inside one chunk (chunks are multiples of blocks) */
       const uint32_t i0 = p0 + (uint32_t)b * HICP_CPU_BLOCK;
+      hicp__walkpart w;
+      memset(&w, 0, sizeof w);
       correspond(view, f, T, method, i0, i0 + HICP_CPU_BLOCK < p1 ? i0 + HICP_CPU_BLOCK : p1,
-                 &mine);
+                 &w);
+#pragma omp critical(hicp_walkpart)
+      walkpart_add(&f->walk[i0 / f->chunk], &w);
     }
     /* (every match and distance is in: the loop above ends in a barrier) */
 #pragma omp for schedule(dynamic, 1)
     for (long long c = first; c < last; c++)
       sum(view, f, sel, (uint32_t)c, &f->part[c]);
-#pragma omp critical(hicp_walkpart)
-    walkpart_add(&total, &mine);
   }
-  /* The range's walk statistics: integers, the same whoever counted them,
-   * all on its first chunk (only their sum is reported). */
-  for (uint32_t c = c0; c < c1; c++)
-    memset(&f->walk[c], 0, sizeof f->walk[c]);
-  if (c1 > c0)
-    f->walk[c0] = total;
 }
 
 void hicp__cpu_pass_b(const hicp__mview *view, hicp__frame *f, const hicp__select *sel,

@@ -44,7 +44,7 @@ AVX512 static void chunk_sum_avx512(const hicp__mview *view, const hicp__frame *
   enum { W = 8, NG = HICP_LANES / W };
   double g[NG * NF * W] __attribute__((aligned(64)));
   const uint32_t base = c * f->chunk;
-  const uint32_t end = base + f->chunk < f->n ? base + f->chunk : f->n;
+  const uint32_t end = hicp__chunk_end(f, c);
   const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd();
   const __m512d max_d2 = _mm512_set1_pd(sel->max_d2);
   const __m512d w_lo = _mm512_set1_pd(sel->w_lo), w_hi = _mm512_set1_pd(sel->w_hi);
@@ -125,7 +125,7 @@ AVX2 static void chunk_sum_avx2(const hicp__mview *view, const hicp__frame *f,
   enum { W = 4, NG = HICP_LANES / W };
   double g[NG * NF * W] __attribute__((aligned(32)));
   const uint32_t base = c * f->chunk;
-  const uint32_t end = base + f->chunk < f->n ? base + f->chunk : f->n;
+  const uint32_t end = hicp__chunk_end(f, c);
   const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
   const __m256d max_d2 = _mm256_set1_pd(sel->max_d2);
   const __m256d w_lo = _mm256_set1_pd(sel->w_lo), w_hi = _mm256_set1_pd(sel->w_hi);

@@ -50,7 +50,7 @@ typedef struct hicp__frame {
   double *e2;           /* per point: squared distance of the pair (double) */
   hicp__track *track;   /* per point: search certificate (pp/nn.h) */
   hicp__partial *part;  /* per chunk */
-  hicp__walkpart *walk; /* per chunk (the CPU puts a range's total on its first) */
+  hicp__walkpart *walk; /* per chunk */
 } hicp__frame;
 
 /* What a run of the iteration loop produces (either backend). */
@@ -63,6 +63,14 @@ typedef struct hicp__icp_out {
   double correspond_ms, reduce_ms, solve_ms;
   hicp_walk_stats walk;
 } hicp__icp_out;
+
+/* The end (one past the last point) of chunk c: the scan's end for the
+ * last chunk.  (HICP_SCAN_MAX keeps c * chunk + chunk within 32 bits.) */
+static inline uint32_t hicp__chunk_end(const hicp__frame *f, uint32_t c)
+{
+  const uint32_t e = c * f->chunk + f->chunk;
+  return e < f->n ? e : f->n;
+}
 
 /* Pass A over chunks [c0, c1): for every point apply T, find its nearest
  * vertex (warm-started from match[]), store match and e2, and write each

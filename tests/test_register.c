@@ -313,6 +313,10 @@ Test(register, bitwise_methods_threads)
                 "%s with %d threads differs", hicp_nn_method_name(methods[k]), threads);
       cr_assert_eq(r.rmse, ref.rmse);
       cr_assert_eq(r.iterations, ref.iterations);
+      /* the walks too: counted per chunk, whichever thread took a point */
+      if (methods[k] == HICP_NN_PNN_OPT)
+        cr_assert(memcmp(&r.walk, &ref.walk, sizeof r.walk) == 0 && r.walk.queries > 0,
+                  "walk statistics differ with %d threads", threads);
     }
   }
   /* The vector row scans (cpu/walk_simd.c) give the reference's bits. */
