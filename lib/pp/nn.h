@@ -65,6 +65,19 @@ typedef struct hicp__nn_res {
   float l2min;
 } hicp__nn_res;
 
+/* An answer without a row certificate (ended 0 or 1). */
+HICP_PP void hicp__res_set(hicp__nn_res *r, uint32_t v, float d2, uint32_t steps, uint32_t walked,
+                           uint32_t ended)
+{
+  r->v = v;
+  r->d2 = d2;
+  r->steps = steps;
+  r->walked = walked;
+  r->ended = ended;
+  r->rmin = 0.0f;
+  r->l2min = 0.0f;
+}
+
 /* Rounds a non-negative double down to a float (0 for anything else).
  * Without branches on the rounding direction: it is a coin toss, and a
  * mispredicted branch at the end of the slack's long chain of square roots
@@ -438,13 +451,7 @@ HICP_PP int hicp__track_keep(const hicp__mview *m, const float q[3], int method,
   const double moved = HICP_SQRT(moved2) * (1.0 + 1e-12);
   if (!(moved < (double)t->slack))
     return 0;
-  r->v = prev;
-  r->d2 = hicp__d2(q, &m->vtx[prev]);
-  r->steps = 0;
-  r->walked = 1;
-  r->ended = 0;
-  r->rmin = 0.0f;
-  r->l2min = 0.0f;
+  hicp__res_set(r, prev, hicp__d2(q, &m->vtx[prev]), 0, 1, 0);
   t->q[0] = q[0];
   t->q[1] = q[1];
   t->q[2] = q[2];
@@ -495,13 +502,7 @@ HICP_PP void hicp__track_update(const hicp__mview *m, const float q[3], int cert
                                               hicp__walk *w, hicp__nn_res *r)                   \
   {                                                                                              \
     if (w->dcur < m->safe_r2[w->cur]) {                                                          \
-      r->v = w->cur;                                                                             \
-      r->d2 = w->dcur;                                                                           \
-      r->steps = w->steps;                                                                       \
-      r->walked = 1;                                                                             \
-      r->ended = 1;                                                                              \
-      r->rmin = 0.0f;                                                                            \
-      r->l2min = 0.0f;                                                                           \
+      hicp__res_set(r, w->cur, w->dcur, w->steps, 1, 1);                                         \
       return 1;                                                                                  \
     }                                                                                            \
     hicp__row rs;                                                                                \
@@ -532,18 +533,12 @@ HICP_PP void hicp__track_update(const hicp__mview *m, const float q[3], int cert
                                                     int method, uint32_t prev, int cert)        \
   {                                                                                              \
     hicp__nn_res r;                                                                              \
-    r.steps = 0;                                                                                 \
-    r.walked = 0;                                                                                \
-    r.ended = 0;                                                                                 \
-    r.rmin = 0.0f;                                                                               \
-    r.l2min = 0.0f;                                                                              \
+    hicp__res_set(&r, HICP_NONE, HICP_FLT_INF, 0, 0, 0);                                         \
     if (method == 1) { /* HICP_NN_BRUTE */                                                       \
       hicp__nn_brute(m, q, &r.v, &r.d2);                                                         \
       return r;                                                                                  \
     }                                                                                            \
-    if (method == 2) { /* HICP_NN_KDTREE */                                                      \
-      r.v = HICP_NONE;                                                                           \
-      r.d2 = HICP_FLT_INF;                                                                       \
+    if (method == 2) { /* HICP_NN_KDTREE: from no candidate */                                  \
       hicp__nn_kdtree(m, q, &r.v, &r.d2);                                                        \
       return r;                                                                                  \
     }                                                                                            \
