@@ -1,7 +1,6 @@
 /* chunk.h: pass A's correspondences for a block of points, and nearest
  * neighbours for a block of queries, on the CPU: defined once and
- * instantiated for each walk variant (scalar in cpu_backend.c and
- * walk_simd.c, vector in walk_simd.c). */
+ * instantiated for each walk variant in walk_simd.c. */
 #ifndef HICP_CPU_CHUNK_H
 #define HICP_CPU_CHUNK_H
 
@@ -9,8 +8,6 @@
 
 #include "icp.h"
 
-/* Walks in flight per thread in pass A (see HICP_CPU_CHUNK_CORRESPOND). */
-#define HICP_CPU_SLOTS 2
 
 /* One point of pass A: its query, in double for the pair distance and in
  * float for the search. */
@@ -37,27 +34,91 @@ static inline void hicp__cpu_done(const hicp__mview *view, hicp__frame *f, uint3
   }
 }
 
-/* A walk in flight: point i (HICP_NONE: the slot is free). */
-typedef struct hicp__cpu_slot {
-  uint32_t i;
-  float q[3];
-  double qd[3];
-  hicp__walk w;
-} hicp__cpu_slot;
+/* Walks handled together: a block of pass A, or of nearest-neighbour
+ * queries, is at most this many points. */
+#define HICP_CPU_WAVE 256
+
+/* How far ahead, in walks, a wave prefetches the neighbour rows. */
+#define HICP_CPU_AHEAD 4
+
+/* A wave of walks: walk k is for the query q[k]; it ended in the safe ball
+ * (how 1) or after the row scan rs[k] (how 2). */
+typedef struct hicp__cpu_wave {
+  float q[HICP_CPU_WAVE][3];
+  hicp__walk w[HICP_CPU_WAVE];
+  hicp__row rs[HICP_CPU_WAVE];
+  uint8_t how[HICP_CPU_WAVE];
+  uint16_t live[HICP_CPU_WAVE], scan[HICP_CPU_WAVE];
+} hicp__cpu_wave;
+
+/* The answer of walk k once the wave has run. */
+static inline void hicp__cpu_wave_answer(const hicp__mview *view, const hicp__cpu_wave *wv,
+                                         uint32_t k, hicp__nn_res *r)
+{
+  const hicp__walk *w = &wv->w[k];
+  if (wv->how[k] == 1)
+    hicp__res_set(r, w->cur, w->dcur, w->steps, 1, 1);
+  else
+    hicp__walk_end(view, wv->q[k], w, &wv->rs[k], r);
+}
+
+/* Defines `static void NAME(view, wv, n)`: runs the n walks of *wv, begun
+ * with hicp__walk_begin, to their ends, with the row scan ROW_SCAN: the
+ * steps of hicp__nn_walk_step, breadth first.  Every walk takes one step
+ * (the safe ball test, then the row scan), those that go on take another,
+ * and so on.  A walk step is a chain of dependent loads (vertex, row,
+ * neighbours) and a branch on their result: one walk alone keeps the core
+ * waiting, and when the branch is mispredicted, the work the core had
+ * begun past it is lost.  So consecutive steps belong to different walks,
+ * each walk's row is prefetched a few steps before its scan, and lists,
+ * not branches, sort the walks after each step.  Each walk takes the same
+ * steps as it would alone: nothing changes but time. */
+#define HICP_CPU_WAVE_WALKS(NAME, ROW_SCAN, ATTR)                                             \
+  ATTR static void NAME(const hicp__mview *view, hicp__cpu_wave *wv, uint32_t n)              \
+  {                                                                                           \
+    uint32_t nlive = n;                                                                       \
+    for (uint32_t k = 0; k < n; k++)                                                          \
+      wv->live[k] = (uint16_t)k;                                                              \
+    while (nlive > 0) {                                                                       \
+      uint32_t nscan = 0;                                                                     \
+      for (uint32_t j = 0; j < nlive; j++) {                                                  \
+        const uint32_t k = wv->live[j];                                                       \
+        wv->how[k] = 1;                                                                       \
+        wv->scan[nscan] = (uint16_t)k;                                                        \
+        nscan += !(wv->w[k].dcur < view->safe_r2[wv->w[k].cur]);                              \
+      }                                                                                       \
+      nlive = 0;                                                                              \
+      for (uint32_t j = 0; j < nscan; j++) {                                                  \
+        if (j + HICP_CPU_AHEAD < nscan) {                                                     \
+          const uint32_t *row = view->nbr + view->row[wv->w[wv->scan[j + HICP_CPU_AHEAD]].cur]; \
+          __builtin_prefetch(row);                                                            \
+          __builtin_prefetch(row + 16);                                                       \
+        }                                                                                     \
+        const uint32_t k = wv->scan[j];                                                       \
+        hicp__walk *w = &wv->w[k];                                                            \
+        hicp__row *rs = &wv->rs[k];                                                           \
+        ROW_SCAN(view, wv->q[k], w->cur, w->dcur, w->cert, rs);                               \
+        const int moved = rs->dnext < w->dcur;                                                \
+        w->cur = moved ? rs->next : w->cur;                                                   \
+        w->dcur = moved ? rs->dnext : w->dcur;                                                \
+        w->steps += (uint32_t)moved;                                                          \
+        w->cert &= !moved; /* a walk that moves gives up its certificate */                   \
+        wv->how[k] = 2;                                                                       \
+        wv->live[nlive] = (uint16_t)k;                                                        \
+        nlive += (uint32_t)moved;                                                             \
+      }                                                                                       \
+    }                                                                                         \
+  }
 
 /* Defines `static void NAME(view, f, T, method, i0, i1, w)`: for points
- * i0 .. i1-1, apply T, find the nearest vertex with the SUFFIX variant of
- * pp/nn.h (hicp__nn_track: the same answer and certificate), store match
- * and e2, and add the walk statistics to *w.
- *
- * Walks go HICP_CPU_SLOTS at a time, one row scan each in turn: a walk is
- * a chain of dependent loads and compares (vertex, row, neighbours,
- * minimum, next vertex), and independent walks side by side let the core
- * overlap their latencies.  Each walk takes the same steps as it would
- * alone and answers go to their own points, so nothing changes but time.
- * Methods without walks (brute, kdtree) and models without a graph go one
- * point at a time. */
-#define HICP_CPU_CHUNK_CORRESPOND(NAME, SUFFIX, ATTR)                                         \
+ * i0 .. i1-1 (at most HICP_CPU_WAVE), apply T, find the nearest vertex (the
+ * answer and certificate of hicp__nn_track, SUFFIX variant; WALKS a
+ * HICP_CPU_WAVE_WALKS function of the same row scan), store match and e2,
+ * and add the walk statistics to *w.  The points whose certificate holds
+ * are done at once; the others' walks run as one wave.  Methods without
+ * walks (brute, kdtree) and models without a graph go one point at a
+ * time. */
+#define HICP_CPU_CHUNK_CORRESPOND(NAME, SUFFIX, WALKS, ATTR)                                  \
   ATTR static void NAME(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,           \
                         int method, uint32_t i0, uint32_t end, hicp__walkpart *w)             \
   {                                                                                           \
@@ -72,36 +133,28 @@ typedef struct hicp__cpu_slot {
       return;                                                                                 \
     }                                                                                         \
     const int cert = hicp__track_cert(method);                                                \
-    hicp__cpu_slot slot[HICP_CPU_SLOTS];                                                      \
-    for (int k = 0; k < HICP_CPU_SLOTS; k++)                                                  \
-      slot[k].i = HICP_NONE;                                                                  \
-    uint32_t next = i0;                                                                       \
-    int live = 0;                                                                             \
-    do {                                                                                      \
-      for (int k = 0; k < HICP_CPU_SLOTS; k++) {                                              \
-        hicp__cpu_slot *s = &slot[k];                                                         \
-        hicp__nn_res r;                                                                       \
-        /* a free slot takes points until one needs a walk */                                 \
-        while (s->i == HICP_NONE && next < end) {                                             \
-          const uint32_t i = next++;                                                          \
-          hicp__cpu_point(T, f, i, s->qd, s->q);                                              \
-          if (hicp__track_keep(view, s->q, method, f->match[i], &f->track[i], &r)) {          \
-            hicp__cpu_done(view, f, i, s->qd, &r, w);                                         \
-          } else {                                                                            \
-            hicp__walk_begin(view, s->q, hicp__nn_start(view, s->q, method, f->match[i]),     \
-                             cert, &s->w);                                                    \
-            s->i = i;                                                                         \
-            live++;                                                                           \
-          }                                                                                   \
-        }                                                                                     \
-        if (s->i != HICP_NONE && hicp__nn_walk_step##SUFFIX(view, s->q, &s->w, &r)) {         \
-          hicp__track_update(view, s->q, cert, &r, &f->track[s->i]);                          \
-          hicp__cpu_done(view, f, s->i, s->qd, &r, w);                                        \
-          s->i = HICP_NONE;                                                                   \
-          live--;                                                                             \
-        }                                                                                     \
+    hicp__cpu_wave wv;                                                                        \
+    uint32_t at[HICP_CPU_WAVE];                                                               \
+    double qd[HICP_CPU_WAVE][3];                                                              \
+    uint32_t n = 0;                                                                           \
+    for (uint32_t i = i0; i < end; i++) {                                                     \
+      hicp__nn_res r;                                                                         \
+      hicp__cpu_point(T, f, i, qd[n], wv.q[n]);                                               \
+      if (hicp__track_keep(view, wv.q[n], method, f->match[i], &f->track[i], &r)) {           \
+        hicp__cpu_done(view, f, i, qd[n], &r, w);                                             \
+      } else {                                                                                \
+        hicp__walk_begin(view, wv.q[n], hicp__nn_start(view, wv.q[n], method, f->match[i]),  \
+                         cert, &wv.w[n]);                                                     \
+        at[n++] = i;                                                                          \
       }                                                                                       \
-    } while (live > 0 || next < end);                                                         \
+    }                                                                                         \
+    WALKS(view, &wv, n);                                                                      \
+    for (uint32_t k = 0; k < n; k++) {                                                        \
+      hicp__nn_res r;                                                                         \
+      hicp__cpu_wave_answer(view, &wv, k, &r);                                                \
+      hicp__track_update(view, wv.q[k], cert, &r, &f->track[at[k]]);                          \
+      hicp__cpu_done(view, f, at[k], qd[k], &r, w);                                           \
+    }                                                                                         \
   }
 
 typedef void (*hicp__chunk_fn)(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
@@ -109,8 +162,8 @@ typedef void (*hicp__chunk_fn)(const hicp__mview *view, hicp__frame *f, const hi
 
 /* Defines `static void NAME(view, method, n, q, prev, res)`: res[i] =
  * hicp__nn_query (SUFFIX variant) of the query at q[3i] with previous match
- * prev[i], the walks HICP_CPU_SLOTS at a time as in pass A. */
-#define HICP_CPU_QUERY_BLOCK(NAME, SUFFIX, ATTR)                                              \
+ * prev[i], for n <= HICP_CPU_WAVE queries, the walks as one wave (WALKS). */
+#define HICP_CPU_QUERY_BLOCK(NAME, SUFFIX, WALKS, ATTR)                                       \
   ATTR static void NAME(const hicp__mview *view, int method, uint32_t n, const float *q,      \
                         const uint32_t *prev, hicp__nn_res *res)                              \
   {                                                                                           \
@@ -119,28 +172,17 @@ typedef void (*hicp__chunk_fn)(const hicp__mview *view, hicp__frame *f, const hi
         res[i] = hicp__nn_query##SUFFIX(view, &q[3 * (size_t)i], method, prev[i]);            \
       return;                                                                                 \
     }                                                                                         \
-    uint32_t at[HICP_CPU_SLOTS];                                                              \
-    hicp__walk w[HICP_CPU_SLOTS];                                                             \
-    uint32_t next = 0;                                                                        \
-    int live = 0;                                                                             \
-    for (int k = 0; k < HICP_CPU_SLOTS; k++)                                                  \
-      at[k] = HICP_NONE;                                                                      \
-    do {                                                                                      \
-      for (int k = 0; k < HICP_CPU_SLOTS; k++) {                                              \
-        if (at[k] == HICP_NONE && next < n) {                                                 \
-          const float *qi = &q[3 * (size_t)next];                                             \
-          hicp__walk_begin(view, qi, hicp__nn_start(view, qi, method, prev[next]), 0, &w[k]); \
-          at[k] = next++;                                                                     \
-          live++;                                                                             \
-        }                                                                                     \
-        if (at[k] != HICP_NONE &&                                                             \
-            hicp__nn_walk_step##SUFFIX(view, &q[3 * (size_t)at[k]], &w[k], &res[at[k]])) {    \
-          at[k] = HICP_NONE;                                                                  \
-          live--;                                                                             \
-        }                                                                                     \
-      }                                                                                       \
-    } while (live > 0 || next < n);                                                           \
+    hicp__cpu_wave wv;                                                                        \
+    for (uint32_t k = 0; k < n; k++) {                                                        \
+      memcpy(wv.q[k], &q[3 * (size_t)k], sizeof wv.q[k]);                                     \
+      hicp__walk_begin(view, wv.q[k], hicp__nn_start(view, wv.q[k], method, prev[k]), 0,      \
+                       &wv.w[k]);                                                             \
+    }                                                                                         \
+    WALKS(view, &wv, n);                                                                      \
+    for (uint32_t k = 0; k < n; k++)                                                          \
+      hicp__cpu_wave_answer(view, &wv, k, &res[k]);                                           \
   }
+
 
 /* A block of queries (a HICP_CPU_QUERY_BLOCK function). */
 typedef void (*hicp__query_fn)(const hicp__mview *view, int method, uint32_t n, const float *q,
@@ -149,8 +191,8 @@ typedef void (*hicp__query_fn)(const hicp__mview *view, int method, uint32_t n, 
 /* The fastest query block function this CPU supports (walk_simd.c). */
 hicp__query_fn hicp__cpu_simd_query(const hicp__mview *view);
 
-/* The fastest chunk function this CPU supports (walk_simd.c), or NULL for
- * the scalar one (see hicp__cpu_isa). */
+/* The fastest chunk function this CPU supports (walk_simd.c; see
+ * hicp__cpu_isa). */
 hicp__chunk_fn hicp__cpu_simd_chunk(const hicp__mview *view);
 
 /* The vector instructions this CPU has: 0 none we use, 1 AVX2, 2 AVX-512F;

@@ -33,13 +33,13 @@ void hicp__chunk_sum(const hicp__mview *view, const hicp__frame *f, const hicp__
   *out = lanes[0];
 }
 
-HICP_CPU_CHUNK_CORRESPOND(chunk_scalar, , )
-
 /* Points per task of pass A's correspondences: far fewer than a chunk, so
  * that both threads have work on small scans (a 2,000-point scan is one
  * chunk) and the last chunks do not leave a thread idle.  A chunk (a power
- * of two >= HICP_LANES = 256) is a whole number of blocks. */
+ * of two >= HICP_LANES = 256) is a whole number of blocks, and a block is
+ * one wave of walks (cpu/chunk.h). */
 #define HICP_CPU_BLOCK 256u
+_Static_assert(HICP_CPU_BLOCK <= HICP_CPU_WAVE, "a block of pass A is one wave");
 
 static void walkpart_add(hicp__walkpart *a, const hicp__walkpart *b)
 {
@@ -53,10 +53,8 @@ static void walkpart_add(hicp__walkpart *a, const hicp__walkpart *b)
 void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int method,
                       const hicp__select *sel, uint32_t c0, uint32_t c1, int threads)
 {
-  hicp__chunk_fn correspond = hicp__cpu_simd_chunk(view);
+  const hicp__chunk_fn correspond = hicp__cpu_simd_chunk(view);
   const hicp__sum_fn sum = hicp__cpu_simd_sum();
-  if (correspond == NULL)
-    correspond = chunk_scalar;
   const uint32_t p0 = c0 * f->chunk, p1 = c1 > c0 ? hicp__chunk_end(f, c1 - 1) : p0;
   const long long nblocks = (p1 - p0 + HICP_CPU_BLOCK - 1) / HICP_CPU_BLOCK;
   const long long first = c0, last = c1;

@@ -234,14 +234,18 @@ AVX2 static inline void row_scan_avx2(const hicp__mview *m, const float q[3], ui
 
 HICP_NN_FUNCTIONS(_avx512, row_scan_avx512, AVX512)
 HICP_NN_FUNCTIONS(_avx2, row_scan_avx2, AVX2)
-HICP_CPU_CHUNK_CORRESPOND(chunk_avx512, _avx512, AVX512)
-HICP_CPU_CHUNK_CORRESPOND(chunk_avx2, _avx2, AVX2)
+HICP_CPU_WAVE_WALKS(walks_avx512, row_scan_avx512, AVX512)
+HICP_CPU_WAVE_WALKS(walks_avx2, row_scan_avx2, AVX2)
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx512, _avx512, walks_avx512, AVX512)
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx2, _avx2, walks_avx2, AVX2)
 
-HICP_CPU_QUERY_BLOCK(query_avx512, _avx512, AVX512)
-HICP_CPU_QUERY_BLOCK(query_avx2, _avx2, AVX2)
+HICP_CPU_QUERY_BLOCK(query_avx512, _avx512, walks_avx512, AVX512)
+HICP_CPU_QUERY_BLOCK(query_avx2, _avx2, walks_avx2, AVX2)
 #endif
 
-HICP_CPU_QUERY_BLOCK(query_scalar, , )
+HICP_CPU_WAVE_WALKS(walks_scalar, hicp__row_scan, )
+HICP_CPU_CHUNK_CORRESPOND(chunk_scalar, , walks_scalar, )
+HICP_CPU_QUERY_BLOCK(query_scalar, , walks_scalar, )
 
 int hicp__cpu_isa(void)
 {
@@ -293,6 +297,6 @@ hicp__chunk_fn hicp__cpu_simd_chunk(const hicp__mview *view)
     return chunk_avx2;
 #endif
   default:
-    return NULL;
+    return chunk_scalar;
   }
 }

@@ -156,8 +156,9 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
   uint32_t *out_idx = ord.order != NULL ? ord.idx : index;
   float *out_d2 = ord.order != NULL ? ord.d2 : d2;
 
-  /* Blocks of queries: the walks of a block are interleaved (cpu/chunk.h). */
+  /* Blocks of queries: the walks of a block run as one wave (cpu/chunk.h). */
   enum { BLOCK = 64 };
+  _Static_assert(BLOCK <= HICP_CPU_WAVE, "a block of queries is one wave");
   const long long nblocks = (nq + BLOCK - 1) / BLOCK;
 #pragma omp parallel num_threads(threads)
   {
