@@ -57,7 +57,7 @@ static inline void hicp__cpu_wave_answer(const hicp__mview *view, const hicp__cp
 {
   const hicp__walk *w = &wv->w[k];
   if (wv->how[k] == 1)
-    hicp__res_set(r, w->cur, w->dcur, w->steps, 1, 1);
+    hicp__walk_end_safe(w, r);
   else
     hicp__walk_end(view, wv->q[k], w, &wv->rs[k], r);
 }
@@ -85,7 +85,7 @@ static inline void hicp__cpu_wave_answer(const hicp__mview *view, const hicp__cp
         const uint32_t k = wv->live[j];                                                       \
         wv->how[k] = 1;                                                                       \
         wv->scan[nscan] = (uint16_t)k;                                                        \
-        nscan += !(wv->w[k].dcur < view->safe_r2[wv->w[k].cur]);                              \
+        nscan += !hicp__walk_in_safe_ball(view, &wv->w[k]);                                   \
       }                                                                                       \
       nlive = 0;                                                                              \
       for (uint32_t j = 0; j < nscan; j++) {                                                  \
@@ -96,16 +96,10 @@ static inline void hicp__cpu_wave_answer(const hicp__mview *view, const hicp__cp
         }                                                                                     \
         const uint32_t k = wv->scan[j];                                                       \
         hicp__walk *w = &wv->w[k];                                                            \
-        hicp__row *rs = &wv->rs[k];                                                           \
-        ROW_SCAN(view, wv->q[k], w->cur, w->dcur, w->cert, rs);                               \
-        const int moved = rs->dnext < w->dcur;                                                \
-        w->cur = moved ? rs->next : w->cur;                                                   \
-        w->dcur = moved ? rs->dnext : w->dcur;                                                \
-        w->steps += (uint32_t)moved;                                                          \
-        w->cert &= !moved; /* a walk that moves gives up its certificate */                   \
+        ROW_SCAN(view, wv->q[k], w->cur, w->dcur, w->cert, &wv->rs[k]);                       \
         wv->how[k] = 2;                                                                       \
         wv->live[nlive] = (uint16_t)k;                                                        \
-        nlive += (uint32_t)moved;                                                             \
+        nlive += (uint32_t)hicp__walk_move(w, &wv->rs[k]);                                    \
       }                                                                                       \
     }                                                                                         \
   }

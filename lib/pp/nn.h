@@ -388,6 +388,32 @@ HICP_PP void hicp__walk_begin(const hicp__mview *m, const float q[3], uint32_t s
   w->cert = cert;
 }
 
+/* The first half of a walk step: 1 when the walk ends in the safe ball
+ * of its vertex (then hicp__walk_end_safe), with no row scan. */
+HICP_PP int hicp__walk_in_safe_ball(const hicp__mview *m, const hicp__walk *w)
+{
+  return w->dcur < m->safe_r2[w->cur];
+}
+
+HICP_PP void hicp__walk_end_safe(const hicp__walk *w, hicp__nn_res *r)
+{
+  hicp__res_set(r, w->cur, w->dcur, w->steps, 1, 1);
+}
+
+/* The second half, after the row scan `rs`: moves the walk to the nearer
+ * neighbour the scan found and returns 1, or returns 0 when there is none
+ * (then hicp__walk_end).  Without branches, for the CPU's waves of walks
+ * (cpu/chunk.h): whether a walk moves is a coin toss. */
+HICP_PP int hicp__walk_move(hicp__walk *w, const hicp__row *rs)
+{
+  const int moved = rs->dnext < w->dcur;
+  w->cur = moved ? rs->next : w->cur;
+  w->dcur = moved ? rs->dnext : w->dcur;
+  w->steps += (uint32_t)moved;
+  w->cert &= !moved; /* a walk that moves gives up its certificate */
+  return moved;
+}
+
 /* The end of a walk whose last row scan `rs` found no nearer neighbour:
  * near-ties resolved by the flood, else with `cert` a row certificate. */
 HICP_PP void hicp__walk_end(const hicp__mview *m, const float q[3], const hicp__walk *w,
@@ -501,19 +527,14 @@ HICP_PP void hicp__track_update(const hicp__mview *m, const float q[3], int cert
   ATTR HICP_PP int hicp__nn_walk_step##SUFFIX(const hicp__mview *m, const float q[3],          \
                                               hicp__walk *w, hicp__nn_res *r)                   \
   {                                                                                              \
-    if (w->dcur < m->safe_r2[w->cur]) {                                                          \
-      hicp__res_set(r, w->cur, w->dcur, w->steps, 1, 1);                                         \
+    if (hicp__walk_in_safe_ball(m, w)) {                                                         \
+      hicp__walk_end_safe(w, r);                                                                 \
       return 1;                                                                                  \
     }                                                                                            \
     hicp__row rs;                                                                                \
     ROW_SCAN(m, q, w->cur, w->dcur, w->cert, &rs);                                               \
-    if (rs.dnext < w->dcur) {                                                                    \
-      w->cur = rs.next;                                                                          \
-      w->dcur = rs.dnext;                                                                        \
-      w->steps++;                                                                                \
-      w->cert = 0; /* a walk that moves gives up its certificate */                              \
+    if (hicp__walk_move(w, &rs))                                                                 \
       return 0;                                                                                  \
-    }                                                                                            \
     hicp__walk_end(m, q, w, &rs, r);                                                             \
     return 1;                                                                                    \
   }                                                                                              \
