@@ -104,6 +104,31 @@ static inline void hicp__cpu_wave_answer(const hicp__mview *view, const hicp__cp
     }                                                                                         \
   }
 
+/* The kd descents of the walks list[0 .. n) of *wv (hicp__nn_kd_descend):
+ * their starts, in start[].  Eight at a time in step, one level each in
+ * turn, so that eight chains of dependent loads overlap and only the last
+ * level ends in a mispredicted branch. */
+static inline void hicp__cpu_descend(const hicp__mview *view, const hicp__cpu_wave *wv,
+                                     const uint16_t *list, uint32_t n, uint32_t *start)
+{
+  for (uint32_t g0 = 0; g0 < n; g0 += 8) {
+    const uint32_t gn = n - g0 < 8 ? n - g0 : 8;
+    uint32_t node[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int level = 0; level < HICP_KD_MAX_DEPTH; level++) {
+      int inner = 0;
+      for (uint32_t g = 0; g < gn; g++) {
+        const uint32_t next = hicp__kd_child(view, wv->q[list[g0 + g]], node[g]);
+        inner |= next != node[g];
+        node[g] = next;
+      }
+      if (!inner)
+        break;
+    }
+    for (uint32_t g = 0; g < gn; g++)
+      start[list[g0 + g]] = hicp__kd_leaf_best(view, wv->q[list[g0 + g]], node[g]);
+  }
+}
+
 /* Defines `static void NAME(view, f, T, method, i0, i1, w)`: for points
  * i0 .. i1-1 (at most HICP_CPU_WAVE), apply T, find the nearest vertex (the
  * answer and certificate of hicp__nn_track, SUFFIX variant; WALKS a
@@ -128,20 +153,27 @@ static inline void hicp__cpu_wave_answer(const hicp__mview *view, const hicp__cp
     }                                                                                         \
     const int cert = hicp__track_cert(method);                                                \
     hicp__cpu_wave wv;                                                                        \
-    uint32_t at[HICP_CPU_WAVE];                                                               \
+    uint32_t at[HICP_CPU_WAVE], start[HICP_CPU_WAVE];                                         \
+    uint16_t kd[HICP_CPU_WAVE];                                                               \
     double qd[HICP_CPU_WAVE][3];                                                              \
-    uint32_t n = 0;                                                                           \
+    uint32_t n = 0, nkd = 0;                                                                  \
     for (uint32_t i = i0; i < end; i++) {                                                     \
       hicp__nn_res r;                                                                         \
       hicp__cpu_point(T, f, i, qd[n], wv.q[n]);                                               \
       if (hicp__track_keep(view, wv.q[n], method, f->match[i], &f->track[i], &r)) {           \
         hicp__cpu_done(view, f, i, qd[n], &r, w);                                             \
+      } else if (hicp__nn_start_descends(method, f->match[i])) {                              \
+        kd[nkd++] = (uint16_t)n;                                                              \
+        at[n++] = i;                                                                          \
       } else {                                                                                \
-        hicp__walk_begin(view, wv.q[n], hicp__nn_start(view, wv.q[n], method, f->match[i]),  \
-                         cert, &wv.w[n]);                                                     \
+        start[n] = hicp__nn_start(view, wv.q[n], method, f->match[i]);                        \
         at[n++] = i;                                                                          \
       }                                                                                       \
     }                                                                                         \
+    if (nkd > 0)                                                                              \
+      hicp__cpu_descend(view, &wv, kd, nkd, start);                                           \
+    for (uint32_t k = 0; k < n; k++)                                                          \
+      hicp__walk_begin(view, wv.q[k], start[k], cert, &wv.w[k]);                              \
     WALKS(view, &wv, n);                                                                      \
     for (uint32_t k = 0; k < n; k++) {                                                        \
       hicp__nn_res r;                                                                         \
@@ -167,11 +199,19 @@ typedef void (*hicp__chunk_fn)(const hicp__mview *view, hicp__frame *f, const hi
       return;                                                                                 \
     }                                                                                         \
     hicp__cpu_wave wv;                                                                        \
+    uint32_t start[HICP_CPU_WAVE], nkd = 0;                                                   \
+    uint16_t kd[HICP_CPU_WAVE];                                                               \
     for (uint32_t k = 0; k < n; k++) {                                                        \
       memcpy(wv.q[k], &q[3 * (size_t)k], sizeof wv.q[k]);                                     \
-      hicp__walk_begin(view, wv.q[k], hicp__nn_start(view, wv.q[k], method, prev[k]), 0,      \
-                       &wv.w[k]);                                                             \
+      if (hicp__nn_start_descends(method, prev[k]))                                           \
+        kd[nkd++] = (uint16_t)k;                                                              \
+      else                                                                                    \
+        start[k] = hicp__nn_start(view, wv.q[k], method, prev[k]);                            \
     }                                                                                         \
+    if (nkd > 0)                                                                              \
+      hicp__cpu_descend(view, &wv, kd, nkd, start);                                           \
+    for (uint32_t k = 0; k < n; k++)                                                          \
+      hicp__walk_begin(view, wv.q[k], start[k], 0, &wv.w[k]);                                 \
     WALKS(view, &wv, n);                                                                      \
     for (uint32_t k = 0; k < n; k++)                                                          \
       hicp__cpu_wave_answer(view, &wv, k, &res[k]);                                           \

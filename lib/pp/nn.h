@@ -168,15 +168,19 @@ HICP_PP void hicp__nn_kdtree(const hicp__mview *m, const float q[3], uint32_t *b
   *bd = bestd;
 }
 
-/* Approximate neighbour: descend to the query's leaf, no backtracking
- * (the "KD-ANN" start of thesis section 3.7.2). */
-HICP_PP uint32_t hicp__nn_kd_descend(const hicp__mview *m, const float q[3])
+/* One level of a descent: the child of node n on q's side, or n itself
+ * when it is a leaf. */
+HICP_PP uint32_t hicp__kd_child(const hicp__mview *m, const float q[3], uint32_t n)
 {
-  uint32_t n = 0;
-  while (m->kd[n].dim != HICP_KD_LEAF) {
-    const hicp__kdnode *nd = &m->kd[n];
-    n = q[nd->dim] - nd->split < 0.0f ? nd->first : nd->first + 1;
-  }
+  const hicp__kdnode *nd = &m->kd[n];
+  const int inner = nd->dim != HICP_KD_LEAF;
+  const uint32_t child = q[inner ? nd->dim : 0] - nd->split < 0.0f ? nd->first : nd->first + 1;
+  return inner ? child : n;
+}
+
+/* The best vertex of leaf n for q. */
+HICP_PP uint32_t hicp__kd_leaf_best(const hicp__mview *m, const float q[3], uint32_t n)
+{
   const hicp__kdnode *leaf = &m->kd[n];
   uint32_t best = HICP_NONE;
   float bestd = HICP_FLT_INF;
@@ -188,6 +192,16 @@ HICP_PP uint32_t hicp__nn_kd_descend(const hicp__mview *m, const float q[3])
     }
   }
   return best;
+}
+
+/* Approximate neighbour: descend to the query's leaf, no backtracking
+ * (the "KD-ANN" start of thesis section 3.7.2). */
+HICP_PP uint32_t hicp__nn_kd_descend(const hicp__mview *m, const float q[3])
+{
+  uint32_t n = 0;
+  while (m->kd[n].dim != HICP_KD_LEAF)
+    n = hicp__kd_child(m, q, n);
+  return hicp__kd_leaf_best(m, q, n);
 }
 
 #define HICP_FLOOD_CAP 64
@@ -434,6 +448,13 @@ HICP_PP void hicp__walk_end(const hicp__mview *m, const float q[3], const hicp__
   r->v = cur;
   r->d2 = dcur;
   r->steps = w->steps;
+}
+
+/* Whether the start of a walk by `method` is a kd descent (kdann, and
+ * pnn-opt without a previous match). */
+HICP_PP int hicp__nn_start_descends(int method, uint32_t prev)
+{
+  return method == 4 || (method == 0 && prev == HICP_NONE);
 }
 
 /* The start vertex of a walk by `method` (hicp_nn_method: zero, kdann, pnn,
