@@ -52,7 +52,10 @@ AVX512 static inline void row_scan_avx512(const hicp__mview *m, const float q[3]
                                           float dcur, int cert, hicp__row *o)
 {
   const uint32_t b = m->row[cur], end = m->row[cur + 1];
-  const uint32_t e = cert ? end : row_end(m, b, end, hicp__row_cut(m, cur, dcur));
+  /* A row of 16 or fewer is one vector step whatever the cut: scanned
+   * whole, without computing the cut.  Neighbours past the cut are neither
+   * nearer nor near-ties (hicp__row_cut), so the walk takes the same step. */
+  const uint32_t e = cert || end - b <= 16 ? end : row_end(m, b, end, hicp__row_cut(m, cur, dcur));
   const __m512 qx = _mm512_set1_ps(q[0]), qy = _mm512_set1_ps(q[1]), qz = _mm512_set1_ps(q[2]);
   const __m512 bound = _mm512_set1_ps(hicp__tie_bound(dcur));
   const float *base = &m->vtx[0].x;
@@ -150,7 +153,8 @@ AVX2 static inline void row_scan_avx2(const hicp__mview *m, const float q[3], ui
                                       float dcur, int cert, hicp__row *o)
 {
   const uint32_t b = m->row[cur], end = m->row[cur + 1];
-  const uint32_t e = cert ? end : row_end(m, b, end, hicp__row_cut(m, cur, dcur));
+  /* rows of 8 or fewer whole, as in row_scan_avx512 */
+  const uint32_t e = cert || end - b <= 8 ? end : row_end(m, b, end, hicp__row_cut(m, cur, dcur));
   const __m256 qx = _mm256_set1_ps(q[0]), qy = _mm256_set1_ps(q[1]), qz = _mm256_set1_ps(q[2]);
   const __m256 bound = _mm256_set1_ps(hicp__tie_bound(dcur));
   const float *base = &m->vtx[0].x;
