@@ -157,8 +157,7 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
   float *out_d2 = ord.order != NULL ? ord.d2 : d2;
 
   /* Blocks of queries: the walks of a block run as one wave (cpu/chunk.h). */
-  enum { BLOCK = 64 };
-  _Static_assert(BLOCK <= HICP_CPU_WAVE, "a block of queries is one wave");
+  enum { BLOCK = HICP_CPU_WAVE };
   const long long nblocks = (nq + BLOCK - 1) / BLOCK;
 #pragma omp parallel num_threads(threads)
   {
@@ -167,7 +166,7 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
     float q[3 * BLOCK];
     uint32_t prev[BLOCK];
     hicp__nn_res res[BLOCK];
-#pragma omp for schedule(dynamic, 4)
+#pragma omp for schedule(dynamic, 1)
     for (long long b = 0; b < nblocks; b++) {
       const long long j0 = b * BLOCK, j1 = j0 + BLOCK < nq ? j0 + BLOCK : nq;
       for (long long j = j0; j < j1; j++) {
