@@ -8,7 +8,6 @@
 
 #include "icp.h"
 
-
 /* One point of pass A: its query, in double for the pair distance and in
  * float for the search. */
 static inline void hicp__cpu_point(const hicp__xf *T, const hicp__frame *f, uint32_t i,
@@ -129,6 +128,26 @@ static inline void hicp__cpu_descend(const hicp__mview *view, const hicp__cpu_wa
   }
 }
 
+/* Begins the n walks of *wv (queries in wv->q) by `method`, walk k from
+ * the previous match prev[k]: the kd descents among the starts go in step
+ * (hicp__cpu_descend), the others by hicp__nn_start. */
+static inline void hicp__cpu_wave_begin(const hicp__mview *view, hicp__cpu_wave *wv, uint32_t n,
+                                        int method, const uint32_t *prev, int cert)
+{
+  uint32_t start[HICP_CPU_WAVE], nkd = 0;
+  uint16_t kd[HICP_CPU_WAVE];
+  for (uint32_t k = 0; k < n; k++) {
+    if (hicp__nn_start_descends(method, prev[k]))
+      kd[nkd++] = (uint16_t)k;
+    else
+      start[k] = hicp__nn_start(view, wv->q[k], method, prev[k]);
+  }
+  if (nkd > 0)
+    hicp__cpu_descend(view, wv, kd, nkd, start);
+  for (uint32_t k = 0; k < n; k++)
+    hicp__walk_begin(view, wv->q[k], start[k], cert, &wv->w[k]);
+}
+
 /* Defines `static void NAME(view, f, T, method, i0, i1, w)`: for points
  * i0 .. i1-1 (at most HICP_CPU_WAVE), apply T, find the nearest vertex (the
  * answer and certificate of hicp__nn_track, SUFFIX variant; WALKS a
@@ -153,27 +172,22 @@ static inline void hicp__cpu_descend(const hicp__mview *view, const hicp__cpu_wa
     }                                                                                         \
     const int cert = hicp__track_cert(method);                                                \
     hicp__cpu_wave wv;                                                                        \
-    uint32_t at[HICP_CPU_WAVE], start[HICP_CPU_WAVE];                                         \
-    uint16_t kd[HICP_CPU_WAVE];                                                               \
+    uint32_t at[HICP_CPU_WAVE], prev[HICP_CPU_WAVE];                                          \
     double qd[HICP_CPU_WAVE][3];                                                              \
-    uint32_t n = 0, nkd = 0;                                                                  \
+    uint32_t n = 0;                                                                           \
     for (uint32_t i = i0; i < end; i++) {                                                     \
       hicp__nn_res r;                                                                         \
       hicp__cpu_point(T, f, i, qd[n], wv.q[n]);                                               \
       if (hicp__track_keep(view, wv.q[n], method, f->match[i], &f->track[i], &r)) {           \
         hicp__cpu_done(view, f, i, qd[n], &r, w);                                             \
-      } else if (hicp__nn_start_descends(method, f->match[i])) {                              \
-        kd[nkd++] = (uint16_t)n;                                                              \
-        at[n++] = i;                                                                          \
       } else {                                                                                \
-        start[n] = hicp__nn_start(view, wv.q[n], method, f->match[i]);                        \
+        prev[n] = f->match[i];                                                                \
         at[n++] = i;                                                                          \
       }                                                                                       \
     }                                                                                         \
-    if (nkd > 0)                                                                              \
-      hicp__cpu_descend(view, &wv, kd, nkd, start);                                           \
-    for (uint32_t k = 0; k < n; k++)                                                          \
-      hicp__walk_begin(view, wv.q[k], start[k], cert, &wv.w[k]);                              \
+    if (n == 0)                                                                               \
+      return;                                                                                 \
+    hicp__cpu_wave_begin(view, &wv, n, method, prev, cert);                                   \
     WALKS(view, &wv, n);                                                                      \
     for (uint32_t k = 0; k < n; k++) {                                                        \
       hicp__nn_res r;                                                                         \
@@ -199,24 +213,12 @@ typedef void (*hicp__chunk_fn)(const hicp__mview *view, hicp__frame *f, const hi
       return;                                                                                 \
     }                                                                                         \
     hicp__cpu_wave wv;                                                                        \
-    uint32_t start[HICP_CPU_WAVE], nkd = 0;                                                   \
-    uint16_t kd[HICP_CPU_WAVE];                                                               \
-    for (uint32_t k = 0; k < n; k++) {                                                        \
-      memcpy(wv.q[k], &q[3 * (size_t)k], sizeof wv.q[k]);                                     \
-      if (hicp__nn_start_descends(method, prev[k]))                                           \
-        kd[nkd++] = (uint16_t)k;                                                              \
-      else                                                                                    \
-        start[k] = hicp__nn_start(view, wv.q[k], method, prev[k]);                            \
-    }                                                                                         \
-    if (nkd > 0)                                                                              \
-      hicp__cpu_descend(view, &wv, kd, nkd, start);                                           \
-    for (uint32_t k = 0; k < n; k++)                                                          \
-      hicp__walk_begin(view, wv.q[k], start[k], 0, &wv.w[k]);                                 \
+    memcpy(wv.q, q, sizeof wv.q[0] * n);                                                      \
+    hicp__cpu_wave_begin(view, &wv, n, method, prev, 0);                                      \
     WALKS(view, &wv, n);                                                                      \
     for (uint32_t k = 0; k < n; k++)                                                          \
       hicp__cpu_wave_answer(view, &wv, k, &res[k]);                                           \
   }
-
 
 /* A block of queries (a HICP_CPU_QUERY_BLOCK function). */
 typedef void (*hicp__query_fn)(const hicp__mview *view, int method, uint32_t n, const float *q,

@@ -409,6 +409,7 @@ HICP_PP int hicp__walk_in_safe_ball(const hicp__mview *m, const hicp__walk *w)
   return w->dcur < m->safe_r2[w->cur];
 }
 
+/* The answer of a walk that ended in the safe ball. */
 HICP_PP void hicp__walk_end_safe(const hicp__walk *w, hicp__nn_res *r)
 {
   hicp__res_set(r, w->cur, w->dcur, w->steps, 1, 1);
