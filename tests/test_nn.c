@@ -83,15 +83,19 @@ static void check_all(const hicp_model *m, const float *xyz, size_t n, const flo
     hicp_context *ctx;
     cr_assert_eq(hicp_context_create(&co, &ctx), 0);
     for (size_t k = 0; k < NMETHODS; k++) {
-      for (int warm = 0; warm <= 1; warm++) {
+      for (int warm = 0; warm <= 2; warm++) {
         hicp_nn_options o;
         hicp_nn_options_init(&o);
         o.method = all_methods[k];
-        o.warm_start = warm;
+        o.warm_start = warm > 0;
         /* Warm start from a deliberately poor previous match: the answer
-         * must not depend on where a walk starts. */
+         * must not depend on where a walk starts.  warm 2 mixes queries
+         * with and without one (UINT32_MAX), so that a block's walks start
+         * partly from kd descents and partly from their matches. */
         for (size_t i = 0; i < nq; i++)
-          got[i] = warm ? (uint32_t)((i * 7919u) % n) : 0;
+          got[i] = warm == 2 && i % 3 == 0 ? UINT32_MAX
+                   : warm   ? (uint32_t)((i * 7919u) % n)
+                            : 0;
         int rc = hicp_nn_query(ctx, m, queries, nq, &o, got, got_d, NULL);
         cr_assert_eq(rc, 0, "%s: %s", what, hicp_context_error(ctx));
         for (size_t i = 0; i < nq; i++) {
