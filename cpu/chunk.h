@@ -224,6 +224,14 @@ typedef void (*hicp__chunk_fn)(const hicp__mview *view, hicp__frame *f, const hi
 typedef void (*hicp__query_fn)(const hicp__mview *view, int method, uint32_t n, const float *q,
                                const uint32_t *prev, hicp__nn_res *res);
 
+/* A row scan (hicp__row_scan or a vector variant). */
+typedef void (*hicp__row_fn)(const hicp__mview *view, const float q[3], uint32_t cur, float dcur,
+                             int cert, hicp__row *o);
+
+/* The row scan of the walks of hicp__cpu_simd_chunk and hicp__cpu_simd_query
+ * (walk_simd.c; the tests compare it with whole rows). */
+hicp__row_fn hicp__cpu_simd_row(const hicp__mview *view);
+
 /* The fastest query block function this CPU supports (walk_simd.c). */
 hicp__query_fn hicp__cpu_simd_query(const hicp__mview *view);
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chunk.h"
 #include "model.h"
 #include "pp/nn.h"
 #include "testhelp.h"
@@ -574,6 +575,124 @@ Test(nn, certificates_hold_at_the_slack_limit)
       }
     }
     cr_assert_gt(limited, nq / 4, "kind %d: only %zu answers kept at the limit", kind, limited);
+    free(p);
+    hicp_model_destroy(m);
+  }
+}
+
+/* The whole row of `cur` for q, written out: what a certifying row scan
+ * must report, however much of the row it reads (hicp__cert_rest). */
+static void whole_row(const hicp__mview *m, const float q[3], uint32_t cur, hicp__row *o)
+{
+  const float dcur = hicp__d2(q, &m->vtx[cur]), bound = hicp__tie_bound(dcur);
+  o->next = HICP_NONE;
+  o->dnext = INFINITY;
+  o->near_tie = 0;
+  o->rmin = INFINITY;
+  o->l2min = INFINITY;
+  for (uint32_t e = m->row[cur]; e < m->row[cur + 1]; e++) {
+    const uint32_t u = m->nbr[e];
+    const float d = hicp__d2(q, &m->vtx[u]);
+    const float l2 = hicp__edge2(&m->vtx[u], &m->vtx[cur]);
+    const float r = hicp__bisector(d, dcur, l2);
+    if (d < o->dnext || (d == o->dnext && u < o->next)) {
+      o->next = u;
+      o->dnext = d;
+    }
+    o->near_tie |= d <= bound;
+    o->rmin = fminf(o->rmin, r);
+    o->l2min = fminf(o->l2min, l2);
+  }
+}
+
+/* Certifying row scans stop once the rest of the row cannot change their
+ * minima (hicp__cert_rest); the scalar scan and each vector one must still
+ * report the whole row's minima, bit for bit, and the same step.  Queries
+ * at many distances from their vertex (from deep inside its cell to far
+ * outside), on a random cloud, a wavy surface and a lattice (exact ties);
+ * the early stop must actually happen often. */
+Test(nn, certifying_scans_report_whole_rows)
+{
+  uint64_t seed = th_run_seed();
+  th_rng r;
+  th_rng_seed(&r, seed);
+  static const char *simd[] = {"scalar", "avx2", "avx512"};
+  static const double scale[] = {1e-4, 1e-2, 0.1, 0.3, 0.5, 0.8, 3.0};
+  for (int kind = 0; kind < 3; kind++) {
+    const size_t n = kind == 2 ? 10 * 10 * 10 : 3000;
+    float *p = malloc(sizeof(float) * 3 * n);
+    for (size_t i = 0; i < n; i++) {
+      const double u = th_uniform(&r), v = th_uniform(&r), w = th_uniform(&r);
+      if (kind == 0) {
+        p[3 * i] = (float)u, p[3 * i + 1] = (float)v, p[3 * i + 2] = (float)w;
+      } else if (kind == 1) { /* a noisy wavy surface, like a scan */
+        p[3 * i] = (float)u, p[3 * i + 1] = (float)v;
+        p[3 * i + 2] = (float)(0.1 * sin(6 * u) * cos(5 * v) + 0.002 * th_normal(&r));
+      } else {
+        for (int d = 0; d < 3; d++)
+          p[3 * i + d] = (float)((i / (d == 0 ? 1 : d == 1 ? 10 : 100)) % 10) * 0.1f;
+      }
+    }
+    hicp_model *m = build(p, n, 1);
+    hicp__mview view = hicp__model_view(m);
+    size_t long_rows = 0, stops = 0;
+    for (size_t k = 0; k < 4000; k++) {
+      const uint32_t cur = (uint32_t)(th_rng_next(&r) % view.nv);
+      const hicp__vtx *v = &view.vtx[cur];
+      /* a random direction, at a multiple of the distance to the nearest vertex */
+      const double nearest = sqrt((double)hicp__edge2(&view.vtx[view.nbr[view.row[cur]]], v));
+      double dir[3], len = 0.0;
+      for (int d = 0; d < 3; d++) {
+        dir[d] = th_normal(&r);
+        len += dir[d] * dir[d];
+      }
+      const double go = scale[k % (sizeof scale / sizeof *scale)] * nearest / sqrt(len);
+      const float q[3] = {(float)(v->x + dir[0] * go), (float)(v->y + dir[1] * go),
+                          (float)(v->z + dir[2] * go)};
+      const float dcur = hicp__d2(q, v);
+      hicp__row want;
+      whole_row(&view, q, cur, &want);
+      /* would a scan stop after 16 neighbours? */
+      const uint32_t b = view.row[cur];
+      if (view.row[cur + 1] - b > 16 && !want.near_tie) {
+        long_rows++;
+        hicp__row part;
+        float thr_r, thr_l;
+        part.rmin = part.l2min = INFINITY;
+        for (uint32_t e = b; e < b + 16; e++) {
+          const float l2 = hicp__edge2(&view.vtx[view.nbr[e]], v);
+          part.rmin = fminf(part.rmin, hicp__bisector(hicp__d2(q, &view.vtx[view.nbr[e]]), dcur, l2));
+          part.l2min = fminf(part.l2min, l2);
+        }
+        stops += hicp__cert_rest(&view, cur, sqrtf(hicp__tie_bound(dcur)), view.ecode[b + 16],
+                                 &thr_r, &thr_l) &&
+                 part.rmin <= thr_r && part.l2min <= thr_l;
+      }
+      for (int s = 0; s < 3; s++) {
+        setenv("HICP_SIMD", simd[s], 1);
+        const hicp__row_fn scan = hicp__cpu_simd_row(&view);
+        for (int cert = 0; cert < 2; cert++) {
+          hicp__row got;
+          scan(&view, q, cur, dcur, cert, &got);
+          cr_assert_eq(got.near_tie, want.near_tie, "seed %llu kind %d query %zu %s cert %d",
+                       (unsigned long long)seed, kind, k, simd[s], cert);
+          if (want.near_tie) /* the walk's step */
+            cr_assert(got.next == want.next && got.dnext == want.dnext,
+                      "seed %llu kind %d query %zu %s cert %d: step to %u, want %u",
+                      (unsigned long long)seed, kind, k, simd[s], cert, got.next, want.next);
+          else if (cert) /* the certificate */
+            cr_assert(memcmp(&got.rmin, &want.rmin, sizeof got.rmin) == 0 &&
+                          memcmp(&got.l2min, &want.l2min, sizeof got.l2min) == 0,
+                      "seed %llu kind %d query %zu %s: rmin %.9g l2min %.9g, want %.9g %.9g",
+                      (unsigned long long)seed, kind, k, simd[s], (double)got.rmin,
+                      (double)got.l2min, (double)want.rmin, (double)want.l2min);
+        }
+      }
+      unsetenv("HICP_SIMD");
+    }
+    /* the early stop must be exercised, or this test proves little */
+    cr_assert_gt(stops, long_rows / 4, "kind %d: %zu stops in %zu long rows", kind, stops,
+                 long_rows);
     free(p);
     hicp_model_destroy(m);
   }

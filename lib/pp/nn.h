@@ -310,38 +310,81 @@ HICP_PP uint32_t hicp__row_cut(const hicp__mview *m, uint32_t cur, float dcur)
   return units < 255.0f ? (uint32_t)units + 1u : 256u;
 }
 
+/* A certifying scan need not read its whole row either.  Once the minima
+ * so far (rmin, l2min) are at most *thr_r and *thr_l, no neighbour from
+ * one with length code `code` on can lower them, nor be nearer than `cur`
+ * or a near-tie: the scan may stop there and its result is the whole
+ * row's, bit for bit.  Returns 0 (no bounds) for edges too short to tell.
+ *
+ * Why: let s = sqrt(T) >= |q - v| (T = hicp__tie_bound(dcur)) and L >=
+ * code * eunit the length of such an edge uv, with L >= 3 s (1 + 2e-4).
+ * Then D_u >= (L - s)^2 and D_u - D_v >= L^2 - 2 L s; the margins and
+ * roundings of hicp__bisector cost at most 6e-6 (D_u + s^2) <= 1.2e-5 L^2
+ * and 1e-6 relative, so its computed r >= (L (1 - 1.2e-5) - 2 s)^2 (1 - 1e-6),
+ * above thr_r below; and the computed |u - v|^2 >= L^2 (1 - 1e-6) > thr_l.
+ * Such a u is also beyond hicp__row_cut's reach.  The 1e-4 margins also
+ * cover the roundings of these few float operations (and contracted ones:
+ * a bound that comes out a little different only moves where a scan
+ * stops).  L >= 1e-15 keeps the absolute terms (a few FLT_MIN) negligible. */
+HICP_PP int hicp__cert_rest(const hicp__mview *m, uint32_t cur, float s, uint32_t code,
+                            float *thr_r, float *thr_l)
+{
+  const float len = (float)code * m->eunit[cur];
+  const float len1 = len * (1.0f - 1e-4f), s1 = s * (1.0f + 1e-4f);
+  if (!(len1 >= 3.0f * s1 && len >= 1e-15f))
+    return 0;
+  const float a = len1 - 2.0f * s1;
+  *thr_r = (a * a) * (1.0f - 2e-4f);
+  *thr_l = (len * len) * (1.0f - 1e-4f);
+  return 1;
+}
+
+/* Neighbours e0 .. e1-1 of `cur`'s row, up to the length-code cut, into
+ * *o (a hicp__row_scan in progress). */
+HICP_PP void hicp__row_part(const hicp__mview *m, const float q[3], uint32_t cur, float dcur,
+                            int cert, uint32_t cut, uint32_t e0, uint32_t e1, hicp__row *o)
+{
+  const float bound = hicp__tie_bound(dcur);
+  const hicp__vtx *v = &m->vtx[cur];
+  for (uint32_t e = e0; e < e1 && m->ecode[e] < cut; e++) {
+    const uint32_t u = m->nbr[e];
+    const float d = hicp__d2(q, &m->vtx[u]);
+    if (d < o->dnext || (d == o->dnext && u < o->next)) {
+      o->next = u;
+      o->dnext = d;
+    }
+    o->near_tie |= d <= bound;
+    if (cert) {
+      const float l2 = hicp__edge2(&m->vtx[u], v);
+      const float r = hicp__bisector(d, dcur, l2);
+      o->rmin = r < o->rmin ? r : o->rmin;
+      o->l2min = l2 < o->l2min ? l2 : o->l2min;
+    }
+  }
+}
+
 /* One row of the walk, scalar: the neighbours of `cur` that can matter,
- * or with `cert` all of them, with the certificate's minima. */
+ * or with `cert` all of them that can change the certificate (the first
+ * 16, then the rest unless hicp__cert_rest shows they cannot), with the
+ * certificate's minima. */
 HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur, float dcur,
                             int cert, hicp__row *o)
 {
   const uint32_t cut = cert ? 256u : hicp__row_cut(m, cur, dcur);
-  const float bound = hicp__tie_bound(dcur);
-  const hicp__vtx *v = &m->vtx[cur];
-  uint32_t next = HICP_NONE;
-  float dnext = HICP_FLT_INF, rmin = HICP_FLT_INF, l2min = HICP_FLT_INF;
-  int near_tie = 0;
-  const uint32_t end = m->row[cur + 1];
-  for (uint32_t e = m->row[cur]; e < end && m->ecode[e] < cut; e++) {
-    const uint32_t u = m->nbr[e];
-    const float d = hicp__d2(q, &m->vtx[u]);
-    if (d < dnext || (d == dnext && u < next)) {
-      next = u;
-      dnext = d;
-    }
-    near_tie |= d <= bound;
-    if (cert) {
-      const float l2 = hicp__edge2(&m->vtx[u], v);
-      const float r = hicp__bisector(d, dcur, l2);
-      rmin = r < rmin ? r : rmin;
-      l2min = l2 < l2min ? l2 : l2min;
-    }
-  }
-  o->next = next;
-  o->dnext = dnext;
-  o->near_tie = near_tie;
-  o->rmin = rmin;
-  o->l2min = l2min;
+  const uint32_t b = m->row[cur], end = m->row[cur + 1];
+  const uint32_t mid = end - b > 16 ? b + 16 : end;
+  o->next = HICP_NONE;
+  o->dnext = HICP_FLT_INF;
+  o->near_tie = 0;
+  o->rmin = HICP_FLT_INF;
+  o->l2min = HICP_FLT_INF;
+  hicp__row_part(m, q, cur, dcur, cert, cut, b, mid, o);
+  float thr_r, thr_l;
+  if (mid < end &&
+      !(cert && hicp__cert_rest(m, cur, HICP_SQRTF(hicp__tie_bound(dcur)), m->ecode[mid], &thr_r,
+                                &thr_l) &&
+        o->rmin <= thr_r && o->l2min <= thr_l))
+    hicp__row_part(m, q, cur, dcur, cert, cut, mid, end, o);
 }
 
 /* How far the query q may move before its answer v can change: 0 when
