@@ -517,7 +517,7 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   f.n = (uint32_t)n;
   f.chunk = plan->chunk;
   f.nchunks = (uint32_t)((n + plan->chunk - 1) / plan->chunk);
-  rc = hicp__check_budget(ctx, (uint64_t)n * 64u + (uint64_t)f.nchunks * (sizeof(hicp__partial) * 2 + sizeof(hicp__walkpart)), "the registration");
+  rc = hicp__check_budget(ctx, (uint64_t)n * 64u + (uint64_t)f.nchunks * (sizeof(hicp__partial) * 2 + sizeof(hicp__walkpart) + sizeof(uint32_t)), "the registration");
   if (rc != HICP_OK)
     return rc;
   hicp__xf T0;
@@ -533,7 +533,9 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   f.track = calloc(n, sizeof *f.track);
   f.part = malloc(sizeof *f.part * f.nchunks);
   f.walk = malloc(sizeof *f.walk * f.nchunks);
-  if (f.match == NULL || f.e2 == NULL || f.track == NULL || f.part == NULL || f.walk == NULL) {
+  f.blocks_done = malloc(sizeof *f.blocks_done * f.nchunks);
+  if (f.match == NULL || f.e2 == NULL || f.track == NULL || f.part == NULL || f.walk == NULL ||
+      f.blocks_done == NULL) {
     rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu scan points", n);
   } else {
     for (size_t j = 0; j < n; j++)
@@ -567,6 +569,7 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   free(f.track);
   free(f.part);
   free(f.walk);
+  free(f.blocks_done);
   return rc;
 }
 
