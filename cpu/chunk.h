@@ -148,15 +148,47 @@ static inline void hicp__cpu_wave_begin(const hicp__mview *view, hicp__cpu_wave 
     hicp__walk_begin(view, wv->q[k], start[k], cert, &wv->w[k]);
 }
 
+/* Where a block's walks are listed before they run: walk k is for point
+ * at[k], with the transformed point qd[k] (double), its query (in the
+ * wave) and the point's previous match prev[k]. */
+typedef struct hicp__cpu_todo {
+  uint32_t at[HICP_CPU_WAVE], prev[HICP_CPU_WAVE];
+  double qd[HICP_CPU_WAVE][3];
+} hicp__cpu_todo;
+
+/* The front of a block of pass A, points i0 .. end-1 (at most
+ * HICP_CPU_WAVE): applies T, answers at once the points whose certificate
+ * holds (hicp__track_keep: match kept, e2 stored, counted in *w), and lists
+ * the others' walks in *td and wv->q.  Returns how many walks.  The
+ * reference; cpu/walk_simd.c has an AVX-512 one, eight points at a time,
+ * that gives the same bits. */
+static inline uint32_t hicp__cpu_front(const hicp__mview *view, hicp__frame *f,
+                                       const hicp__xf *T, int method, uint32_t i0, uint32_t end,
+                                       hicp__cpu_wave *wv, hicp__cpu_todo *td, hicp__walkpart *w)
+{
+  uint32_t n = 0;
+  for (uint32_t i = i0; i < end; i++) {
+    hicp__nn_res r;
+    hicp__cpu_point(T, f, i, td->qd[n], wv->q[n]);
+    if (hicp__track_keep(view, wv->q[n], method, f->match[i], &f->track[i], &r)) {
+      hicp__cpu_done(view, f, i, td->qd[n], &r, w);
+    } else {
+      td->prev[n] = f->match[i];
+      td->at[n++] = i;
+    }
+  }
+  return n;
+}
+
 /* Defines `static void NAME(view, f, T, method, i0, i1, w)`: for points
  * i0 .. i1-1 (at most HICP_CPU_WAVE), apply T, find the nearest vertex (the
  * answer and certificate of hicp__nn_track, SUFFIX variant; WALKS a
  * HICP_CPU_WAVE_WALKS function of the same row scan), store match and e2,
  * and add the walk statistics to *w.  The points whose certificate holds
- * are done at once; the others' walks run as one wave.  Methods without
- * walks (brute, kdtree) and models without a graph go one point at a
- * time. */
-#define HICP_CPU_CHUNK_CORRESPOND(NAME, SUFFIX, WALKS, ATTR)                                  \
+ * are done at once (FRONT: hicp__cpu_front or a vector one); the others'
+ * walks run as one wave.  Methods without walks (brute, kdtree) and models
+ * without a graph go one point at a time. */
+#define HICP_CPU_CHUNK_CORRESPOND(NAME, SUFFIX, FRONT, WALKS, ATTR)                           \
   ATTR static void NAME(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,           \
                         int method, uint32_t i0, uint32_t end, hicp__walkpart *w)             \
   {                                                                                           \
@@ -172,28 +204,17 @@ static inline void hicp__cpu_wave_begin(const hicp__mview *view, hicp__cpu_wave 
     }                                                                                         \
     const int cert = hicp__track_cert(method);                                                \
     hicp__cpu_wave wv;                                                                        \
-    uint32_t at[HICP_CPU_WAVE], prev[HICP_CPU_WAVE];                                          \
-    double qd[HICP_CPU_WAVE][3];                                                              \
-    uint32_t n = 0;                                                                           \
-    for (uint32_t i = i0; i < end; i++) {                                                     \
-      hicp__nn_res r;                                                                         \
-      hicp__cpu_point(T, f, i, qd[n], wv.q[n]);                                               \
-      if (hicp__track_keep(view, wv.q[n], method, f->match[i], &f->track[i], &r)) {           \
-        hicp__cpu_done(view, f, i, qd[n], &r, w);                                             \
-      } else {                                                                                \
-        prev[n] = f->match[i];                                                                \
-        at[n++] = i;                                                                          \
-      }                                                                                       \
-    }                                                                                         \
+    hicp__cpu_todo td;                                                                        \
+    const uint32_t n = FRONT(view, f, T, method, i0, end, &wv, &td, w);                       \
     if (n == 0)                                                                               \
       return;                                                                                 \
-    hicp__cpu_wave_begin(view, &wv, n, method, prev, cert);                                   \
+    hicp__cpu_wave_begin(view, &wv, n, method, td.prev, cert);                                \
     WALKS(view, &wv, n);                                                                      \
     for (uint32_t k = 0; k < n; k++) {                                                        \
       hicp__nn_res r;                                                                         \
       hicp__cpu_wave_answer(view, &wv, k, &r);                                                \
-      hicp__track_update(view, wv.q[k], cert, &r, &f->track[at[k]]);                          \
-      hicp__cpu_done(view, f, at[k], qd[k], &r, w);                                           \
+      hicp__track_update(view, wv.q[k], cert, &r, &f->track[td.at[k]]);                       \
+      hicp__cpu_done(view, f, td.at[k], td.qd[k], &r, w);                                     \
     }                                                                                         \
   }
 

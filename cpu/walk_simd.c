@@ -250,12 +250,126 @@ AVX2 static inline void row_scan_avx2(const hicp__mview *m, const float q[3], ui
   o->dnext = dmin;
 }
 
+/* hicp__round_down, eight lanes. */
+AVX512 static inline __m512 round_down_avx512(__m512d s)
+{
+  const __m256 f = _mm512_cvtpd_ps(s);
+  const __mmask8 up = _mm512_cmp_pd_mask(_mm512_cvtps_pd(f), s, _CMP_GT_OQ);
+  const __m512i bits = _mm512_castsi256_si512(_mm256_castps_si256(f));
+  const __m512i down = _mm512_mask_sub_epi32(bits, (__mmask16)up, bits, _mm512_set1_epi32(1));
+  const __mmask8 pos = _mm512_cmp_pd_mask(s, _mm512_setzero_pd(), _CMP_GT_OQ);
+  return _mm512_maskz_mov_ps((__mmask16)pos, _mm512_castsi512_ps(down));
+}
+
+/* hicp__cpu_front eight points at a time: the transform, the certificate
+ * test (hicp__track_keep) and the kept points' e2 in vector registers,
+ * lane by lane the reference's double operations in its order (separate
+ * multiplies and adds, a correctly rounded square root), so the same bits.
+ * Which points keep their match is a coin toss in ICP's later iterations:
+ * decided eight at a time in masks, not point by point in branches. */
+AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
+                                    int method, uint32_t i0, uint32_t end, hicp__cpu_wave *wv,
+                                    hicp__cpu_todo *td, hicp__walkpart *w)
+{
+  const __m512d r0 = _mm512_set1_pd(T->r[0]), r1 = _mm512_set1_pd(T->r[1]),
+                r2 = _mm512_set1_pd(T->r[2]), r3 = _mm512_set1_pd(T->r[3]),
+                r4 = _mm512_set1_pd(T->r[4]), r5 = _mm512_set1_pd(T->r[5]),
+                r6 = _mm512_set1_pd(T->r[6]), r7 = _mm512_set1_pd(T->r[7]),
+                r8 = _mm512_set1_pd(T->r[8]);
+  const __m512d t0 = _mm512_set1_pd(T->t[0]), t1 = _mm512_set1_pd(T->t[1]),
+                t2 = _mm512_set1_pd(T->t[2]);
+  const __m512i by3 = _mm512_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i by4 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512 zero = _mm512_setzero_ps();
+  const int cert = hicp__track_cert(method);
+  const float *vbase = &view->vtx[0].x;
+  uint32_t n = 0, kept = 0;
+  for (uint32_t g = i0; g < end; g += 8) {
+    const uint32_t cnt = end - g < 8 ? end - g : 8;
+    const __mmask8 mk = (__mmask8)((1u << cnt) - 1u);
+    /* hicp__apply */
+    const float *p = &f->p0[3 * (size_t)g];
+    const __m512d x = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, by3, p, 4)));
+    const __m512d y = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, by3, p + 1, 4)));
+    const __m512d z = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, by3, p + 2, 4)));
+    const __m512d qx = _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(r0, x), _mm512_mul_pd(r1, y)), _mm512_mul_pd(r2, z)), t0);
+    const __m512d qy = _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(r3, x), _mm512_mul_pd(r4, y)), _mm512_mul_pd(r5, z)), t1);
+    const __m512d qz = _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(r6, x), _mm512_mul_pd(r7, y)), _mm512_mul_pd(r8, z)), t2);
+    const __m256 fx = _mm512_cvtpd_ps(qx), fy = _mm512_cvtpd_ps(qy), fz = _mm512_cvtpd_ps(qz);
+    const __m512i prev = _mm512_maskz_loadu_epi32(mk, &f->match[g]);
+    __mmask8 keep = 0;
+    if (cert) { /* hicp__track_keep */
+      const float *tq = &f->track[g].q[0];
+      const __m256 sx = _mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, by4, tq, 4));
+      const __m256 sy = _mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, by4, tq + 1, 4));
+      const __m256 sz = _mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, by4, tq + 2, 4));
+      const __m512d slack = _mm512_cvtps_pd(
+          _mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, by4, tq + 3, 4)));
+      const __mmask8 elig = mk &
+                            (__mmask8)_mm512_cmpneq_epi32_mask(prev, _mm512_set1_epi32(-1)) &
+                            _mm512_cmp_pd_mask(slack, _mm512_setzero_pd(), _CMP_GT_OQ);
+      const __m512d dx = _mm512_sub_pd(_mm512_cvtps_pd(fx), _mm512_cvtps_pd(sx));
+      const __m512d dy = _mm512_sub_pd(_mm512_cvtps_pd(fy), _mm512_cvtps_pd(sy));
+      const __m512d dz = _mm512_sub_pd(_mm512_cvtps_pd(fz), _mm512_cvtps_pd(sz));
+      const __m512d moved2 = _mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(dx, dx), _mm512_mul_pd(dy, dy)), _mm512_mul_pd(dz, dz));
+      const __mmask8 near = _mm512_mask_cmp_pd_mask(elig, moved2, _mm512_mul_pd(slack, slack), _CMP_LT_OQ);
+      if (near) {
+        const __m512d moved = _mm512_mul_pd(_mm512_sqrt_pd(moved2), _mm512_set1_pd(1.0 + 1e-12));
+        keep = _mm512_mask_cmp_pd_mask(near, moved, slack, _CMP_LT_OQ);
+      }
+      if (keep) {
+        /* the certificate moves with the query and shrinks by the move */
+        const __m512d moved = _mm512_mul_pd(_mm512_sqrt_pd(moved2), _mm512_set1_pd(1.0 + 1e-12));
+        const __m512 left = round_down_avx512(_mm512_sub_pd(slack, moved));
+        float *tw = &f->track[g].q[0];
+        _mm512_mask_i32scatter_ps(tw, keep, by4, _mm512_castps256_ps512(fx), 4);
+        _mm512_mask_i32scatter_ps(tw + 1, keep, by4, _mm512_castps256_ps512(fy), 4);
+        _mm512_mask_i32scatter_ps(tw + 2, keep, by4, _mm512_castps256_ps512(fz), 4);
+        _mm512_mask_i32scatter_ps(tw + 3, keep, by4, left, 4);
+        /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 */
+        const __m512i off = _mm512_slli_epi32(prev, 2);
+        const __m512d vx = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, keep, off, vbase, 4)));
+        const __m512d vy = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, keep, off, vbase + 1, 4)));
+        const __m512d vz = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, keep, off, vbase + 2, 4)));
+        const __m512d ex = _mm512_sub_pd(qx, vx), ey = _mm512_sub_pd(qy, vy), ez = _mm512_sub_pd(qz, vz);
+        const __m512d e2 = _mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(ex, ex), _mm512_mul_pd(ey, ey)), _mm512_mul_pd(ez, ez));
+        _mm512_mask_storeu_pd(&f->e2[g], keep, e2);
+        kept += (uint32_t)__builtin_popcount(keep);
+      }
+    }
+    /* the others' walks, in point order */
+    double dq[3][8];
+    float sq[3][8];
+    uint32_t pv[16];
+    _mm512_storeu_pd(dq[0], qx);
+    _mm512_storeu_pd(dq[1], qy);
+    _mm512_storeu_pd(dq[2], qz);
+    _mm256_storeu_ps(sq[0], fx);
+    _mm256_storeu_ps(sq[1], fy);
+    _mm256_storeu_ps(sq[2], fz);
+    _mm512_storeu_si512(pv, prev);
+    for (unsigned todo = mk & ~keep; todo != 0; todo &= todo - 1) {
+      const unsigned k = (unsigned)__builtin_ctz(todo);
+      for (int d = 0; d < 3; d++) {
+        td->qd[n][d] = dq[d][k];
+        wv->q[n][d] = sq[d][k];
+      }
+      td->prev[n] = pv[k];
+      td->at[n++] = g + k;
+    }
+  }
+  /* hicp__cpu_done's statistics for the kept points: walked, no steps */
+  w->queries += kept;
+  w->hist[0] += kept;
+  return n;
+}
+
 HICP_NN_FUNCTIONS(_avx512, row_scan_avx512, AVX512)
 HICP_NN_FUNCTIONS(_avx2, row_scan_avx2, AVX2)
 HICP_CPU_WAVE_WALKS(walks_avx512, row_scan_avx512, AVX512)
 HICP_CPU_WAVE_WALKS(walks_avx2, row_scan_avx2, AVX2)
-HICP_CPU_CHUNK_CORRESPOND(chunk_avx512, _avx512, walks_avx512, AVX512)
-HICP_CPU_CHUNK_CORRESPOND(chunk_avx2, _avx2, walks_avx2, AVX2)
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx512, _avx512, front_avx512, walks_avx512, AVX512)
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx2, _avx2, hicp__cpu_front, walks_avx2, AVX2)
 
 HICP_CPU_QUERY_BLOCK(query_avx512, _avx512, walks_avx512, AVX512)
 HICP_CPU_QUERY_BLOCK(query_avx2, _avx2, walks_avx2, AVX2)
@@ -272,7 +386,7 @@ __attribute__((noinline)) static void row_scan_scalar(const hicp__mview *m, cons
 }
 
 HICP_CPU_WAVE_WALKS(walks_scalar, row_scan_scalar, )
-HICP_CPU_CHUNK_CORRESPOND(chunk_scalar, , walks_scalar, )
+HICP_CPU_CHUNK_CORRESPOND(chunk_scalar, , hicp__cpu_front, walks_scalar, )
 HICP_CPU_QUERY_BLOCK(query_scalar, , walks_scalar, )
 
 int hicp__cpu_isa(void)
