@@ -180,15 +180,32 @@ static inline uint32_t hicp__cpu_front(const hicp__mview *view, hicp__frame *f,
   return n;
 }
 
+/* The back of a block of pass A, walks k0 .. k1-1 of the wave *wv, run:
+ * each answer, its certificate (with `cert`) and its point's match, e2
+ * and walk statistics.  The reference; cpu/walk_simd.c has an AVX-512
+ * one. */
+static inline void hicp__cpu_back(const hicp__mview *view, hicp__frame *f, int cert,
+                                  const hicp__cpu_wave *wv, const hicp__cpu_todo *td, uint32_t k0,
+                                  uint32_t k1, hicp__walkpart *w)
+{
+  for (uint32_t k = k0; k < k1; k++) {
+    hicp__nn_res r;
+    hicp__cpu_wave_answer(view, wv, k, &r);
+    hicp__track_update(view, wv->q[k], cert, &r, &f->track[td->at[k]]);
+    hicp__cpu_done(view, f, td->at[k], td->qd[k], &r, w);
+  }
+}
+
 /* Defines `static void NAME(view, f, T, method, i0, i1, w)`: for points
  * i0 .. i1-1 (at most HICP_CPU_WAVE), apply T, find the nearest vertex (the
  * answer and certificate of hicp__nn_track, SUFFIX variant; WALKS a
  * HICP_CPU_WAVE_WALKS function of the same row scan), store match and e2,
  * and add the walk statistics to *w.  The points whose certificate holds
  * are done at once (FRONT: hicp__cpu_front or a vector one); the others'
- * walks run as one wave.  Methods without walks (brute, kdtree) and models
+ * walks run as one wave, and BACK (hicp__cpu_back or a vector one) stores
+ * their answers.  Methods without walks (brute, kdtree) and models
  * without a graph go one point at a time. */
-#define HICP_CPU_CHUNK_CORRESPOND(NAME, SUFFIX, FRONT, WALKS, ATTR)                           \
+#define HICP_CPU_CHUNK_CORRESPOND(NAME, SUFFIX, FRONT, WALKS, BACK, ATTR)                     \
   ATTR static void NAME(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,           \
                         int method, uint32_t i0, uint32_t end, hicp__walkpart *w)             \
   {                                                                                           \
@@ -210,12 +227,7 @@ static inline uint32_t hicp__cpu_front(const hicp__mview *view, hicp__frame *f,
       return;                                                                                 \
     hicp__cpu_wave_begin(view, &wv, n, method, td.prev, cert);                                \
     WALKS(view, &wv, n);                                                                      \
-    for (uint32_t k = 0; k < n; k++) {                                                        \
-      hicp__nn_res r;                                                                         \
-      hicp__cpu_wave_answer(view, &wv, k, &r);                                                \
-      hicp__track_update(view, wv.q[k], cert, &r, &f->track[td.at[k]]);                       \
-      hicp__cpu_done(view, f, td.at[k], td.qd[k], &r, w);                                     \
-    }                                                                                         \
+    BACK(view, f, cert, &wv, &td, 0, n, w);                                                   \
   }
 
 typedef void (*hicp__chunk_fn)(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,

@@ -364,12 +364,111 @@ AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, con
   return n;
 }
 
+/* hicp__cpu_back eight walks at a time: the answers, the certificates'
+ * slacks (hicp__nn_slack: three square roots and a division in double, a
+ * chain that a mispredicted branch on the kind of certificate used to
+ * expose), the matches and e2 in vector registers, lane by lane the
+ * reference's operations in its order.  A group with a near tie (the
+ * flood, rare) goes to the reference. */
+AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert,
+                               const hicp__cpu_wave *wv, const hicp__cpu_todo *td, uint32_t k0,
+                               uint32_t k1, hicp__walkpart *w)
+{
+  const __m512i by3 = _mm512_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i by4 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i by5 = _mm512_setr_epi32(0, 5, 10, 15, 20, 25, 30, 35, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i zeroi = _mm512_setzero_si512();
+  const __m512d tiny4 = _mm512_set1_pd(4.0 * (double)HICP_FLT_MIN);
+  const __m512 inf = _mm512_set1_ps(HICP_FLT_INF);
+  const float *vbase = &view->vtx[0].x;
+  const uint32_t i0 = td->at[k0]; /* indices from the first walk's point (k0 < k1) */
+  for (uint32_t g = k0; g < k1; g += 8) {
+    const uint32_t cnt = k1 - g < 8 ? k1 - g : 8;
+    const __mmask8 mk = (__mmask8)((1u << cnt) - 1u);
+    const int *wi = (const int *)&wv->w[g];
+    const int *ri = (const int *)&wv->rs[g];
+    const __m512i how = _mm512_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&wv->how[g]));
+    const __mmask8 ball = (__mmask8)_mm512_mask_cmpeq_epi32_mask(mk, how, _mm512_set1_epi32(1));
+    const __mmask8 tie = (__mmask8)_mm512_mask_cmpneq_epi32_mask(
+        mk & ~ball, _mm512_mask_i32gather_epi32(zeroi, mk, by5, ri + 2, 4), zeroi);
+    if (tie) { /* the flood */
+      hicp__cpu_back(view, f, cert, wv, td, g, g + cnt, w);
+      continue;
+    }
+    const __m512i cur = _mm512_mask_i32gather_epi32(zeroi, mk, by4, wi, 4);
+    const __m512 dcur = _mm512_mask_i32gather_ps(zero, mk, by4, wi + 1, 4);
+    const __m512i steps = _mm512_mask_i32gather_epi32(zeroi, mk, by4, wi + 2, 4);
+    const __m512i at = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(mk, &td->at[g]),
+                                        _mm512_set1_epi32((int)i0));
+    __m512 slack = zero;
+    if (cert) { /* hicp__nn_slack */
+      const __mmask8 wcert = (__mmask8)_mm512_mask_cmpneq_epi32_mask(
+          mk & ~ball, _mm512_mask_i32gather_epi32(zeroi, mk, by4, wi + 3, 4), zeroi);
+      const __m512 rmin = _mm512_mask_i32gather_ps(inf, mk, by5, ri + 3, 4);
+      const __m512 l2min = _mm512_mask_i32gather_ps(inf, mk, by5, ri + 4, 4);
+      const __m512 safe = _mm512_mask_i32gather_ps(zero, ball, cur, view->safe_r2, 4);
+      const __m512d dist = _mm512_mul_pd(
+          _mm512_sqrt_pd(_mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(dcur)), tiny4)),
+          _mm512_set1_pd(HICP_SLACK_HI));
+      const __m512 in_ball = round_down_avx512(
+          _mm512_sub_pd(_mm512_sqrt_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(safe))), dist));
+      const __m512d h = _mm512_mul_pd(
+          _mm512_mul_pd(_mm512_set1_pd(0.5), _mm512_sqrt_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(rmin)))),
+          _mm512_set1_pd(1.0 - 1e-5));
+      const __m512d len = _mm512_mul_pd(_mm512_sqrt_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(l2min))),
+                                        _mm512_set1_pd(1.0 - 1e-5));
+      const __m512d rad = _mm512_add_pd(dist, h);
+      const __m512 in_cell = round_down_avx512(_mm512_sub_pd(
+          h, _mm512_div_pd(_mm512_add_pd(_mm512_mul_pd(_mm512_set1_pd(2e-6), _mm512_mul_pd(rad, rad)), tiny4),
+                           len)));
+      const __mmask16 cell = (__mmask16)wcert &
+                             _mm512_cmp_ps_mask(rmin, inf, _CMP_LT_OQ) &
+                             _mm512_cmp_ps_mask(l2min, _mm512_set1_ps(1e-30f), _CMP_GT_OQ) &
+                             _mm512_cmp_ps_mask(l2min, inf, _CMP_LT_OQ);
+      slack = _mm512_mask_mov_ps(_mm512_maskz_mov_ps((__mmask16)ball, in_ball), cell, in_cell);
+    }
+    /* hicp__track_update: the query and its slack */
+    const float *qb = &wv->q[g][0];
+    float *tb = &f->track[i0].q[0];
+    const __m512i at4 = _mm512_slli_epi32(at, 2);
+    _mm512_mask_i32scatter_ps(tb, mk, at4, _mm512_mask_i32gather_ps(zero, mk, by3, qb, 4), 4);
+    _mm512_mask_i32scatter_ps(tb + 1, mk, at4, _mm512_mask_i32gather_ps(zero, mk, by3, qb + 1, 4), 4);
+    _mm512_mask_i32scatter_ps(tb + 2, mk, at4, _mm512_mask_i32gather_ps(zero, mk, by3, qb + 2, 4), 4);
+    _mm512_mask_i32scatter_ps(tb + 3, mk, at4, slack, 4);
+    /* hicp__cpu_done: match and e2 */
+    _mm512_mask_i32scatter_epi32(&f->match[i0], mk, at, cur, 4);
+    const __m512i off = _mm512_slli_epi32(cur, 2);
+    const __m256i idx = _mm512_castsi512_si256(by3);
+    const double *qd = &td->qd[g][0];
+    const __m512d zd = _mm512_setzero_pd();
+    const __m512d ex = _mm512_sub_pd(_mm512_mask_i32gather_pd(zd, mk, idx, qd, 8),
+        _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, off, vbase, 4))));
+    const __m512d ey = _mm512_sub_pd(_mm512_mask_i32gather_pd(zd, mk, idx, qd + 1, 8),
+        _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, off, vbase + 1, 4))));
+    const __m512d ez = _mm512_sub_pd(_mm512_mask_i32gather_pd(zd, mk, idx, qd + 2, 8),
+        _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, off, vbase + 2, 4))));
+    const __m512d e2 = _mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(ex, ex), _mm512_mul_pd(ey, ey)),
+                                     _mm512_mul_pd(ez, ez));
+    _mm512_mask_i32scatter_pd(&f->e2[i0], mk, _mm512_castsi512_si256(at), e2, 8);
+    /* the walk statistics */
+    uint32_t st[16];
+    _mm512_storeu_si512(st, steps);
+    w->queries += cnt;
+    for (uint32_t k = 0; k < cnt; k++) {
+      w->steps += st[k];
+      w->max_steps = st[k] > w->max_steps ? st[k] : w->max_steps;
+      w->hist[st[k] < HICP_WALK_BINS - 1 ? st[k] : HICP_WALK_BINS - 1]++;
+    }
+  }
+}
+
 HICP_NN_FUNCTIONS(_avx512, row_scan_avx512, AVX512)
 HICP_NN_FUNCTIONS(_avx2, row_scan_avx2, AVX2)
 HICP_CPU_WAVE_WALKS(walks_avx512, row_scan_avx512, AVX512)
 HICP_CPU_WAVE_WALKS(walks_avx2, row_scan_avx2, AVX2)
-HICP_CPU_CHUNK_CORRESPOND(chunk_avx512, _avx512, front_avx512, walks_avx512, AVX512)
-HICP_CPU_CHUNK_CORRESPOND(chunk_avx2, _avx2, hicp__cpu_front, walks_avx2, AVX2)
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx512, _avx512, front_avx512, walks_avx512, back_avx512, AVX512)
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx2, _avx2, hicp__cpu_front, walks_avx2, hicp__cpu_back, AVX2)
 
 HICP_CPU_QUERY_BLOCK(query_avx512, _avx512, walks_avx512, AVX512)
 HICP_CPU_QUERY_BLOCK(query_avx2, _avx2, walks_avx2, AVX2)
@@ -386,7 +485,7 @@ __attribute__((noinline)) static void row_scan_scalar(const hicp__mview *m, cons
 }
 
 HICP_CPU_WAVE_WALKS(walks_scalar, row_scan_scalar, )
-HICP_CPU_CHUNK_CORRESPOND(chunk_scalar, , hicp__cpu_front, walks_scalar, )
+HICP_CPU_CHUNK_CORRESPOND(chunk_scalar, , hicp__cpu_front, walks_scalar, hicp__cpu_back, )
 HICP_CPU_QUERY_BLOCK(query_scalar, , walks_scalar, )
 
 int hicp__cpu_isa(void)
