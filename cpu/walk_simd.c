@@ -51,8 +51,9 @@ static inline uint32_t row_end(const hicp__mview *m, uint32_t b, uint32_t end, u
  * leaves the loop, and a call costs a sixth of a typical scan's
  * instructions (E1 bunny00 one thread 28.8 -> 28.4 ms, boeing 2.19 -> 2.13;
  * the AVX2 scan inlined was 3% slower, so it is not). */
-AVX512 static inline __attribute__((always_inline)) void row_scan_avx512(const hicp__mview *m, const float q[3], uint32_t cur,
-                                          float dcur, int cert, hicp__row *o)
+AVX512 static inline __attribute__((always_inline)) void
+row_scan_avx512(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, int cert,
+                hicp__row *o)
 {
   const uint32_t b = m->row[cur], end = m->row[cur + 1];
   /* A row of 16 or fewer is one vector step whatever the cut: scanned
@@ -253,8 +254,11 @@ AVX2 static inline void row_scan_avx2(const hicp__mview *m, const float q[3], ui
   o->dnext = dmin;
 }
 
-/* hicp__round_down, eight lanes. */
-AVX512 static inline __m512 round_down_avx512(__m512d s)
+/* Eight-lane helpers of the front and the back below (double lanes 0-7;
+ * float vectors use their low eight lanes). */
+
+/* hicp__round_down, lane by lane. */
+AVX512 static inline __m512 round_down8(__m512d s)
 {
   const __m256 f = _mm512_cvtpd_ps(s);
   const __mmask8 up = _mm512_cmp_pd_mask(_mm512_cvtps_pd(f), s, _CMP_GT_OQ);
@@ -263,6 +267,39 @@ AVX512 static inline __m512 round_down_avx512(__m512d s)
   const __mmask8 pos = _mm512_cmp_pd_mask(s, _mm512_setzero_pd(), _CMP_GT_OQ);
   return _mm512_maskz_mov_ps((__mmask16)pos, _mm512_castsi512_ps(down));
 }
+
+/* The low eight floats of a, as doubles. */
+AVX512 static inline __m512d wide8(__m512 a)
+{
+  return _mm512_cvtps_pd(_mm512_castps512_ps256(a));
+}
+
+/* Floats base[idx[k]] in the lanes of m (0 elsewhere). */
+AVX512 static inline __m512 gather8(__mmask8 m, __m512i idx, const float *base)
+{
+  return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), (__mmask16)m, idx, base, 4);
+}
+
+/* (a*a + b*b) + c*c, the order of hicp__pair_e2 and hicp__track_keep. */
+AVX512 static inline __m512d norm2_8(__m512d a, __m512d b, __m512d c)
+{
+  return _mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(a, a), _mm512_mul_pd(b, b)),
+                       _mm512_mul_pd(c, c));
+}
+
+/* ((r[0] x + r[1] y) + r[2] z) + t: a row of hicp__apply. */
+AVX512 static inline __m512d xf_row8(const double *r, double t, __m512d x, __m512d y, __m512d z)
+{
+  const __m512d rx = _mm512_mul_pd(_mm512_set1_pd(r[0]), x);
+  const __m512d ry = _mm512_mul_pd(_mm512_set1_pd(r[1]), y);
+  const __m512d rz = _mm512_mul_pd(_mm512_set1_pd(r[2]), z);
+  return _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(rx, ry), rz), _mm512_set1_pd(t));
+}
+
+/* Lanes k of a structure array whose records are `stride` 32-bit words. */
+#define HICP_LANES8(stride)                                                                   \
+  _mm512_setr_epi32(0, (stride), 2 * (stride), 3 * (stride), 4 * (stride), 5 * (stride),      \
+                    6 * (stride), 7 * (stride), 0, 0, 0, 0, 0, 0, 0, 0)
 
 /* hicp__cpu_front eight points at a time: the transform, the certificate
  * test (hicp__track_keep) and the kept points' e2 in vector registers,
@@ -274,68 +311,50 @@ AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, con
                                     int method, uint32_t i0, uint32_t end, hicp__cpu_wave *wv,
                                     hicp__cpu_todo *td, hicp__walkpart *w)
 {
-  const __m512d r0 = _mm512_set1_pd(T->r[0]), r1 = _mm512_set1_pd(T->r[1]),
-                r2 = _mm512_set1_pd(T->r[2]), r3 = _mm512_set1_pd(T->r[3]),
-                r4 = _mm512_set1_pd(T->r[4]), r5 = _mm512_set1_pd(T->r[5]),
-                r6 = _mm512_set1_pd(T->r[6]), r7 = _mm512_set1_pd(T->r[7]),
-                r8 = _mm512_set1_pd(T->r[8]);
-  const __m512d t0 = _mm512_set1_pd(T->t[0]), t1 = _mm512_set1_pd(T->t[1]),
-                t2 = _mm512_set1_pd(T->t[2]);
-  const __m512i by3 = _mm512_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i by4 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512 zero = _mm512_setzero_ps();
+  const __m512i by3 = HICP_LANES8(3), by4 = HICP_LANES8(4);
   const int cert = hicp__track_cert(method);
   const float *vbase = &view->vtx[0].x;
   uint32_t n = 0, kept = 0;
   for (uint32_t g = i0; g < end; g += 8) {
-    const uint32_t cnt = end - g < 8 ? end - g : 8;
-    const __mmask8 mk = (__mmask8)((1u << cnt) - 1u);
-    /* hicp__apply */
+    const __mmask8 mk = (__mmask8)((1u << (end - g < 8 ? end - g : 8)) - 1u);
+    /* hicp__apply, and the query in float */
     const float *p = &f->p0[3 * (size_t)g];
-    const __m512d x = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, by3, p, 4)));
-    const __m512d y = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, by3, p + 1, 4)));
-    const __m512d z = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, by3, p + 2, 4)));
-    const __m512d qx = _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(r0, x), _mm512_mul_pd(r1, y)), _mm512_mul_pd(r2, z)), t0);
-    const __m512d qy = _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(r3, x), _mm512_mul_pd(r4, y)), _mm512_mul_pd(r5, z)), t1);
-    const __m512d qz = _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(r6, x), _mm512_mul_pd(r7, y)), _mm512_mul_pd(r8, z)), t2);
+    const __m512d x = wide8(gather8(mk, by3, p)), y = wide8(gather8(mk, by3, p + 1)),
+                  z = wide8(gather8(mk, by3, p + 2));
+    const __m512d qx = xf_row8(&T->r[0], T->t[0], x, y, z);
+    const __m512d qy = xf_row8(&T->r[3], T->t[1], x, y, z);
+    const __m512d qz = xf_row8(&T->r[6], T->t[2], x, y, z);
     const __m256 fx = _mm512_cvtpd_ps(qx), fy = _mm512_cvtpd_ps(qy), fz = _mm512_cvtpd_ps(qz);
     const __m512i prev = _mm512_maskz_loadu_epi32(mk, &f->match[g]);
     __mmask8 keep = 0;
     if (cert) { /* hicp__track_keep */
-      const float *tq = &f->track[g].q[0];
-      const __m256 sx = _mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, by4, tq, 4));
-      const __m256 sy = _mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, by4, tq + 1, 4));
-      const __m256 sz = _mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, by4, tq + 2, 4));
-      const __m512d slack = _mm512_cvtps_pd(
-          _mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, by4, tq + 3, 4)));
-      const __mmask8 elig = mk &
-                            (__mmask8)_mm512_cmpneq_epi32_mask(prev, _mm512_set1_epi32(-1)) &
-                            _mm512_cmp_pd_mask(slack, _mm512_setzero_pd(), _CMP_GT_OQ);
-      const __m512d dx = _mm512_sub_pd(_mm512_cvtps_pd(fx), _mm512_cvtps_pd(sx));
-      const __m512d dy = _mm512_sub_pd(_mm512_cvtps_pd(fy), _mm512_cvtps_pd(sy));
-      const __m512d dz = _mm512_sub_pd(_mm512_cvtps_pd(fz), _mm512_cvtps_pd(sz));
-      const __m512d moved2 = _mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(dx, dx), _mm512_mul_pd(dy, dy)), _mm512_mul_pd(dz, dz));
-      const __mmask8 near = _mm512_mask_cmp_pd_mask(elig, moved2, _mm512_mul_pd(slack, slack), _CMP_LT_OQ);
+      float *tq = &f->track[g].q[0];
+      const __m512d slack = wide8(gather8(mk, by4, tq + 3));
+      const __mmask8 elig =
+          (__mmask8)_mm512_mask_cmpneq_epi32_mask(mk, prev, _mm512_set1_epi32(-1)) &
+          _mm512_cmp_pd_mask(slack, _mm512_setzero_pd(), _CMP_GT_OQ);
+      const __m512d dx = _mm512_sub_pd(_mm512_cvtps_pd(fx), wide8(gather8(mk, by4, tq)));
+      const __m512d dy = _mm512_sub_pd(_mm512_cvtps_pd(fy), wide8(gather8(mk, by4, tq + 1)));
+      const __m512d dz = _mm512_sub_pd(_mm512_cvtps_pd(fz), wide8(gather8(mk, by4, tq + 2)));
+      const __m512d moved2 = norm2_8(dx, dy, dz);
+      const __mmask8 near =
+          _mm512_mask_cmp_pd_mask(elig, moved2, _mm512_mul_pd(slack, slack), _CMP_LT_OQ);
+      __m512d moved = _mm512_setzero_pd();
       if (near) {
-        const __m512d moved = _mm512_mul_pd(_mm512_sqrt_pd(moved2), _mm512_set1_pd(1.0 + 1e-12));
+        moved = _mm512_mul_pd(_mm512_sqrt_pd(moved2), _mm512_set1_pd(1.0 + 1e-12));
         keep = _mm512_mask_cmp_pd_mask(near, moved, slack, _CMP_LT_OQ);
       }
       if (keep) {
         /* the certificate moves with the query and shrinks by the move */
-        const __m512d moved = _mm512_mul_pd(_mm512_sqrt_pd(moved2), _mm512_set1_pd(1.0 + 1e-12));
-        const __m512 left = round_down_avx512(_mm512_sub_pd(slack, moved));
-        float *tw = &f->track[g].q[0];
-        _mm512_mask_i32scatter_ps(tw, keep, by4, _mm512_castps256_ps512(fx), 4);
-        _mm512_mask_i32scatter_ps(tw + 1, keep, by4, _mm512_castps256_ps512(fy), 4);
-        _mm512_mask_i32scatter_ps(tw + 2, keep, by4, _mm512_castps256_ps512(fz), 4);
-        _mm512_mask_i32scatter_ps(tw + 3, keep, by4, left, 4);
+        _mm512_mask_i32scatter_ps(tq, keep, by4, _mm512_castps256_ps512(fx), 4);
+        _mm512_mask_i32scatter_ps(tq + 1, keep, by4, _mm512_castps256_ps512(fy), 4);
+        _mm512_mask_i32scatter_ps(tq + 2, keep, by4, _mm512_castps256_ps512(fz), 4);
+        _mm512_mask_i32scatter_ps(tq + 3, keep, by4, round_down8(_mm512_sub_pd(slack, moved)), 4);
         /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 */
         const __m512i off = _mm512_slli_epi32(prev, 2);
-        const __m512d vx = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, keep, off, vbase, 4)));
-        const __m512d vy = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, keep, off, vbase + 1, 4)));
-        const __m512d vz = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, keep, off, vbase + 2, 4)));
-        const __m512d ex = _mm512_sub_pd(qx, vx), ey = _mm512_sub_pd(qy, vy), ez = _mm512_sub_pd(qz, vz);
-        const __m512d e2 = _mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(ex, ex), _mm512_mul_pd(ey, ey)), _mm512_mul_pd(ez, ez));
+        const __m512d e2 = norm2_8(_mm512_sub_pd(qx, wide8(gather8(keep, off, vbase))),
+                                   _mm512_sub_pd(qy, wide8(gather8(keep, off, vbase + 1))),
+                                   _mm512_sub_pd(qz, wide8(gather8(keep, off, vbase + 2))));
         _mm512_mask_storeu_pd(&f->e2[g], keep, e2);
         kept += (uint32_t)__builtin_popcount(keep);
       }
@@ -377,55 +396,48 @@ AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert
                                const hicp__cpu_wave *wv, const hicp__cpu_todo *td, uint32_t k0,
                                uint32_t k1, hicp__walkpart *w)
 {
-  const __m512i by3 = _mm512_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i by4 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i by5 = _mm512_setr_epi32(0, 5, 10, 15, 20, 25, 30, 35, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512 zero = _mm512_setzero_ps();
+  const __m512i by3 = HICP_LANES8(3), by4 = HICP_LANES8(4), by5 = HICP_LANES8(5);
   const __m512i zeroi = _mm512_setzero_si512();
   const __m512d tiny4 = _mm512_set1_pd(4.0 * (double)HICP_FLT_MIN);
+  const __m512d shrink = _mm512_set1_pd(1.0 - 1e-5);
   const __m512 inf = _mm512_set1_ps(HICP_FLT_INF);
   const float *vbase = &view->vtx[0].x;
   const uint32_t i0 = td->at[k0]; /* indices from the first walk's point (k0 < k1) */
   for (uint32_t g = k0; g < k1; g += 8) {
     const uint32_t cnt = k1 - g < 8 ? k1 - g : 8;
     const __mmask8 mk = (__mmask8)((1u << cnt) - 1u);
+    /* the walks (hicp__walk: 4 words) and their last row scans (hicp__row: 5) */
     const int *wi = (const int *)&wv->w[g];
     const int *ri = (const int *)&wv->rs[g];
     const __m512i how = _mm512_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&wv->how[g]));
     const __mmask8 ball = (__mmask8)_mm512_mask_cmpeq_epi32_mask(mk, how, _mm512_set1_epi32(1));
-    const __mmask8 tie = (__mmask8)_mm512_mask_cmpneq_epi32_mask(
-        mk & ~ball, _mm512_mask_i32gather_epi32(zeroi, mk, by5, ri + 2, 4), zeroi);
-    if (tie) { /* the flood */
+    const __m512i near_tie = _mm512_mask_i32gather_epi32(zeroi, mk, by5, ri + 2, 4);
+    if (_mm512_mask_cmpneq_epi32_mask(mk & ~ball, near_tie, zeroi)) { /* the flood */
       hicp__cpu_back(view, f, cert, wv, td, g, g + cnt, w);
       continue;
     }
     const __m512i cur = _mm512_mask_i32gather_epi32(zeroi, mk, by4, wi, 4);
-    const __m512 dcur = _mm512_mask_i32gather_ps(zero, mk, by4, wi + 1, 4);
+    const __m512 dcur = gather8(mk, by4, (const float *)wi + 1);
     const __m512i steps = _mm512_mask_i32gather_epi32(zeroi, mk, by4, wi + 2, 4);
     const __m512i at = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(mk, &td->at[g]),
                                         _mm512_set1_epi32((int)i0));
-    __m512 slack = zero;
+    __m512 slack = _mm512_setzero_ps();
     if (cert) { /* hicp__nn_slack */
-      const __mmask8 wcert = (__mmask8)_mm512_mask_cmpneq_epi32_mask(
-          mk & ~ball, _mm512_mask_i32gather_epi32(zeroi, mk, by4, wi + 3, 4), zeroi);
-      const __m512 rmin = _mm512_mask_i32gather_ps(inf, mk, by5, ri + 3, 4);
-      const __m512 l2min = _mm512_mask_i32gather_ps(inf, mk, by5, ri + 4, 4);
-      const __m512 safe = _mm512_mask_i32gather_ps(zero, ball, cur, view->safe_r2, 4);
-      const __m512d dist = _mm512_mul_pd(
-          _mm512_sqrt_pd(_mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(dcur)), tiny4)),
-          _mm512_set1_pd(HICP_SLACK_HI));
-      const __m512 in_ball = round_down_avx512(
-          _mm512_sub_pd(_mm512_sqrt_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(safe))), dist));
+      const __m512i wcert = _mm512_mask_i32gather_epi32(zeroi, mk, by4, wi + 3, 4);
+      const __m512 rmin = _mm512_mask_i32gather_ps(inf, mk, by5, (const float *)ri + 3, 4);
+      const __m512 l2min = _mm512_mask_i32gather_ps(inf, mk, by5, (const float *)ri + 4, 4);
+      const __m512d dist = _mm512_mul_pd(_mm512_sqrt_pd(_mm512_add_pd(wide8(dcur), tiny4)),
+                                         _mm512_set1_pd(HICP_SLACK_HI));
+      const __m512d safe = wide8(gather8(ball, cur, view->safe_r2));
+      const __m512 in_ball = round_down8(_mm512_sub_pd(_mm512_sqrt_pd(safe), dist));
       const __m512d h = _mm512_mul_pd(
-          _mm512_mul_pd(_mm512_set1_pd(0.5), _mm512_sqrt_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(rmin)))),
-          _mm512_set1_pd(1.0 - 1e-5));
-      const __m512d len = _mm512_mul_pd(_mm512_sqrt_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(l2min))),
-                                        _mm512_set1_pd(1.0 - 1e-5));
+          _mm512_mul_pd(_mm512_set1_pd(0.5), _mm512_sqrt_pd(wide8(rmin))), shrink);
+      const __m512d len = _mm512_mul_pd(_mm512_sqrt_pd(wide8(l2min)), shrink);
       const __m512d rad = _mm512_add_pd(dist, h);
-      const __m512 in_cell = round_down_avx512(_mm512_sub_pd(
-          h, _mm512_div_pd(_mm512_add_pd(_mm512_mul_pd(_mm512_set1_pd(2e-6), _mm512_mul_pd(rad, rad)), tiny4),
-                           len)));
-      const __mmask16 cell = (__mmask16)wcert &
+      const __m512d margin = _mm512_div_pd(
+          _mm512_add_pd(_mm512_mul_pd(_mm512_set1_pd(2e-6), _mm512_mul_pd(rad, rad)), tiny4), len);
+      const __m512 in_cell = round_down8(_mm512_sub_pd(h, margin));
+      const __mmask16 cell = _mm512_mask_cmpneq_epi32_mask((__mmask16)(mk & ~ball), wcert, zeroi) &
                              _mm512_cmp_ps_mask(rmin, inf, _CMP_LT_OQ) &
                              _mm512_cmp_ps_mask(l2min, _mm512_set1_ps(1e-30f), _CMP_GT_OQ) &
                              _mm512_cmp_ps_mask(l2min, inf, _CMP_LT_OQ);
@@ -435,24 +447,23 @@ AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert
     const float *qb = &wv->q[g][0];
     float *tb = &f->track[i0].q[0];
     const __m512i at4 = _mm512_slli_epi32(at, 2);
-    _mm512_mask_i32scatter_ps(tb, mk, at4, _mm512_mask_i32gather_ps(zero, mk, by3, qb, 4), 4);
-    _mm512_mask_i32scatter_ps(tb + 1, mk, at4, _mm512_mask_i32gather_ps(zero, mk, by3, qb + 1, 4), 4);
-    _mm512_mask_i32scatter_ps(tb + 2, mk, at4, _mm512_mask_i32gather_ps(zero, mk, by3, qb + 2, 4), 4);
+    _mm512_mask_i32scatter_ps(tb, mk, at4, gather8(mk, by3, qb), 4);
+    _mm512_mask_i32scatter_ps(tb + 1, mk, at4, gather8(mk, by3, qb + 1), 4);
+    _mm512_mask_i32scatter_ps(tb + 2, mk, at4, gather8(mk, by3, qb + 2), 4);
     _mm512_mask_i32scatter_ps(tb + 3, mk, at4, slack, 4);
     /* hicp__cpu_done: match and e2 */
     _mm512_mask_i32scatter_epi32(&f->match[i0], mk, at, cur, 4);
     const __m512i off = _mm512_slli_epi32(cur, 2);
-    const __m256i idx = _mm512_castsi512_si256(by3);
+    const __m256i by3d = _mm512_castsi512_si256(by3);
     const double *qd = &td->qd[g][0];
     const __m512d zd = _mm512_setzero_pd();
-    const __m512d ex = _mm512_sub_pd(_mm512_mask_i32gather_pd(zd, mk, idx, qd, 8),
-        _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, off, vbase, 4))));
-    const __m512d ey = _mm512_sub_pd(_mm512_mask_i32gather_pd(zd, mk, idx, qd + 1, 8),
-        _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, off, vbase + 1, 4))));
-    const __m512d ez = _mm512_sub_pd(_mm512_mask_i32gather_pd(zd, mk, idx, qd + 2, 8),
-        _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps(zero, mk, off, vbase + 2, 4))));
-    const __m512d e2 = _mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(ex, ex), _mm512_mul_pd(ey, ey)),
-                                     _mm512_mul_pd(ez, ez));
+    const __m512d e2 =
+        norm2_8(_mm512_sub_pd(_mm512_mask_i32gather_pd(zd, mk, by3d, qd, 8),
+                              wide8(gather8(mk, off, vbase))),
+                _mm512_sub_pd(_mm512_mask_i32gather_pd(zd, mk, by3d, qd + 1, 8),
+                              wide8(gather8(mk, off, vbase + 1))),
+                _mm512_sub_pd(_mm512_mask_i32gather_pd(zd, mk, by3d, qd + 2, 8),
+                              wide8(gather8(mk, off, vbase + 2))));
     _mm512_mask_i32scatter_pd(&f->e2[i0], mk, _mm512_castsi512_si256(at), e2, 8);
     /* the walk statistics */
     uint32_t st[16];
