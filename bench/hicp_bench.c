@@ -2,11 +2,11 @@
  * through the public API, for the benchmark scripts (bench/run).
  *
  *   hicp_bench register MODEL SCAN [--iters N] [--threads T] [--nn M]
- *                       [--repeat R] [--backend B]
+ *                       [--repeat R] [--backend B] [--tol T] [--chunk C]
  *   hicp_bench nn MODEL QUERIES [--nn M] [--threads T] [--repeat R] [--rounds K]
  *   hicp_bench build MODEL [--repeat R]
  *   hicp_bench batch MODEL SCAN [--frames F] [--threads T] [--iters N]
- *                    [--repeat R] [--backend B]
+ *                    [--repeat R] [--backend B] [--chunk C]
  *
  * Prints one JSON object per run on stdout: the median and all times, and
  * the result's pose and errors.  Model building and file reading are
@@ -62,7 +62,7 @@ int main(int argc, char **argv)
   }
   const char *mode = argv[1], *model_path = argv[2];
   const char *scan_path = (strcmp(mode, "build") != 0 && argc > 3) ? argv[3] : NULL;
-  int iters = 30, threads = 0, repeat = 5, rounds = 1, nframes = 64;
+  int iters = 30, threads = 0, repeat = 5, rounds = 1, nframes = 64, chunk = 0;
   double tol = 0.0;
   hicp_nn_method nn = HICP_NN_PNN_OPT;
   hicp_backend backend = HICP_BACKEND_CPU;
@@ -77,6 +77,8 @@ int main(int argc, char **argv)
       rounds = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--frames"))
       nframes = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--chunk"))
+      chunk = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--tol"))
       tol = atof(argv[i + 1]);
     else if (!strcmp(argv[i], "--nn") && hicp_nn_method_from_name(argv[i + 1], &nn) == 0)
@@ -163,6 +165,7 @@ int main(int argc, char **argv)
     o.nn = nn;
     o.max_iter = iters;
     o.tol = tol; /* 0: no early stop */
+    o.chunk_points = chunk;
     for (size_t si = 0; si < nscans; si++) {
       hicp_cloud *s;
       if (hicp_cloud_read(ctx, scans[si], HICP_FORMAT_AUTO, &s) != 0)
@@ -230,6 +233,7 @@ int main(int argc, char **argv)
     o.nn = nn;
     o.max_iter = iters;
     o.tol = 0.0;
+    o.chunk_points = chunk;
     for (int r = 0; r < repeat; r++) {
       for (int k = 0; k < nframes; k++)
         hicp_result_init(&res[k]);
