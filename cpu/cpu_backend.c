@@ -13,6 +13,7 @@
 #include "icp.h"
 #include "pp/nn.h"
 #include "scheduler.h"
+#include "segments.h"
 
 void hicp__chunk_sum(const hicp__mview *view, const hicp__frame *f, const hicp__select *sel,
                      uint32_t c, hicp__partial *out)
@@ -50,36 +51,50 @@ static void walkpart_add(hicp__walkpart *a, const hicp__walkpart *b)
     a->hist[k] += b->hist[k];
 }
 
+/* One block of pass A: the correspondences of the points from i0 (at most
+ * HICP_CPU_BLOCK, up to p1), their walk statistics, and the chunk's sums
+ * when this was the chunk's last block to finish. */
+static void pass_a_block(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int method,
+                         const hicp__select *sel, hicp__chunk_fn correspond, hicp__sum_fn sum,
+                         uint32_t i0, uint32_t p1)
+{
+  /* a block lies inside one chunk (chunks are multiples of blocks) */
+  const uint32_t c = i0 / f->chunk;
+  hicp__walkpart w;
+  memset(&w, 0, sizeof w);
+  correspond(view, f, T, method, i0, i0 + HICP_CPU_BLOCK < p1 ? i0 + HICP_CPU_BLOCK : p1, &w);
+#pragma omp critical(hicp_walkpart)
+  walkpart_add(&f->walk[c], &w);
+  /* The thread that finishes a chunk's last block sums the chunk at once,
+   * while the others go on with later blocks: no barrier between the
+   * correspondences and the sums, and on small scans (a 2,000-point scan
+   * is one chunk) no thread waits for one to sum alone.  The
+   * acquire-release count makes every match and distance of the chunk
+   * visible to the thread that sums it. */
+  const uint32_t in_chunk =
+      (hicp__chunk_end(f, c) - c * f->chunk + HICP_CPU_BLOCK - 1) / HICP_CPU_BLOCK;
+  if (__atomic_add_fetch(&f->blocks_done[c], 1u, __ATOMIC_ACQ_REL) == in_chunk)
+    sum(view, f, sel, c, &f->part[c]);
+}
+
 void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int method,
                       const hicp__select *sel, uint32_t c0, uint32_t c1, int threads)
 {
   const hicp__chunk_fn correspond = hicp__cpu_simd_chunk(view);
   const hicp__sum_fn sum = hicp__cpu_simd_sum();
   const uint32_t p0 = c0 * f->chunk, p1 = c1 > c0 ? hicp__chunk_end(f, c1 - 1) : p0;
-  const long long nblocks = (p1 - p0 + HICP_CPU_BLOCK - 1) / HICP_CPU_BLOCK;
   for (uint32_t c = c0; c < c1; c++) {
     memset(&f->walk[c], 0, sizeof f->walk[c]);
     f->blocks_done[c] = 0;
   }
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (long long b = 0; b < nblocks; b++) {
-    /* a block lies inside one chunk (chunks are multiples of blocks) */
-    const uint32_t i0 = p0 + (uint32_t)b * HICP_CPU_BLOCK;
-    const uint32_t c = i0 / f->chunk;
-    hicp__walkpart w;
-    memset(&w, 0, sizeof w);
-    correspond(view, f, T, method, i0, i0 + HICP_CPU_BLOCK < p1 ? i0 + HICP_CPU_BLOCK : p1, &w);
-#pragma omp critical(hicp_walkpart)
-    walkpart_add(&f->walk[c], &w);
-    /* The thread that finishes a chunk's last block sums the chunk at
-     * once, while the others go on with later blocks: no barrier between
-     * the correspondences and the sums, and on small scans (a 2,000-point
-     * scan is one chunk) no thread waits for one to sum alone.  The
-     * acquire-release count makes every match and distance of the chunk
-     * visible to the thread that sums it. */
-    const uint32_t in_chunk = (hicp__chunk_end(f, c) - c * f->chunk + HICP_CPU_BLOCK - 1) / HICP_CPU_BLOCK;
-    if (__atomic_add_fetch(&f->blocks_done[c], 1u, __ATOMIC_ACQ_REL) == in_chunk)
-      sum(view, f, sel, c, &f->part[c]);
+  /* blocks in one contiguous segment per thread (segments.h) */
+  hicp__segments segs;
+  hicp__segments_init(&segs, (p1 - p0 + HICP_CPU_BLOCK - 1) / HICP_CPU_BLOCK, threads);
+#pragma omp parallel num_threads(threads)
+  {
+    uint32_t at = 0;
+    for (uint64_t b; (b = hicp__segments_take(&segs, &at)) != UINT64_MAX;)
+      pass_a_block(view, f, T, method, sel, correspond, sum, p0 + (uint32_t)b * HICP_CPU_BLOCK, p1);
   }
 }
 

@@ -12,6 +12,7 @@
 #include "model.h"
 #include "order.h"
 #include "chunk.h"
+#include "segments.h"
 #include "pp/nn.h"
 
 void hicp_nn_options_init_sized(hicp_nn_options *opts, size_t size)
@@ -156,9 +157,11 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
   uint32_t *out_idx = ord.order != NULL ? ord.idx : index;
   float *out_d2 = ord.order != NULL ? ord.d2 : d2;
 
-  /* Blocks of queries: the walks of a block run as one wave (cpu/chunk.h). */
+  /* Blocks of queries: the walks of a block run as one wave (cpu/chunk.h);
+   * the blocks in one contiguous segment per thread (cpu/segments.h). */
   enum { BLOCK = HICP_CPU_WAVE };
-  const long long nblocks = (nq + BLOCK - 1) / BLOCK;
+  hicp__segments segs;
+  hicp__segments_init(&segs, (uint64_t)(nq + BLOCK - 1) / BLOCK, threads);
 #pragma omp parallel num_threads(threads)
   {
     hicp_walk_stats mine;
@@ -166,9 +169,9 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
     float q[3 * BLOCK];
     uint32_t prev[BLOCK];
     hicp__nn_res res[BLOCK];
-#pragma omp for schedule(dynamic, 1)
-    for (long long b = 0; b < nblocks; b++) {
-      const long long j0 = b * BLOCK, j1 = j0 + BLOCK < nq ? j0 + BLOCK : nq;
+    uint32_t at = 0;
+    for (uint64_t b; (b = hicp__segments_take(&segs, &at)) != UINT64_MAX;) {
+      const long long j0 = (long long)b * BLOCK, j1 = j0 + BLOCK < nq ? j0 + BLOCK : nq;
       for (long long j = j0; j < j1; j++) {
         const long long i = ord.order != NULL ? (long long)ord.order[j] : j;
         float p[3];
