@@ -11,6 +11,7 @@
 
 #include "chunk.h"
 #include "model.h"
+#include "segments.h"
 #include "pp/nn.h"
 #include "testhelp.h"
 
@@ -695,6 +696,35 @@ Test(nn, certifying_scans_report_whole_rows)
                  long_rows);
     free(p);
     hicp_model_destroy(m);
+  }
+}
+
+/* cpu/segments.h, which hands out the blocks of pass A and of
+ * hicp_nn_query: every block exactly once, whatever the number of blocks
+ * and threads (also more threads than blocks), with the threads taking
+ * blocks concurrently. */
+Test(nn, segments_hand_out_every_block_once)
+{
+  static const uint64_t sizes[] = {0, 1, 7, 8, 15, 16, 17, 63, 64, 65, 1000, 4099};
+  for (int threads = 1; threads <= 5; threads++) {
+    for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+      const uint64_t n = sizes[z];
+      unsigned *seen = calloc(n + 1, sizeof *seen), outside = 0;
+      hicp__segments segs;
+      hicp__segments_init(&segs, n, threads);
+#pragma omp parallel num_threads(threads)
+      {
+        uint32_t at = 0;
+        for (uint64_t b; (b = hicp__segments_take(&segs, &at)) != UINT64_MAX;)
+          __atomic_add_fetch(b < n ? &seen[b] : &outside, 1u, __ATOMIC_RELAXED);
+      }
+      cr_assert_eq(outside, 0u, "%d threads, %llu blocks: %u blocks out of range", threads,
+                   (unsigned long long)n, outside);
+      for (uint64_t b = 0; b < n; b++)
+        cr_assert_eq(seen[b], 1u, "%d threads, %llu blocks: block %llu taken %u times", threads,
+                     (unsigned long long)n, (unsigned long long)b, seen[b]);
+      free(seen);
+    }
   }
 }
 
