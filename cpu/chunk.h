@@ -19,18 +19,23 @@ static inline void hicp__cpu_point(const hicp__xf *T, const hicp__frame *f, uint
   q[2] = (float)qd[2];
 }
 
+/* Counts n walks of `steps` steps each in *w. */
+static inline void hicp__cpu_count(hicp__walkpart *w, uint32_t steps, uint32_t n)
+{
+  w->queries += n;
+  w->steps += (uint64_t)steps * n;
+  w->max_steps = n > 0 && steps > w->max_steps ? steps : w->max_steps;
+  w->hist[steps < HICP_WALK_BINS - 1 ? steps : HICP_WALK_BINS - 1] += n;
+}
+
 /* Stores point i's answer and counts its walk. */
 static inline void hicp__cpu_done(const hicp__mview *view, hicp__frame *f, uint32_t i,
                                   const double qd[3], const hicp__nn_res *r, hicp__walkpart *w)
 {
   f->match[i] = r->v;
   f->e2[i] = hicp__pair_e2(qd, &view->vtx[r->v]);
-  if (r->walked) {
-    w->queries++;
-    w->steps += r->steps;
-    w->max_steps = r->steps > w->max_steps ? r->steps : w->max_steps;
-    w->hist[r->steps < HICP_WALK_BINS - 1 ? r->steps : HICP_WALK_BINS - 1]++;
-  }
+  if (r->walked)
+    hicp__cpu_count(w, r->steps, 1);
 }
 
 /* Walks handled together: a block of pass A, or of nearest-neighbour

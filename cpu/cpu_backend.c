@@ -93,8 +93,10 @@ void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T
 #pragma omp parallel num_threads(threads)
   {
     uint32_t at = 0;
-    for (uint64_t b; (b = hicp__segments_take(&segs, &at)) != UINT64_MAX;)
-      pass_a_block(view, f, T, method, sel, correspond, sum, p0 + (uint32_t)b * HICP_CPU_BLOCK, p1);
+    for (uint64_t b; (b = hicp__segments_take(&segs, &at)) != UINT64_MAX;) {
+      const uint32_t i0 = p0 + (uint32_t)b * HICP_CPU_BLOCK;
+      pass_a_block(view, f, T, method, sel, correspond, sum, i0, p1);
+    }
   }
 }
 

@@ -380,9 +380,7 @@ AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, con
       td->at[n++] = g + k;
     }
   }
-  /* hicp__cpu_done's statistics for the kept points: walked, no steps */
-  w->queries += kept;
-  w->hist[0] += kept;
+  hicp__cpu_count(w, 0, kept); /* hicp__cpu_done's: walked, no steps */
   return n;
 }
 
@@ -468,12 +466,8 @@ AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert
     /* the walk statistics */
     uint32_t st[16];
     _mm512_storeu_si512(st, steps);
-    w->queries += cnt;
-    for (uint32_t k = 0; k < cnt; k++) {
-      w->steps += st[k];
-      w->max_steps = st[k] > w->max_steps ? st[k] : w->max_steps;
-      w->hist[st[k] < HICP_WALK_BINS - 1 ? st[k] : HICP_WALK_BINS - 1]++;
-    }
+    for (uint32_t k = 0; k < cnt; k++)
+      hicp__cpu_count(w, st[k], 1);
   }
 }
 
