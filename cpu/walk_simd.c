@@ -512,7 +512,22 @@ int hicp__cpu_isa(void)
   return 0;
 }
 
-/* Which walk variant: 0 for scalar, else hicp__cpu_isa's level. */
+/* The walk variants, by hicp__cpu_isa's level. */
+static const struct {
+  hicp__query_fn query;
+  hicp__chunk_fn chunk;
+  hicp__row_fn row;
+} variants[] = {
+    {query_scalar, chunk_scalar, row_scan_scalar},
+#if defined(HICP_X86)
+    {query_avx2, chunk_avx2, row_scan_avx2},
+    {query_avx512, chunk_avx512, row_scan_avx512},
+#endif
+};
+
+/* Which walk variant: 0 for scalar, else hicp__cpu_isa's level.  (The
+ * gathers index floats with 32-bit offsets, 4 per vertex: hence the
+ * vertex limit.) */
 static int simd_level(const hicp__mview *view)
 {
   if (view->row == NULL || view->nv >= (1u << 29))
@@ -522,44 +537,15 @@ static int simd_level(const hicp__mview *view)
 
 hicp__query_fn hicp__cpu_simd_query(const hicp__mview *view)
 {
-  switch (simd_level(view)) {
-#if defined(HICP_X86)
-  case 2:
-    return query_avx512;
-  case 1:
-    return query_avx2;
-#endif
-  default:
-    return query_scalar;
-  }
+  return variants[simd_level(view)].query;
 }
 
 hicp__row_fn hicp__cpu_simd_row(const hicp__mview *view)
 {
-  switch (simd_level(view)) {
-#if defined(HICP_X86)
-  case 2:
-    return row_scan_avx512;
-  case 1:
-    return row_scan_avx2;
-#endif
-  default:
-    return row_scan_scalar;
-  }
+  return variants[simd_level(view)].row;
 }
 
 hicp__chunk_fn hicp__cpu_simd_chunk(const hicp__mview *view)
 {
-  /* (The gathers index floats with 32-bit offsets: 4 per vertex, hence the
-   * vertex limit in simd_level.) */
-  switch (simd_level(view)) {
-#if defined(HICP_X86)
-  case 2:
-    return chunk_avx512;
-  case 1:
-    return chunk_avx2;
-#endif
-  default:
-    return chunk_scalar;
-  }
+  return variants[simd_level(view)].chunk;
 }
