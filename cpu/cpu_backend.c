@@ -34,13 +34,12 @@ void hicp__chunk_sum(const hicp__mview *view, const hicp__frame *f, const hicp__
   *out = lanes[0];
 }
 
-/* Points per task of pass A's correspondences: far fewer than a chunk, so
- * that both threads have work on small scans (a 2,000-point scan is one
- * chunk) and the last chunks do not leave a thread idle.  A chunk (a power
- * of two >= HICP_LANES = 256) is a whole number of blocks, and a block is
- * one wave of walks (cpu/chunk.h). */
-#define HICP_CPU_BLOCK 256u
-_Static_assert(HICP_CPU_BLOCK <= HICP_CPU_WAVE, "a block of pass A is one wave");
+/* Pass A's pieces of work (segments.h): a thread takes up to one wave of
+ * its own segment's points at a time (cpu/chunk.h), and a helper pieces
+ * of HICP_CPU_HELP points from the back of another's, so that the threads
+ * finish within about a microsecond of each other. */
+#define HICP_CPU_HELP 64u
+_Static_assert(HICP_CPU_HELP <= HICP_CPU_WAVE, "a piece of pass A is at most one wave");
 
 static void walkpart_add(hicp__walkpart *a, const hicp__walkpart *b)
 {
@@ -51,29 +50,26 @@ static void walkpart_add(hicp__walkpart *a, const hicp__walkpart *b)
     a->hist[k] += b->hist[k];
 }
 
-/* One block of pass A: the correspondences of the points from i0 (at most
- * HICP_CPU_BLOCK, up to p1), their walk statistics, and the chunk's sums
- * when this was the chunk's last block to finish. */
-static void pass_a_block(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int method,
+/* One piece of pass A: the correspondences of points i0 .. i1-1 (at most
+ * HICP_CPU_WAVE, inside one chunk), their walk statistics, and the chunk's
+ * sums when this piece completed the chunk. */
+static void pass_a_piece(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int method,
                          const hicp__select *sel, hicp__chunk_fn correspond, hicp__sum_fn sum,
-                         uint32_t i0, uint32_t p1)
+                         uint32_t i0, uint32_t i1)
 {
-  /* a block lies inside one chunk (chunks are multiples of blocks) */
   const uint32_t c = i0 / f->chunk;
   hicp__walkpart w;
   memset(&w, 0, sizeof w);
-  correspond(view, f, T, method, i0, i0 + HICP_CPU_BLOCK < p1 ? i0 + HICP_CPU_BLOCK : p1, &w);
+  correspond(view, f, T, method, i0, i1, &w);
 #pragma omp critical(hicp_walkpart)
   walkpart_add(&f->walk[c], &w);
-  /* The thread that finishes a chunk's last block sums the chunk at once,
-   * while the others go on with later blocks: no barrier between the
-   * correspondences and the sums, and on small scans (a 2,000-point scan
-   * is one chunk) no thread waits for one to sum alone.  The
-   * acquire-release count makes every match and distance of the chunk
-   * visible to the thread that sums it. */
-  const uint32_t in_chunk =
-      (hicp__chunk_end(f, c) - c * f->chunk + HICP_CPU_BLOCK - 1) / HICP_CPU_BLOCK;
-  if (__atomic_add_fetch(&f->blocks_done[c], 1u, __ATOMIC_ACQ_REL) == in_chunk)
+  /* The thread that completes a chunk sums it at once, while the others go
+   * on with later pieces: no barrier between the correspondences and the
+   * sums, and on small scans (a 2,000-point scan is one chunk) no thread
+   * waits for one to sum alone.  The acquire-release count makes every
+   * match and distance of the chunk visible to the thread that sums it. */
+  const uint32_t in_chunk = hicp__chunk_end(f, c) - c * f->chunk;
+  if (__atomic_add_fetch(&f->points_done[c], i1 - i0, __ATOMIC_ACQ_REL) == in_chunk)
     sum(view, f, sel, c, &f->part[c]);
 }
 
@@ -85,18 +81,17 @@ void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T
   const uint32_t p0 = c0 * f->chunk, p1 = c1 > c0 ? hicp__chunk_end(f, c1 - 1) : p0;
   for (uint32_t c = c0; c < c1; c++) {
     memset(&f->walk[c], 0, sizeof f->walk[c]);
-    f->blocks_done[c] = 0;
+    f->points_done[c] = 0;
   }
-  /* blocks in one contiguous segment per thread (segments.h) */
+  /* one segment of points per thread, the same in every pass */
   hicp__segments segs;
-  hicp__segments_init(&segs, (p1 - p0 + HICP_CPU_BLOCK - 1) / HICP_CPU_BLOCK, threads);
+  hicp__segments_init(&segs, p1 - p0, threads, HICP_CPU_WAVE, HICP_CPU_HELP, f->chunk);
 #pragma omp parallel num_threads(threads)
   {
     uint32_t at = 0;
-    for (uint64_t b; (b = hicp__segments_take(&segs, &at)) != UINT64_MAX;) {
-      const uint32_t i0 = p0 + (uint32_t)b * HICP_CPU_BLOCK;
-      pass_a_block(view, f, T, method, sel, correspond, sum, i0, p1);
-    }
+    for (uint64_t i0, i1; hicp__segments_take(&segs, &at, &i0, &i1);)
+      pass_a_piece(view, f, T, method, sel, correspond, sum, p0 + (uint32_t)i0,
+                   p0 + (uint32_t)i1);
   }
 }
 

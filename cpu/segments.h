@@ -1,17 +1,26 @@
-/* segments.h: blocks of work handed to the threads of a parallel region in
- * contiguous segments.
+/* segments.h: the items of a parallel region (pass A's scan points, a
+ * query call's queries) handed to its threads in pieces, one contiguous
+ * segment per thread.
  *
- * The blocks of a pass follow the scan's spatial order, so neighbouring
- * blocks read neighbouring parts of the model.  Handed out one by one in
- * order (a dynamic schedule), every thread would work all over the model
- * and each core's cache would have to hold all of it.  Here the blocks are
- * cut into one segment per thread; a thread takes its own segment's blocks
- * in order, then helps with the others' (from their next block on), so the
- * load still balances and each core mostly sees its own part of the model.
- * Who takes a block never changes a result. */
+ * The items follow the scan's spatial order, so neighbouring items read
+ * neighbouring parts of the model and the frame.  Handed out one block at
+ * a time in order (a dynamic schedule), every thread would work all over
+ * the model, and in each pass a thread would get other blocks than in the
+ * pass before, whose matches and certificates the other core had just
+ * written: on a 2,192-point scan a block took 40-60% longer on two threads
+ * than on one.  Here each thread owns one segment, the same in every pass
+ * of a registration (an equal share of the items), and takes its pieces
+ * in order from the front.  A thread that has finished its own helps the
+ * others from the back of their segments, in small pieces, so the threads
+ * finish within a small piece of each other and each mostly sees its own
+ * part of the model.
+ *
+ * A piece never crosses a multiple of `align` (pass A's chunks).  Who takes
+ * a piece never changes a result. */
 #ifndef HICP_CPU_SEGMENTS_H
 #define HICP_CPU_SEGMENTS_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #if defined(_OPENMP)
@@ -20,46 +29,98 @@
 
 #define HICP_SEGMENTS_MAX 256
 
+/* One thread's segment: items lo .. hi-1 not yet handed out.  The owner
+ * takes from lo, helpers from hi, under a spin lock held for a few
+ * instructions (lo and hi change together; a lock rather than a
+ * double-width compare-and-swap, which not every target has).  A cache
+ * line each: the owner's takes then stay in its own cache. */
+typedef struct hicp__segment {
+  _Alignas(64) atomic_int lock;
+  uint64_t lo, hi;
+} hicp__segment;
+
 typedef struct hicp__segments {
-  uint64_t next[HICP_SEGMENTS_MAX]; /* the next block of each segment */
-  uint64_t end[HICP_SEGMENTS_MAX];
-  uint32_t n;
+  hicp__segment seg[HICP_SEGMENTS_MAX];
+  uint32_t n;      /* segments */
+  uint64_t big;    /* the owner's pieces */
+  uint64_t small;  /* the helpers' pieces */
+  uint64_t align;  /* pieces stay between multiples of this */
 } hicp__segments;
 
-/* Blocks 0 .. nblocks-1 in one segment per thread (at most
- * HICP_SEGMENTS_MAX), or in a single one, taken in order by all threads,
- * when there are fewer than 8 blocks per thread: a small pass's model fits
- * the caches anyway, and its segments, whole blocks each, would end
- * unevenly (a 2,192-point scan is 9 blocks: 5 and 4). */
-static inline void hicp__segments_init(hicp__segments *s, uint64_t nblocks, int threads)
+/* Items 0 .. nitems-1 in one segment per thread (at most
+ * HICP_SEGMENTS_MAX, and none shorter than a helper's piece), the owner
+ * taking pieces of `big` items, the helpers pieces of `small` (both >= 1),
+ * none crossing a multiple of `align` (>= 1). */
+static inline void hicp__segments_init(hicp__segments *s, uint64_t nitems, int threads,
+                                       uint64_t big, uint64_t small, uint64_t align)
 {
-  s->n = threads < 1 ? 1u : threads > HICP_SEGMENTS_MAX ? HICP_SEGMENTS_MAX : (uint32_t)threads;
-  if (nblocks < 8u * (uint64_t)s->n)
-    s->n = 1;
-  for (uint32_t k = 0; k < s->n; k++) {
-    s->next[k] = nblocks / s->n * k + (k < nblocks % s->n ? k : nblocks % s->n);
-    s->end[k] = s->next[k] + nblocks / s->n + (k < nblocks % s->n);
+  uint64_t n = threads < 1 ? 1u : threads > HICP_SEGMENTS_MAX ? HICP_SEGMENTS_MAX : (uint64_t)threads;
+  if (nitems / small < n)
+    n = nitems / small > 0 ? nitems / small : 1;
+  s->n = (uint32_t)n;
+  s->big = big;
+  s->small = small;
+  s->align = align;
+  for (uint64_t k = 0; k < n; k++) {
+    atomic_init(&s->seg[k].lock, 0);
+    s->seg[k].lo = nitems / n * k + (k < nitems % n ? k : nitems % n);
+    s->seg[k].hi = s->seg[k].lo + nitems / n + (k < nitems % n);
   }
 }
 
-/* Inside the parallel region: the calling thread's next block, or
- * UINT64_MAX when every block is taken.  *at starts at 0: how many
- * segments this thread has emptied. */
-static inline uint64_t hicp__segments_take(hicp__segments *s, uint32_t *at)
+static inline void hicp__segment_lock(hicp__segment *g)
+{
+  while (atomic_exchange_explicit(&g->lock, 1, memory_order_acquire))
+    while (atomic_load_explicit(&g->lock, memory_order_relaxed)) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+}
+
+static inline void hicp__segment_unlock(hicp__segment *g)
+{
+  atomic_store_explicit(&g->lock, 0, memory_order_release);
+}
+
+/* Inside the parallel region: the calling thread's next piece, items
+ * *i0 .. *i1-1, and 1; or 0 when every item is taken.  *at starts at 0:
+ * how many segments this thread has emptied (its own first). */
+static inline int hicp__segments_take(hicp__segments *s, uint32_t *at, uint64_t *i0,
+                                      uint64_t *i1)
 {
   uint32_t me = 0;
 #if defined(_OPENMP)
   me = (uint32_t)omp_get_thread_num();
 #endif
   for (; *at < s->n; (*at)++) {
-    const uint32_t k = (me + *at) % s->n;
-    if (__atomic_load_n(&s->next[k], __ATOMIC_RELAXED) >= s->end[k])
-      continue;
-    const uint64_t b = __atomic_fetch_add(&s->next[k], 1u, __ATOMIC_RELAXED);
-    if (b < s->end[k])
-      return b;
+    hicp__segment *g = &s->seg[(me + *at) % s->n];
+    /* a thread beyond the segments only helps */
+    const int own = *at == 0 && me < s->n;
+    hicp__segment_lock(g);
+    const uint64_t lo = g->lo, hi = g->hi;
+    if (lo < hi) {
+      if (own) {
+        const uint64_t edge = (lo / s->align + 1) * s->align;
+        uint64_t e = hi - lo > s->big ? lo + s->big : hi;
+        e = e < edge ? e : edge;
+        g->lo = e;
+        *i0 = lo;
+        *i1 = e;
+      } else {
+        const uint64_t edge = (hi - 1) / s->align * s->align;
+        uint64_t b = hi - lo > s->small ? hi - s->small : lo;
+        b = b > edge ? b : edge;
+        g->hi = b;
+        *i0 = b;
+        *i1 = hi;
+      }
+      hicp__segment_unlock(g);
+      return 1;
+    }
+    hicp__segment_unlock(g);
   }
-  return UINT64_MAX;
+  return 0;
 }
 
 #endif /* HICP_CPU_SEGMENTS_H */

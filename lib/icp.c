@@ -533,9 +533,9 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   f.track = calloc(n, sizeof *f.track);
   f.part = malloc(sizeof *f.part * f.nchunks);
   f.walk = malloc(sizeof *f.walk * f.nchunks);
-  f.blocks_done = malloc(sizeof *f.blocks_done * f.nchunks);
+  f.points_done = malloc(sizeof *f.points_done * f.nchunks);
   if (f.match == NULL || f.e2 == NULL || f.track == NULL || f.part == NULL || f.walk == NULL ||
-      f.blocks_done == NULL) {
+      f.points_done == NULL) {
     rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu scan points", n);
   } else {
     for (size_t j = 0; j < n; j++)
@@ -569,7 +569,7 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   free(f.track);
   free(f.part);
   free(f.walk);
-  free(f.blocks_done);
+  free(f.points_done);
   return rc;
 }
 

@@ -51,7 +51,7 @@ typedef struct hicp__frame {
   hicp__track *track;   /* per point: search certificate (pp/nn.h) */
   hicp__partial *part;  /* per chunk */
   hicp__walkpart *walk; /* per chunk */
-  uint32_t *blocks_done; /* per chunk: pass A's blocks finished (cpu/cpu_backend.c) */
+  uint32_t *points_done; /* per chunk: pass A's points finished (cpu/cpu_backend.c) */
 } hicp__frame;
 
 /* What a run of the iteration loop produces (either backend). */

@@ -158,10 +158,11 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
   float *out_d2 = ord.order != NULL ? ord.d2 : d2;
 
   /* Blocks of queries: the walks of a block run as one wave (cpu/chunk.h);
-   * the blocks in one contiguous segment per thread (cpu/segments.h). */
+   * one contiguous segment of queries per thread (cpu/segments.h), helpers
+   * taking a quarter block at a time. */
   enum { BLOCK = HICP_CPU_WAVE };
   hicp__segments segs;
-  hicp__segments_init(&segs, (uint64_t)(nq + BLOCK - 1) / BLOCK, threads);
+  hicp__segments_init(&segs, (uint64_t)nq, threads, BLOCK, BLOCK / 4, UINT64_MAX);
 #pragma omp parallel num_threads(threads)
   {
     hicp_walk_stats mine;
@@ -170,8 +171,8 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
     uint32_t prev[BLOCK];
     hicp__nn_res res[BLOCK];
     uint32_t at = 0;
-    for (uint64_t b; (b = hicp__segments_take(&segs, &at)) != UINT64_MAX;) {
-      const long long j0 = (long long)b * BLOCK, j1 = j0 + BLOCK < nq ? j0 + BLOCK : nq;
+    for (uint64_t b0, b1; hicp__segments_take(&segs, &at, &b0, &b1);) {
+      const long long j0 = (long long)b0, j1 = (long long)b1;
       for (long long j = j0; j < j1; j++) {
         const long long i = ord.order != NULL ? (long long)ord.order[j] : j;
         float p[3];

@@ -699,31 +699,42 @@ Test(nn, certifying_scans_report_whole_rows)
   }
 }
 
-/* cpu/segments.h, which hands out the blocks of pass A and of
- * hicp_nn_query: every block exactly once, whatever the number of blocks
- * and threads (also more threads than blocks), with the threads taking
- * blocks concurrently. */
-Test(nn, segments_hand_out_every_block_once)
+/* cpu/segments.h, which hands out the points of pass A and the queries of
+ * hicp_nn_query: every item exactly once, in pieces of at most the owner's
+ * size that never cross a multiple of `align`, whatever the number of
+ * items and threads (also more threads than items), with the threads
+ * taking pieces concurrently. */
+Test(nn, segments_hand_out_every_item_once)
 {
-  static const uint64_t sizes[] = {0, 1, 7, 8, 15, 16, 17, 63, 64, 65, 1000, 4099};
+  static const uint64_t sizes[] = {0, 1, 7, 8, 15, 16, 17, 63, 64, 65, 1000, 2192, 4099, 20000};
+  static const uint64_t shapes[][3] = {{256, 64, 2048}, {256, 64, 256}, {256, 64, UINT64_MAX},
+                                       {5, 3, 7}, {1, 1, 1}};
   for (int threads = 1; threads <= 5; threads++) {
     for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
-      const uint64_t n = sizes[z];
-      unsigned *seen = calloc(n + 1, sizeof *seen), outside = 0;
-      hicp__segments segs;
-      hicp__segments_init(&segs, n, threads);
+      for (size_t h = 0; h < sizeof shapes / sizeof *shapes; h++) {
+        const uint64_t n = sizes[z], big = shapes[h][0], small = shapes[h][1];
+        const uint64_t align = shapes[h][2];
+        unsigned *seen = calloc(n + 1, sizeof *seen), bad = 0;
+        hicp__segments segs;
+        hicp__segments_init(&segs, n, threads, big, small, align);
 #pragma omp parallel num_threads(threads)
-      {
-        uint32_t at = 0;
-        for (uint64_t b; (b = hicp__segments_take(&segs, &at)) != UINT64_MAX;)
-          __atomic_add_fetch(b < n ? &seen[b] : &outside, 1u, __ATOMIC_RELAXED);
+        {
+          uint32_t at = 0;
+          for (uint64_t i0, i1; hicp__segments_take(&segs, &at, &i0, &i1);) {
+            const int ok = i0 < i1 && i1 <= n && i1 - i0 <= big && (i1 - 1) / align == i0 / align;
+            if (!ok)
+              __atomic_add_fetch(&bad, 1u, __ATOMIC_RELAXED);
+            for (uint64_t i = i0; ok && i < i1; i++)
+              __atomic_add_fetch(&seen[i], 1u, __ATOMIC_RELAXED);
+          }
+        }
+        cr_assert_eq(bad, 0u, "%d threads, %llu items, shape %zu: %u bad pieces", threads,
+                     (unsigned long long)n, h, bad);
+        for (uint64_t i = 0; i < n; i++)
+          cr_assert_eq(seen[i], 1u, "%d threads, %llu items, shape %zu: item %llu taken %u times",
+                       threads, (unsigned long long)n, h, (unsigned long long)i, seen[i]);
+        free(seen);
       }
-      cr_assert_eq(outside, 0u, "%d threads, %llu blocks: %u blocks out of range", threads,
-                   (unsigned long long)n, outside);
-      for (uint64_t b = 0; b < n; b++)
-        cr_assert_eq(seen[b], 1u, "%d threads, %llu blocks: block %llu taken %u times", threads,
-                     (unsigned long long)n, (unsigned long long)b, seen[b]);
-      free(seen);
     }
   }
 }
