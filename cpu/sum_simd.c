@@ -3,8 +3,9 @@
  *
  * The shape (pp/reduce.h): lane l sums the points base + l + 256 j in order
  * of j, then the 256 lanes are combined by the halving tree.  Lanes l .. l+W-1
- * (W = 4 or 8 doubles) read W consecutive points, so a vector holds W lanes,
- * one per element, and every element goes through the same additions in the
+ * (W = 4 or 8 doubles) read W consecutive points (their coordinates from
+ * the frame's copy by coordinate, p0s: loads, not gathers), so a vector
+ * holds W lanes, one per element, and every element goes through the same additions in the
  * same order as its scalar lane: the same bits.  A lane that skips a point
  * (the point is past the chunk's end, or the filters drop it) keeps its
  * value through a masked add, as the scalar code skips the addition.  The
@@ -38,6 +39,12 @@ static void lane_tree_tail(double *g, uint32_t w, hicp__partial *out)
     out->v[fld] = g[fld * w];
 }
 
+/* Floats p[0 .. 7] in the lanes of m (0 elsewhere), as doubles. */
+AVX512 static inline __m512d load8(__mmask8 m, const float *p)
+{
+  return _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps((__mmask16)m, p)));
+}
+
 AVX512 static void chunk_sum_avx512(const hicp__mview *view, const hicp__frame *f,
                                     const hicp__select *sel, uint32_t c, hicp__partial *out)
 {
@@ -50,8 +57,9 @@ AVX512 static void chunk_sum_avx512(const hicp__mview *view, const hicp__frame *
   const __m512d w_lo = _mm512_set1_pd(sel->w_lo), w_hi = _mm512_set1_pd(sel->w_hi);
   const __m512d e_lo = _mm512_set1_pd(sel->e_lo), e_hi = _mm512_set1_pd(sel->e_hi);
   const __m512d trim_e2 = _mm512_set1_pd(sel->trim_e2);
-  /* byte offsets of W consecutive points' x in p0, and of a vertex's x in vtx */
-  const __m512i pstep = _mm512_setr_epi64(0, 12, 24, 36, 48, 60, 72, 84);
+  /* the points' coordinates by coordinate (hicp__frame.p0s) */
+  const float *ps = f->p0s;
+  const size_t n = f->n;
   const __m256 fzero = _mm256_setzero_ps();
   for (uint32_t grp = 0; grp < NG; grp++) {
     __m512d a[NF];
@@ -63,11 +71,9 @@ AVX512 static void chunk_sum_avx512(const hicp__mview *view, const hicp__frame *
       const __mmask8 m = cnt >= W ? (__mmask8)0xff : (__mmask8)((1u << cnt) - 1u);
       const __m512i mt = _mm512_maskz_loadu_epi32((__mmask16)m, f->match + i);
       const __m512i yoff = _mm512_slli_epi64(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(mt)), 4);
-      const float *vb = &view->vtx[0].x, *pb = &f->p0[3 * (size_t)i];
+      const float *vb = &view->vtx[0].x;
       const __m512d e2 = _mm512_maskz_loadu_pd(m, f->e2 + i);
-      const __m512d px = _mm512_cvtps_pd(_mm512_mask_i64gather_ps(fzero, m, pstep, pb, 1));
-      const __m512d py = _mm512_cvtps_pd(_mm512_mask_i64gather_ps(fzero, m, pstep, pb + 1, 1));
-      const __m512d pz = _mm512_cvtps_pd(_mm512_mask_i64gather_ps(fzero, m, pstep, pb + 2, 1));
+      const __m512d px = load8(m, ps + i), py = load8(m, ps + n + i), pz = load8(m, ps + 2 * n + i);
       const __m512d yx = _mm512_cvtps_pd(_mm512_mask_i64gather_ps(fzero, m, yoff, vb, 1));
       const __m512d yy = _mm512_cvtps_pd(_mm512_mask_i64gather_ps(fzero, m, yoff, vb + 1, 1));
       const __m512d yz = _mm512_cvtps_pd(_mm512_mask_i64gather_ps(fzero, m, yoff, vb + 2, 1));
@@ -131,7 +137,8 @@ AVX2 static void chunk_sum_avx2(const hicp__mview *view, const hicp__frame *f,
   const __m256d w_lo = _mm256_set1_pd(sel->w_lo), w_hi = _mm256_set1_pd(sel->w_hi);
   const __m256d e_lo = _mm256_set1_pd(sel->e_lo), e_hi = _mm256_set1_pd(sel->e_hi);
   const __m256d trim_e2 = _mm256_set1_pd(sel->trim_e2);
-  const __m256i pstep = _mm256_setr_epi64x(0, 12, 24, 36);
+  const float *ps = f->p0s;
+  const size_t n = f->n;
   const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
   const __m128 fzero = _mm_setzero_ps();
   for (uint32_t grp = 0; grp < NG; grp++) {
@@ -147,11 +154,11 @@ AVX2 static void chunk_sum_avx2(const hicp__mview *view, const hicp__frame *f,
       const __m128 mf = _mm_castsi128_ps(m32);
       const __m128i mt = _mm_maskload_epi32((const int *)(f->match + i), m32);
       const __m256i yoff = _mm256_slli_epi64(_mm256_cvtepu32_epi64(mt), 4);
-      const float *vb = &view->vtx[0].x, *pb = &f->p0[3 * (size_t)i];
+      const float *vb = &view->vtx[0].x;
       const __m256d e2 = _mm256_maskload_pd(f->e2 + i, mi);
-      const __m256d px = _mm256_cvtps_pd(_mm256_mask_i64gather_ps(fzero, pb, pstep, mf, 1));
-      const __m256d py = _mm256_cvtps_pd(_mm256_mask_i64gather_ps(fzero, pb + 1, pstep, mf, 1));
-      const __m256d pz = _mm256_cvtps_pd(_mm256_mask_i64gather_ps(fzero, pb + 2, pstep, mf, 1));
+      const __m256d px = _mm256_cvtps_pd(_mm_maskload_ps(ps + i, m32));
+      const __m256d py = _mm256_cvtps_pd(_mm_maskload_ps(ps + n + i, m32));
+      const __m256d pz = _mm256_cvtps_pd(_mm_maskload_ps(ps + 2 * n + i, m32));
       const __m256d yx = _mm256_cvtps_pd(_mm256_mask_i64gather_ps(fzero, vb, yoff, mf, 1));
       const __m256d yy = _mm256_cvtps_pd(_mm256_mask_i64gather_ps(fzero, vb + 1, yoff, mf, 1));
       const __m256d yz = _mm256_cvtps_pd(_mm256_mask_i64gather_ps(fzero, vb + 2, yoff, mf, 1));

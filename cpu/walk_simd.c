@@ -311,16 +311,18 @@ AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, con
                                     int method, uint32_t i0, uint32_t end, hicp__cpu_wave *wv,
                                     hicp__cpu_todo *td, hicp__walkpart *w)
 {
-  const __m512i by3 = HICP_LANES8(3), by4 = HICP_LANES8(4);
+  const __m512i by4 = HICP_LANES8(4);
   const int cert = hicp__track_cert(method);
   const float *vbase = &view->vtx[0].x;
   uint32_t n = 0, kept = 0;
   for (uint32_t g = i0; g < end; g += 8) {
     const __mmask8 mk = (__mmask8)((1u << (end - g < 8 ? end - g : 8)) - 1u);
-    /* hicp__apply, and the query in float */
-    const float *p = &f->p0[3 * (size_t)g];
-    const __m512d x = wide8(gather8(mk, by3, p)), y = wide8(gather8(mk, by3, p + 1)),
-                  z = wide8(gather8(mk, by3, p + 2));
+    /* hicp__apply (the points by coordinate: loads, not gathers), and the
+     * query in float */
+    const float *p = f->p0s + g;
+    const __m512d x = wide8(_mm512_maskz_loadu_ps(mk, p)),
+                  y = wide8(_mm512_maskz_loadu_ps(mk, p + f->n)),
+                  z = wide8(_mm512_maskz_loadu_ps(mk, p + 2 * (size_t)f->n));
     const __m512d qx = xf_row8(&T->r[0], T->t[0], x, y, z);
     const __m512d qy = xf_row8(&T->r[3], T->t[1], x, y, z);
     const __m512d qz = xf_row8(&T->r[6], T->t[2], x, y, z);

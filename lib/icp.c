@@ -528,13 +528,19 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   if (rc != HICP_OK)
     return rc;
   f.p0 = sorted;
+  float *p0s = malloc(sizeof *p0s * 3 * n);
+  if (p0s != NULL)
+    for (size_t j = 0; j < n; j++)
+      for (size_t d = 0; d < 3; d++)
+        p0s[d * n + j] = sorted[3 * j + d];
+  f.p0s = p0s;
   f.match = malloc(sizeof *f.match * n);
   f.e2 = malloc(sizeof *f.e2 * n);
   f.track = calloc(n, sizeof *f.track);
   f.part = malloc(sizeof *f.part * f.nchunks);
   f.walk = malloc(sizeof *f.walk * f.nchunks);
   f.points_done = malloc(sizeof *f.points_done * f.nchunks);
-  if (f.match == NULL || f.e2 == NULL || f.track == NULL || f.part == NULL || f.walk == NULL ||
+  if (p0s == NULL || f.match == NULL || f.e2 == NULL || f.track == NULL || f.part == NULL || f.walk == NULL ||
       f.points_done == NULL) {
     rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu scan points", n);
   } else {
@@ -563,6 +569,7 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
     }
   }
   free(sorted);
+  free(p0s);
   free(order);
   free(f.match);
   free(f.e2);

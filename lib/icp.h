@@ -43,6 +43,8 @@ typedef struct hicp__plan {
 /* One registration's working state, in host memory. */
 typedef struct hicp__frame {
   const float *p0;      /* 3n scan coordinates (relative to the scan origin) */
+  const float *p0s;     /* the same by coordinate, n x then n y then n z: the CPU's
+                           vector code loads eight points' x at once */
   uint32_t n;
   uint32_t nchunks;
   uint32_t chunk;

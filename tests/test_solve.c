@@ -209,6 +209,11 @@ Test(solve, chunk_shape_matches_description)
   hicp__frame f;
   memset(&f, 0, sizeof f);
   f.p0 = p0;
+  float *p0s = malloc(sizeof *p0s * 3 * n);
+  for (uint32_t i = 0; i < n; i++)
+    for (int d = 0; d < 3; d++)
+      p0s[d * n + i] = p0[3 * i + d];
+  f.p0s = p0s;
   f.n = n;
   f.chunk = chunk;
   f.nchunks = (n + chunk - 1) / chunk;
@@ -246,6 +251,7 @@ Test(solve, chunk_shape_matches_description)
   }
   unsetenv("HICP_SIMD");
   free(p0);
+  free(p0s);
   free(vtx);
   free(match);
   free(e2);
