@@ -301,6 +301,46 @@ AVX512 static inline __m512d xf_row8(const double *r, double t, __m512d x, __m51
   _mm512_setr_epi32(0, (stride), 2 * (stride), 3 * (stride), 4 * (stride), 5 * (stride),      \
                     6 * (stride), 7 * (stride), 0, 0, 0, 0, 0, 0, 0, 0)
 
+/* Each bit of the low four of m four times: the float mask of four
+ * 16-byte records. */
+static inline __mmask16 nibbles4(unsigned m)
+{
+  static const uint16_t spread[16] = {0x0000, 0x000f, 0x00f0, 0x00ff, 0x0f00, 0x0f0f,
+                                      0x0ff0, 0x0fff, 0xf000, 0xf00f, 0xf0f0, 0xf0ff,
+                                      0xff00, 0xff0f, 0xfff0, 0xffff};
+  return (__mmask16)spread[m & 15u];
+}
+
+/* Eight certificates (hicp__track: q[3], slack) of the records in mask m:
+ * two loads and a transpose, not four gathers. */
+AVX512 static inline void track_load8(const hicp__track *t, __mmask8 m, __m512 *x, __m512 *y,
+                                      __m512 *z, __m512 *slack)
+{
+  const float *p = &t->q[0];
+  const __m512 a = _mm512_maskz_loadu_ps(nibbles4(m), p);
+  const __m512 b = _mm512_maskz_loadu_ps(nibbles4(m >> 4), p + 16);
+  const __m512i ix = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i one = _mm512_set1_epi32(1);
+  *x = _mm512_permutex2var_ps(a, ix, b);
+  *y = _mm512_permutex2var_ps(a, _mm512_add_epi32(ix, one), b);
+  *z = _mm512_permutex2var_ps(a, _mm512_add_epi32(ix, _mm512_add_epi32(one, one)), b);
+  *slack = _mm512_permutex2var_ps(a, _mm512_add_epi32(ix, _mm512_set1_epi32(3)), b);
+}
+
+/* The opposite: the low eight lanes of x, y, z, slack into the records of
+ * mask m (a transpose and two masked stores, not four scatters). */
+AVX512 static inline void track_store8(hicp__track *t, __mmask8 m, __m512 x, __m512 y, __m512 z,
+                                       __m512 slack)
+{
+  float *p = &t->q[0];
+  const __m512i pairs = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512 xy = _mm512_permutex2var_ps(x, pairs, y), zs = _mm512_permutex2var_ps(z, pairs, slack);
+  const __m512i lo = _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+  const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+  _mm512_mask_storeu_ps(p, nibbles4(m), _mm512_permutex2var_ps(xy, lo, zs));
+  _mm512_mask_storeu_ps(p + 16, nibbles4(m >> 4), _mm512_permutex2var_ps(xy, hi, zs));
+}
+
 /* hicp__cpu_front eight points at a time: the transform, the certificate
  * test (hicp__track_keep) and the kept points' e2 in vector registers,
  * lane by lane the reference's double operations in its order (separate
@@ -311,7 +351,6 @@ AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, con
                                     int method, uint32_t i0, uint32_t end, hicp__cpu_wave *wv,
                                     hicp__cpu_todo *td, hicp__walkpart *w)
 {
-  const __m512i by4 = HICP_LANES8(4);
   const int cert = hicp__track_cert(method);
   const float *vbase = &view->vtx[0].x;
   uint32_t n = 0, kept = 0;
@@ -330,14 +369,15 @@ AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, con
     const __m512i prev = _mm512_maskz_loadu_epi32(mk, &f->match[g]);
     __mmask8 keep = 0;
     if (cert) { /* hicp__track_keep */
-      float *tq = &f->track[g].q[0];
-      const __m512d slack = wide8(gather8(mk, by4, tq + 3));
+      __m512 tx, ty, tz, ts;
+      track_load8(&f->track[g], mk, &tx, &ty, &tz, &ts);
+      const __m512d slack = wide8(ts);
       const __mmask8 elig =
           (__mmask8)_mm512_mask_cmpneq_epi32_mask(mk, prev, _mm512_set1_epi32(-1)) &
           _mm512_cmp_pd_mask(slack, _mm512_setzero_pd(), _CMP_GT_OQ);
-      const __m512d dx = _mm512_sub_pd(_mm512_cvtps_pd(fx), wide8(gather8(mk, by4, tq)));
-      const __m512d dy = _mm512_sub_pd(_mm512_cvtps_pd(fy), wide8(gather8(mk, by4, tq + 1)));
-      const __m512d dz = _mm512_sub_pd(_mm512_cvtps_pd(fz), wide8(gather8(mk, by4, tq + 2)));
+      const __m512d dx = _mm512_sub_pd(_mm512_cvtps_pd(fx), wide8(tx));
+      const __m512d dy = _mm512_sub_pd(_mm512_cvtps_pd(fy), wide8(ty));
+      const __m512d dz = _mm512_sub_pd(_mm512_cvtps_pd(fz), wide8(tz));
       const __m512d moved2 = norm2_8(dx, dy, dz);
       const __mmask8 near =
           _mm512_mask_cmp_pd_mask(elig, moved2, _mm512_mul_pd(slack, slack), _CMP_LT_OQ);
@@ -348,10 +388,8 @@ AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, con
       }
       if (keep) {
         /* the certificate moves with the query and shrinks by the move */
-        _mm512_mask_i32scatter_ps(tq, keep, by4, _mm512_castps256_ps512(fx), 4);
-        _mm512_mask_i32scatter_ps(tq + 1, keep, by4, _mm512_castps256_ps512(fy), 4);
-        _mm512_mask_i32scatter_ps(tq + 2, keep, by4, _mm512_castps256_ps512(fz), 4);
-        _mm512_mask_i32scatter_ps(tq + 3, keep, by4, round_down8(_mm512_sub_pd(slack, moved)), 4);
+        track_store8(&f->track[g], keep, _mm512_castps256_ps512(fx), _mm512_castps256_ps512(fy),
+                     _mm512_castps256_ps512(fz), round_down8(_mm512_sub_pd(slack, moved)));
         /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 */
         const __m512i off = _mm512_slli_epi32(prev, 2);
         const __m512d e2 = norm2_8(_mm512_sub_pd(qx, wide8(gather8(keep, off, vbase))),
