@@ -311,30 +311,32 @@ static inline __mmask16 nibbles4(unsigned m)
   return (__mmask16)spread[m & 15u];
 }
 
-/* Eight certificates (hicp__track: q[3], slack) of the records in mask m:
- * two loads and a transpose, not four gathers. */
-AVX512 static inline void track_load8(const hicp__track *t, __mmask8 m, __m512 *x, __m512 *y,
-                                      __m512 *z, __m512 *slack)
+/* Eight consecutive 16-byte records of four 32-bit words (certificates,
+ * hicp__track: q[3], slack; or walks, hicp__walk), those in mask m: word
+ * j of record k in lane k of out[j].  Two loads and a transpose, not four
+ * gathers. */
+_Static_assert(sizeof(hicp__track) == 16 && sizeof(hicp__walk) == 16,
+               "certificates and walks are records of four 32-bit words");
+
+AVX512 static inline void rec4_load8(const void *rec, __mmask8 m, __m512 out[4])
 {
-  const float *p = &t->q[0];
+  const float *p = rec;
   const __m512 a = _mm512_maskz_loadu_ps(nibbles4(m), p);
   const __m512 b = _mm512_maskz_loadu_ps(nibbles4(m >> 4), p + 16);
   const __m512i ix = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i one = _mm512_set1_epi32(1);
-  *x = _mm512_permutex2var_ps(a, ix, b);
-  *y = _mm512_permutex2var_ps(a, _mm512_add_epi32(ix, one), b);
-  *z = _mm512_permutex2var_ps(a, _mm512_add_epi32(ix, _mm512_add_epi32(one, one)), b);
-  *slack = _mm512_permutex2var_ps(a, _mm512_add_epi32(ix, _mm512_set1_epi32(3)), b);
+  for (int j = 0; j < 4; j++)
+    out[j] = _mm512_permutex2var_ps(a, _mm512_add_epi32(ix, _mm512_set1_epi32(j)), b);
 }
 
-/* The opposite: the low eight lanes of x, y, z, slack into the records of
- * mask m (a transpose and two masked stores, not four scatters). */
-AVX512 static inline void track_store8(hicp__track *t, __mmask8 m, __m512 x, __m512 y, __m512 z,
-                                       __m512 slack)
+/* The opposite: lane k of w0 .. w3 into the words of record k, for the
+ * records in mask m (a transpose and two masked stores, not four
+ * scatters). */
+AVX512 static inline void rec4_store8(void *rec, __mmask8 m, __m512 w0, __m512 w1, __m512 w2,
+                                      __m512 w3)
 {
-  float *p = &t->q[0];
+  float *p = rec;
   const __m512i pairs = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  const __m512 xy = _mm512_permutex2var_ps(x, pairs, y), zs = _mm512_permutex2var_ps(z, pairs, slack);
+  const __m512 xy = _mm512_permutex2var_ps(w0, pairs, w1), zs = _mm512_permutex2var_ps(w2, pairs, w3);
   const __m512i lo = _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
   const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
   _mm512_mask_storeu_ps(p, nibbles4(m), _mm512_permutex2var_ps(xy, lo, zs));
@@ -369,15 +371,15 @@ AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, con
     const __m512i prev = _mm512_maskz_loadu_epi32(mk, &f->match[g]);
     __mmask8 keep = 0;
     if (cert) { /* hicp__track_keep */
-      __m512 tx, ty, tz, ts;
-      track_load8(&f->track[g], mk, &tx, &ty, &tz, &ts);
-      const __m512d slack = wide8(ts);
+      __m512 t[4]; /* the certificates: q and slack */
+      rec4_load8(&f->track[g], mk, t);
+      const __m512d slack = wide8(t[3]);
       const __mmask8 elig =
           (__mmask8)_mm512_mask_cmpneq_epi32_mask(mk, prev, _mm512_set1_epi32(-1)) &
           _mm512_cmp_pd_mask(slack, _mm512_setzero_pd(), _CMP_GT_OQ);
-      const __m512d dx = _mm512_sub_pd(_mm512_cvtps_pd(fx), wide8(tx));
-      const __m512d dy = _mm512_sub_pd(_mm512_cvtps_pd(fy), wide8(ty));
-      const __m512d dz = _mm512_sub_pd(_mm512_cvtps_pd(fz), wide8(tz));
+      const __m512d dx = _mm512_sub_pd(_mm512_cvtps_pd(fx), wide8(t[0]));
+      const __m512d dy = _mm512_sub_pd(_mm512_cvtps_pd(fy), wide8(t[1]));
+      const __m512d dz = _mm512_sub_pd(_mm512_cvtps_pd(fz), wide8(t[2]));
       const __m512d moved2 = norm2_8(dx, dy, dz);
       const __mmask8 near =
           _mm512_mask_cmp_pd_mask(elig, moved2, _mm512_mul_pd(slack, slack), _CMP_LT_OQ);
@@ -388,8 +390,8 @@ AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, con
       }
       if (keep) {
         /* the certificate moves with the query and shrinks by the move */
-        track_store8(&f->track[g], keep, _mm512_castps256_ps512(fx), _mm512_castps256_ps512(fy),
-                     _mm512_castps256_ps512(fz), round_down8(_mm512_sub_pd(slack, moved)));
+        rec4_store8(&f->track[g], keep, _mm512_castps256_ps512(fx), _mm512_castps256_ps512(fy),
+                    _mm512_castps256_ps512(fz), round_down8(_mm512_sub_pd(slack, moved)));
         /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 */
         const __m512i off = _mm512_slli_epi32(prev, 2);
         const __m512d e2 = norm2_8(_mm512_sub_pd(qx, wide8(gather8(keep, off, vbase))),
@@ -434,7 +436,7 @@ AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert
                                const hicp__cpu_wave *wv, const hicp__cpu_todo *td, uint32_t k0,
                                uint32_t k1, hicp__walkpart *w)
 {
-  const __m512i by3 = HICP_LANES8(3), by4 = HICP_LANES8(4), by5 = HICP_LANES8(5);
+  const __m512i by3 = HICP_LANES8(3), by5 = HICP_LANES8(5);
   const __m512i zeroi = _mm512_setzero_si512();
   const __m512d tiny4 = _mm512_set1_pd(4.0 * (double)HICP_FLT_MIN);
   const __m512d shrink = _mm512_set1_pd(1.0 - 1e-5);
@@ -444,8 +446,7 @@ AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert
   for (uint32_t g = k0; g < k1; g += 8) {
     const uint32_t cnt = k1 - g < 8 ? k1 - g : 8;
     const __mmask8 mk = (__mmask8)((1u << cnt) - 1u);
-    /* the walks (hicp__walk: 4 words) and their last row scans (hicp__row: 5) */
-    const int *wi = (const int *)&wv->w[g];
+    /* their last row scans (hicp__row: 5 words) */
     const int *ri = (const int *)&wv->rs[g];
     const __m512i how = _mm512_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&wv->how[g]));
     const __mmask8 ball = (__mmask8)_mm512_mask_cmpeq_epi32_mask(mk, how, _mm512_set1_epi32(1));
@@ -454,14 +455,16 @@ AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert
       hicp__cpu_back(view, f, cert, wv, td, g, g + cnt, w);
       continue;
     }
-    const __m512i cur = _mm512_mask_i32gather_epi32(zeroi, mk, by4, wi, 4);
-    const __m512 dcur = gather8(mk, by4, (const float *)wi + 1);
-    const __m512i steps = _mm512_mask_i32gather_epi32(zeroi, mk, by4, wi + 2, 4);
+    __m512 wk[4]; /* the walks, hicp__walk: cur, dcur, steps, cert */
+    rec4_load8(&wv->w[g], mk, wk);
+    const __m512i cur = _mm512_castps_si512(wk[0]);
+    const __m512 dcur = wk[1];
+    const __m512i steps = _mm512_castps_si512(wk[2]);
     const __m512i at = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(mk, &td->at[g]),
                                         _mm512_set1_epi32((int)i0));
     __m512 slack = _mm512_setzero_ps();
     if (cert) { /* hicp__nn_slack */
-      const __m512i wcert = _mm512_mask_i32gather_epi32(zeroi, mk, by4, wi + 3, 4);
+      const __m512i wcert = _mm512_castps_si512(wk[3]);
       const __m512 rmin = _mm512_mask_i32gather_ps(inf, mk, by5, (const float *)ri + 3, 4);
       const __m512 l2min = _mm512_mask_i32gather_ps(inf, mk, by5, (const float *)ri + 4, 4);
       const __m512d dist = _mm512_mul_pd(_mm512_sqrt_pd(_mm512_add_pd(wide8(dcur), tiny4)),
