@@ -514,12 +514,156 @@ AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert
   }
 }
 
+/* Four-lane helpers of front_avx2 (AVX2 has no mask registers: a mask is
+ * a vector with all bits set in its lanes). */
+
+/* The 64-bit lanes of a mask as 32-bit lanes. */
+AVX2 static inline __m128i narrow4(__m256d m)
+{
+  const __m256i p = _mm256_permutevar8x32_epi32(_mm256_castpd_si256(m),
+                                                _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6));
+  return _mm256_castsi256_si128(p);
+}
+
+/* hicp__round_down, lane by lane. */
+AVX2 static inline __m128 round_down4(__m256d s)
+{
+  const __m128 f = _mm256_cvtpd_ps(s);
+  /* -1 where f rounded up: adding it steps the bits one down */
+  const __m128i up = narrow4(_mm256_cmp_pd(_mm256_cvtps_pd(f), s, _CMP_GT_OQ));
+  const __m128 down = _mm_castsi128_ps(_mm_add_epi32(_mm_castps_si128(f), up));
+  return _mm_and_ps(down, _mm_castsi128_ps(narrow4(_mm256_cmp_pd(s, _mm256_setzero_pd(),
+                                                                  _CMP_GT_OQ))));
+}
+
+/* ((r[0] x + r[1] y) + r[2] z) + t: a row of hicp__apply. */
+AVX2 static inline __m256d xf_row4(const double *r, double t, __m256d x, __m256d y, __m256d z)
+{
+  const __m256d rx = _mm256_mul_pd(_mm256_set1_pd(r[0]), x);
+  const __m256d ry = _mm256_mul_pd(_mm256_set1_pd(r[1]), y);
+  const __m256d rz = _mm256_mul_pd(_mm256_set1_pd(r[2]), z);
+  return _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(rx, ry), rz), _mm256_set1_pd(t));
+}
+
+/* (a*a + b*b) + c*c. */
+AVX2 static inline __m256d norm2_4(__m256d a, __m256d b, __m256d c)
+{
+  return _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(a, a), _mm256_mul_pd(b, b)),
+                       _mm256_mul_pd(c, c));
+}
+
+/* hicp__cpu_front four points at a time with AVX2, as front_avx512 does
+ * eight: the same double operations lane by lane in the reference's
+ * order.  The four certificates (16-byte records) are read as two loads
+ * and a transpose, and the kept ones written back the same way (blended
+ * into what was read: the points are this thread's). */
+AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
+                                int method, uint32_t i0, uint32_t end, hicp__cpu_wave *wv,
+                                hicp__cpu_todo *td, hicp__walkpart *w)
+{
+  const int cert = hicp__track_cert(method);
+  const float *vbase = &view->vtx[0].x;
+  const __m128i lane = _mm_setr_epi32(0, 1, 2, 3);
+  const __m256i pick = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  uint32_t n = 0, kept = 0;
+  for (uint32_t g = i0; g < end; g += 4) {
+    const uint32_t cnt = end - g < 4 ? end - g : 4;
+    const __m128i m32 = _mm_cmpgt_epi32(_mm_set1_epi32((int)cnt), lane);
+    const __m256d m64 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(m32));
+    /* hicp__apply (the points by coordinate: loads), and the query in float */
+    const float *p = f->p0s + g;
+    const __m256d x = _mm256_cvtps_pd(_mm_maskload_ps(p, m32));
+    const __m256d y = _mm256_cvtps_pd(_mm_maskload_ps(p + f->n, m32));
+    const __m256d z = _mm256_cvtps_pd(_mm_maskload_ps(p + 2 * (size_t)f->n, m32));
+    const __m256d qx = xf_row4(&T->r[0], T->t[0], x, y, z);
+    const __m256d qy = xf_row4(&T->r[3], T->t[1], x, y, z);
+    const __m256d qz = xf_row4(&T->r[6], T->t[2], x, y, z);
+    const __m128 fx = _mm256_cvtpd_ps(qx), fy = _mm256_cvtpd_ps(qy), fz = _mm256_cvtpd_ps(qz);
+    const __m128i prev = _mm_maskload_epi32((const int *)&f->match[g], m32);
+    unsigned keep = 0;
+    if (cert) { /* hicp__track_keep */
+      /* records 0-1 and 2-3 of the certificates, transposed: x, y | z, slack */
+      float *tp = &f->track[g].q[0];
+      const __m256i rm0 = _mm256_cvtepi32_epi64(_mm_unpacklo_epi32(m32, m32));
+      const __m256i rm1 = _mm256_cvtepi32_epi64(_mm_unpackhi_epi32(m32, m32));
+      const __m256 a = _mm256_maskload_ps(tp, rm0), b = _mm256_maskload_ps(tp + 8, rm1);
+      const __m256 xy = _mm256_permutevar8x32_ps(_mm256_unpacklo_ps(a, b), pick);
+      const __m256 zs = _mm256_permutevar8x32_ps(_mm256_unpackhi_ps(a, b), pick);
+      const __m256d slack = _mm256_cvtps_pd(_mm256_extractf128_ps(zs, 1));
+      const __m256d elig = _mm256_and_pd(
+          _mm256_and_pd(m64, _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_xor_si128(
+                                 _mm_cmpeq_epi32(prev, _mm_set1_epi32(-1)), _mm_set1_epi32(-1))))),
+          _mm256_cmp_pd(slack, _mm256_setzero_pd(), _CMP_GT_OQ));
+      const __m256d dx = _mm256_sub_pd(_mm256_cvtps_pd(fx), _mm256_cvtps_pd(_mm256_castps256_ps128(xy)));
+      const __m256d dy = _mm256_sub_pd(_mm256_cvtps_pd(fy), _mm256_cvtps_pd(_mm256_extractf128_ps(xy, 1)));
+      const __m256d dz = _mm256_sub_pd(_mm256_cvtps_pd(fz), _mm256_cvtps_pd(_mm256_castps256_ps128(zs)));
+      const __m256d moved2 = norm2_4(dx, dy, dz);
+      const __m256d near = _mm256_and_pd(elig, _mm256_cmp_pd(moved2, _mm256_mul_pd(slack, slack),
+                                                             _CMP_LT_OQ));
+      if (_mm256_movemask_pd(near)) {
+        const __m256d moved = _mm256_mul_pd(_mm256_sqrt_pd(moved2), _mm256_set1_pd(1.0 + 1e-12));
+        const __m256d km = _mm256_and_pd(near, _mm256_cmp_pd(moved, slack, _CMP_LT_OQ));
+        keep = (unsigned)_mm256_movemask_pd(km);
+        if (keep) {
+          /* the certificate moves with the query and shrinks by the move:
+           * the new values where kept, transposed back */
+          const __m128i k32 = narrow4(km);
+          const __m256 nxy = _mm256_set_m128(fy, fx);
+          const __m256 nzs = _mm256_set_m128(round_down4(_mm256_sub_pd(slack, moved)), fz);
+          const __m256i kk = _mm256_set_m128i(k32, k32);
+          const __m256 bxy = _mm256_blendv_ps(xy, nxy, _mm256_castsi256_ps(kk));
+          const __m256 bzs = _mm256_blendv_ps(zs, nzs, _mm256_castsi256_ps(kk));
+          const __m256 ixy = _mm256_permutevar8x32_ps(bxy, pick); /* x0 y0 x1 y1 | .. */
+          const __m256 izs = _mm256_permutevar8x32_ps(bzs, pick);
+          const __m256d lo = _mm256_unpacklo_pd(_mm256_castps_pd(ixy), _mm256_castps_pd(izs));
+          const __m256d hi = _mm256_unpackhi_pd(_mm256_castps_pd(ixy), _mm256_castps_pd(izs));
+          _mm256_maskstore_ps(tp, rm0, _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x20)));
+          _mm256_maskstore_ps(tp + 8, rm1, _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x31)));
+          /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 */
+          const __m128i off = _mm_slli_epi32(prev, 2);
+          const __m128 kf = _mm_castsi128_ps(k32);
+          const __m128 zero = _mm_setzero_ps();
+          const __m256d yx = _mm256_cvtps_pd(_mm_mask_i32gather_ps(zero, vbase, off, kf, 4));
+          const __m256d yy = _mm256_cvtps_pd(_mm_mask_i32gather_ps(zero, vbase + 1, off, kf, 4));
+          const __m256d yz = _mm256_cvtps_pd(_mm_mask_i32gather_ps(zero, vbase + 2, off, kf, 4));
+          const __m256d e2 = norm2_4(_mm256_sub_pd(qx, yx), _mm256_sub_pd(qy, yy),
+                                     _mm256_sub_pd(qz, yz));
+          _mm256_maskstore_pd(&f->e2[g], _mm256_castpd_si256(km), e2);
+          kept += (uint32_t)__builtin_popcount(keep);
+        }
+      }
+    }
+    /* the others' walks, in point order */
+    double dq[3][4];
+    float sq[3][4];
+    uint32_t pv[4];
+    _mm256_storeu_pd(dq[0], qx);
+    _mm256_storeu_pd(dq[1], qy);
+    _mm256_storeu_pd(dq[2], qz);
+    _mm_storeu_ps(sq[0], fx);
+    _mm_storeu_ps(sq[1], fy);
+    _mm_storeu_ps(sq[2], fz);
+    _mm_storeu_si128((__m128i *)pv, prev);
+    for (unsigned todo = ((1u << cnt) - 1u) & ~keep; todo != 0; todo &= todo - 1) {
+      const unsigned k = (unsigned)__builtin_ctz(todo);
+      for (int d = 0; d < 3; d++) {
+        td->qd[n][d] = dq[d][k];
+        wv->q[n][d] = sq[d][k];
+      }
+      td->prev[n] = pv[k];
+      td->at[n++] = g + k;
+    }
+  }
+  hicp__cpu_count(w, 0, kept); /* hicp__cpu_done's: walked, no steps */
+  return n;
+}
+
 HICP_NN_FUNCTIONS(_avx512, row_scan_avx512, AVX512)
 HICP_NN_FUNCTIONS(_avx2, row_scan_avx2, AVX2)
 HICP_CPU_WAVE_WALKS(walks_avx512, row_scan_avx512, AVX512)
 HICP_CPU_WAVE_WALKS(walks_avx2, row_scan_avx2, AVX2)
 HICP_CPU_CHUNK_CORRESPOND(chunk_avx512, _avx512, front_avx512, walks_avx512, back_avx512, AVX512)
-HICP_CPU_CHUNK_CORRESPOND(chunk_avx2, _avx2, hicp__cpu_front, walks_avx2, hicp__cpu_back, AVX2)
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx2, _avx2, front_avx2, walks_avx2, hicp__cpu_back, AVX2)
 
 HICP_CPU_QUERY_BLOCK(query_avx512, _avx512, walks_avx512, AVX512)
 HICP_CPU_QUERY_BLOCK(query_avx2, _avx2, walks_avx2, AVX2)
