@@ -658,12 +658,113 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
   return n;
 }
 
+/* hicp__cpu_back four walks at a time with AVX2, as back_avx512 does
+ * eight: the slacks of both kinds of certificate and e2 in vector
+ * registers (lane by lane the reference's double operations in its
+ * order), chosen by masks rather than by branches on the kind; then the
+ * stores lane by lane (AVX2 has no scatters).  A group with a near tie
+ * (the flood, rare) goes to the reference. */
+AVX2 static void back_avx2(const hicp__mview *view, hicp__frame *f, int cert,
+                           const hicp__cpu_wave *wv, const hicp__cpu_todo *td, uint32_t k0,
+                           uint32_t k1, hicp__walkpart *w)
+{
+  const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), by5 = _mm_setr_epi32(0, 5, 10, 15);
+  const __m128i by3 = _mm_setr_epi32(0, 3, 6, 9), zeroi = _mm_setzero_si128();
+  const __m256i pick = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256d tiny4 = _mm256_set1_pd(4.0 * (double)HICP_FLT_MIN);
+  const __m256d shrink = _mm256_set1_pd(1.0 - 1e-5);
+  const __m128 inf = _mm_set1_ps(HICP_FLT_INF);
+  const float *vbase = &view->vtx[0].x;
+  for (uint32_t g = k0; g < k1; g += 4) {
+    const uint32_t cnt = k1 - g < 4 ? k1 - g : 4;
+    const __m128i m32 = _mm_cmpgt_epi32(_mm_set1_epi32((int)cnt), lane);
+    const __m256d m64 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(m32));
+    /* their last row scans (hicp__row: 5 words) */
+    const int *ri = (const int *)&wv->rs[g];
+    int how4;
+    memcpy(&how4, &wv->how[g], sizeof how4);
+    const __m128i ball =
+        _mm_and_si128(m32, _mm_cmpeq_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(how4)),
+                                           _mm_set1_epi32(1)));
+    const __m128i scanned = _mm_andnot_si128(ball, m32);
+    const __m128i near_tie = _mm_mask_i32gather_epi32(zeroi, ri + 2, by5, scanned, 4);
+    if (!_mm_testz_si128(near_tie, near_tie)) { /* the flood */
+      hicp__cpu_back(view, f, cert, wv, td, g, g + cnt, w);
+      continue;
+    }
+    /* the walks (hicp__walk: cur, dcur, steps, cert), transposed */
+    const float *wp = (const float *)&wv->w[g];
+    const __m256i rm0 = _mm256_cvtepi32_epi64(_mm_unpacklo_epi32(m32, m32));
+    const __m256i rm1 = _mm256_cvtepi32_epi64(_mm_unpackhi_epi32(m32, m32));
+    const __m256 a = _mm256_maskload_ps(wp, rm0), b = _mm256_maskload_ps(wp + 8, rm1);
+    const __m256 cd = _mm256_permutevar8x32_ps(_mm256_unpacklo_ps(a, b), pick);
+    const __m256 sc = _mm256_permutevar8x32_ps(_mm256_unpackhi_ps(a, b), pick);
+    const __m128i cur = _mm_castps_si128(_mm256_castps256_ps128(cd));
+    const __m128 dcur = _mm256_extractf128_ps(cd, 1);
+    const __m128i steps = _mm_castps_si128(_mm256_castps256_ps128(sc));
+    __m128 slack = _mm_setzero_ps();
+    if (cert) { /* hicp__nn_slack */
+      const __m128i wcert = _mm_castps_si128(_mm256_extractf128_ps(sc, 1));
+      const __m128 sf = _mm_castsi128_ps(scanned);
+      const __m128 rmin = _mm_mask_i32gather_ps(inf, (const float *)ri + 3, by5, sf, 4);
+      const __m128 l2min = _mm_mask_i32gather_ps(inf, (const float *)ri + 4, by5, sf, 4);
+      const __m256d dist = _mm256_mul_pd(_mm256_sqrt_pd(_mm256_add_pd(_mm256_cvtps_pd(dcur), tiny4)),
+                                         _mm256_set1_pd(HICP_SLACK_HI));
+      const __m128 safe = _mm_mask_i32gather_ps(_mm_setzero_ps(), view->safe_r2, cur,
+                                                _mm_castsi128_ps(ball), 4);
+      const __m128 in_ball =
+          round_down4(_mm256_sub_pd(_mm256_sqrt_pd(_mm256_cvtps_pd(safe)), dist));
+      const __m256d h = _mm256_mul_pd(
+          _mm256_mul_pd(_mm256_set1_pd(0.5), _mm256_sqrt_pd(_mm256_cvtps_pd(rmin))), shrink);
+      const __m256d len = _mm256_mul_pd(_mm256_sqrt_pd(_mm256_cvtps_pd(l2min)), shrink);
+      const __m256d rad = _mm256_add_pd(dist, h);
+      const __m256d margin = _mm256_div_pd(
+          _mm256_add_pd(_mm256_mul_pd(_mm256_set1_pd(2e-6), _mm256_mul_pd(rad, rad)), tiny4), len);
+      const __m128 in_cell = round_down4(_mm256_sub_pd(h, margin));
+      const __m128 cell = _mm_and_ps(
+          _mm_and_ps(_mm_castsi128_ps(_mm_andnot_si128(_mm_cmpeq_epi32(wcert, zeroi), scanned)),
+                     _mm_cmplt_ps(rmin, inf)),
+          _mm_and_ps(_mm_cmpgt_ps(l2min, _mm_set1_ps(1e-30f)), _mm_cmplt_ps(l2min, inf)));
+      slack = _mm_or_ps(_mm_and_ps(_mm_castsi128_ps(ball), in_ball), _mm_and_ps(cell, in_cell));
+    }
+    /* e2 = hicp__pair_e2 of the query (double) and the answer */
+    const __m128i off = _mm_slli_epi32(cur, 2);
+    const __m128 mf = _mm_castsi128_ps(m32), zf = _mm_setzero_ps();
+    const double *qd = &td->qd[g][0];
+    const __m256d zd = _mm256_setzero_pd();
+    const __m256d e2 = norm2_4(
+        _mm256_sub_pd(_mm256_mask_i32gather_pd(zd, qd, by3, m64, 8),
+                      _mm256_cvtps_pd(_mm_mask_i32gather_ps(zf, vbase, off, mf, 4))),
+        _mm256_sub_pd(_mm256_mask_i32gather_pd(zd, qd + 1, by3, m64, 8),
+                      _mm256_cvtps_pd(_mm_mask_i32gather_ps(zf, vbase + 1, off, mf, 4))),
+        _mm256_sub_pd(_mm256_mask_i32gather_pd(zd, qd + 2, by3, m64, 8),
+                      _mm256_cvtps_pd(_mm_mask_i32gather_ps(zf, vbase + 2, off, mf, 4))));
+    /* hicp__track_update and hicp__cpu_done, walk by walk */
+    float sl[4];
+    uint32_t cu[4], st[4];
+    double ee[4];
+    _mm_storeu_ps(sl, slack);
+    _mm_storeu_si128((__m128i *)cu, cur);
+    _mm_storeu_si128((__m128i *)st, steps);
+    _mm256_storeu_pd(ee, e2);
+    for (uint32_t k = 0; k < cnt; k++) {
+      const uint32_t i = td->at[g + k];
+      hicp__track *t = &f->track[i];
+      memcpy(t->q, wv->q[g + k], sizeof t->q);
+      t->slack = sl[k];
+      f->match[i] = cu[k];
+      f->e2[i] = ee[k];
+      hicp__cpu_count(w, st[k], 1);
+    }
+  }
+}
+
 HICP_NN_FUNCTIONS(_avx512, row_scan_avx512, AVX512)
 HICP_NN_FUNCTIONS(_avx2, row_scan_avx2, AVX2)
 HICP_CPU_WAVE_WALKS(walks_avx512, row_scan_avx512, AVX512)
 HICP_CPU_WAVE_WALKS(walks_avx2, row_scan_avx2, AVX2)
 HICP_CPU_CHUNK_CORRESPOND(chunk_avx512, _avx512, front_avx512, walks_avx512, back_avx512, AVX512)
-HICP_CPU_CHUNK_CORRESPOND(chunk_avx2, _avx2, front_avx2, walks_avx2, hicp__cpu_back, AVX2)
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx2, _avx2, front_avx2, walks_avx2, back_avx2, AVX2)
 
 HICP_CPU_QUERY_BLOCK(query_avx512, _avx512, walks_avx512, AVX512)
 HICP_CPU_QUERY_BLOCK(query_avx2, _avx2, walks_avx2, AVX2)
