@@ -165,8 +165,8 @@ typedef struct hicp__cpu_todo {
  * HICP_CPU_WAVE): applies T, answers at once the points whose certificate
  * holds (hicp__track_keep: match kept, e2 stored, counted in *w), and lists
  * the others' walks in *td and wv->q.  Returns how many walks.  The
- * reference; cpu/walk_simd.c has an AVX-512 one, eight points at a time,
- * that gives the same bits. */
+ * reference; cpu/ends_simd.h has AVX-512 and AVX2 ones, eight and four
+ * points at a time, that give the same bits. */
 static inline uint32_t hicp__cpu_front(const hicp__mview *view, hicp__frame *f,
                                        const hicp__xf *T, int method, uint32_t i0, uint32_t end,
                                        hicp__cpu_wave *wv, hicp__cpu_todo *td, hicp__walkpart *w)
@@ -187,8 +187,8 @@ static inline uint32_t hicp__cpu_front(const hicp__mview *view, hicp__frame *f,
 
 /* The back of a block of pass A, walks k0 .. k1-1 of the wave *wv, run:
  * each answer, its certificate (with `cert`) and its point's match, e2
- * and walk statistics.  The reference; cpu/walk_simd.c has an AVX-512
- * one. */
+ * and walk statistics.  The reference; cpu/ends_simd.h has AVX-512 and AVX2
+ * ones. */
 static inline void hicp__cpu_back(const hicp__mview *view, hicp__frame *f, int cert,
                                   const hicp__cpu_wave *wv, const hicp__cpu_todo *td, uint32_t k0,
                                   uint32_t k1, hicp__walkpart *w)

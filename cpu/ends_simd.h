@@ -1,0 +1,519 @@
+/* ends_simd.h: the front and the back of pass A's blocks (cpu/chunk.h:
+ * hicp__cpu_front, hicp__cpu_back) with AVX-512, eight points or walks at
+ * a time, and with AVX2, four at a time.  Each lane repeats the
+ * reference's double operations in its order (separate multiplies and
+ * adds, correctly rounded square roots and division), so the bits are the
+ * same; what they remove is branches on data (whether a point keeps its
+ * match, the kind of a certificate: coin tosses in ICP) and gathers and
+ * scatters of consecutive records.  Included by walk_simd.c only, inside
+ * its x86-64 section (AVX512 and AVX2 are its target attributes), where
+ * the blocks are instantiated. */
+#ifndef HICP_CPU_ENDS_SIMD_H
+#define HICP_CPU_ENDS_SIMD_H
+
+/* Eight-lane helpers of the front and the back below (double lanes 0-7;
+ * float vectors use their low eight lanes). */
+
+/* hicp__round_down, lane by lane. */
+AVX512 static inline __m512 round_down8(__m512d s)
+{
+  const __m256 f = _mm512_cvtpd_ps(s);
+  const __mmask8 up = _mm512_cmp_pd_mask(_mm512_cvtps_pd(f), s, _CMP_GT_OQ);
+  const __m512i bits = _mm512_castsi256_si512(_mm256_castps_si256(f));
+  const __m512i down = _mm512_mask_sub_epi32(bits, (__mmask16)up, bits, _mm512_set1_epi32(1));
+  const __mmask8 pos = _mm512_cmp_pd_mask(s, _mm512_setzero_pd(), _CMP_GT_OQ);
+  return _mm512_maskz_mov_ps((__mmask16)pos, _mm512_castsi512_ps(down));
+}
+
+/* The low eight floats of a, as doubles. */
+AVX512 static inline __m512d wide8(__m512 a)
+{
+  return _mm512_cvtps_pd(_mm512_castps512_ps256(a));
+}
+
+/* Floats base[idx[k]] in the lanes of m (0 elsewhere). */
+AVX512 static inline __m512 gather8(__mmask8 m, __m512i idx, const float *base)
+{
+  return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), (__mmask16)m, idx, base, 4);
+}
+
+/* (a*a + b*b) + c*c, the order of hicp__pair_e2 and hicp__track_keep. */
+AVX512 static inline __m512d norm2_8(__m512d a, __m512d b, __m512d c)
+{
+  return _mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(a, a), _mm512_mul_pd(b, b)),
+                       _mm512_mul_pd(c, c));
+}
+
+/* ((r[0] x + r[1] y) + r[2] z) + t: a row of hicp__apply. */
+AVX512 static inline __m512d xf_row8(const double *r, double t, __m512d x, __m512d y, __m512d z)
+{
+  const __m512d rx = _mm512_mul_pd(_mm512_set1_pd(r[0]), x);
+  const __m512d ry = _mm512_mul_pd(_mm512_set1_pd(r[1]), y);
+  const __m512d rz = _mm512_mul_pd(_mm512_set1_pd(r[2]), z);
+  return _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(rx, ry), rz), _mm512_set1_pd(t));
+}
+
+/* Lanes k of a structure array whose records are `stride` 32-bit words. */
+#define HICP_LANES8(stride)                                                                   \
+  _mm512_setr_epi32(0, (stride), 2 * (stride), 3 * (stride), 4 * (stride), 5 * (stride),      \
+                    6 * (stride), 7 * (stride), 0, 0, 0, 0, 0, 0, 0, 0)
+
+/* Each bit of the low four of m four times: the float mask of four
+ * 16-byte records. */
+static inline __mmask16 nibbles4(unsigned m)
+{
+  static const uint16_t spread[16] = {0x0000, 0x000f, 0x00f0, 0x00ff, 0x0f00, 0x0f0f,
+                                      0x0ff0, 0x0fff, 0xf000, 0xf00f, 0xf0f0, 0xf0ff,
+                                      0xff00, 0xff0f, 0xfff0, 0xffff};
+  return (__mmask16)spread[m & 15u];
+}
+
+/* Eight consecutive 16-byte records of four 32-bit words (certificates,
+ * hicp__track: q[3], slack; or walks, hicp__walk), those in mask m: word
+ * j of record k in lane k of out[j].  Two loads and a transpose, not four
+ * gathers. */
+_Static_assert(sizeof(hicp__track) == 16 && sizeof(hicp__walk) == 16,
+               "certificates and walks are records of four 32-bit words");
+
+AVX512 static inline void rec4_load8(const void *rec, __mmask8 m, __m512 out[4])
+{
+  const float *p = rec;
+  const __m512 a = _mm512_maskz_loadu_ps(nibbles4(m), p);
+  const __m512 b = _mm512_maskz_loadu_ps(nibbles4(m >> 4), p + 16);
+  const __m512i ix = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+  for (int j = 0; j < 4; j++)
+    out[j] = _mm512_permutex2var_ps(a, _mm512_add_epi32(ix, _mm512_set1_epi32(j)), b);
+}
+
+/* The opposite: lane k of w0 .. w3 into the words of record k, for the
+ * records in mask m (a transpose and two masked stores, not four
+ * scatters). */
+AVX512 static inline void rec4_store8(void *rec, __mmask8 m, __m512 w0, __m512 w1, __m512 w2,
+                                      __m512 w3)
+{
+  float *p = rec;
+  const __m512i pairs = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512 xy = _mm512_permutex2var_ps(w0, pairs, w1), zs = _mm512_permutex2var_ps(w2, pairs, w3);
+  const __m512i lo = _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+  const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+  _mm512_mask_storeu_ps(p, nibbles4(m), _mm512_permutex2var_ps(xy, lo, zs));
+  _mm512_mask_storeu_ps(p + 16, nibbles4(m >> 4), _mm512_permutex2var_ps(xy, hi, zs));
+}
+
+/* hicp__cpu_front eight points at a time: the transform, the certificate
+ * test (hicp__track_keep) and the kept points' e2 in vector registers,
+ * lane by lane the reference's double operations in its order (separate
+ * multiplies and adds, a correctly rounded square root), so the same bits.
+ * Which points keep their match is a coin toss in ICP's later iterations:
+ * decided eight at a time in masks, not point by point in branches. */
+AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
+                                    int method, uint32_t i0, uint32_t end, hicp__cpu_wave *wv,
+                                    hicp__cpu_todo *td, hicp__walkpart *w)
+{
+  const int cert = hicp__track_cert(method);
+  const float *vbase = &view->vtx[0].x;
+  uint32_t n = 0, kept = 0;
+  for (uint32_t g = i0; g < end; g += 8) {
+    const __mmask8 mk = (__mmask8)((1u << (end - g < 8 ? end - g : 8)) - 1u);
+    /* hicp__apply (the points by coordinate: loads, not gathers), and the
+     * query in float */
+    const float *p = f->p0s + g;
+    const __m512d x = wide8(_mm512_maskz_loadu_ps(mk, p)),
+                  y = wide8(_mm512_maskz_loadu_ps(mk, p + f->n)),
+                  z = wide8(_mm512_maskz_loadu_ps(mk, p + 2 * (size_t)f->n));
+    const __m512d qx = xf_row8(&T->r[0], T->t[0], x, y, z);
+    const __m512d qy = xf_row8(&T->r[3], T->t[1], x, y, z);
+    const __m512d qz = xf_row8(&T->r[6], T->t[2], x, y, z);
+    const __m256 fx = _mm512_cvtpd_ps(qx), fy = _mm512_cvtpd_ps(qy), fz = _mm512_cvtpd_ps(qz);
+    const __m512i prev = _mm512_maskz_loadu_epi32(mk, &f->match[g]);
+    __mmask8 keep = 0;
+    if (cert) { /* hicp__track_keep */
+      __m512 t[4]; /* the certificates: q and slack */
+      rec4_load8(&f->track[g], mk, t);
+      const __m512d slack = wide8(t[3]);
+      const __mmask8 elig =
+          (__mmask8)_mm512_mask_cmpneq_epi32_mask(mk, prev, _mm512_set1_epi32(-1)) &
+          _mm512_cmp_pd_mask(slack, _mm512_setzero_pd(), _CMP_GT_OQ);
+      const __m512d dx = _mm512_sub_pd(_mm512_cvtps_pd(fx), wide8(t[0]));
+      const __m512d dy = _mm512_sub_pd(_mm512_cvtps_pd(fy), wide8(t[1]));
+      const __m512d dz = _mm512_sub_pd(_mm512_cvtps_pd(fz), wide8(t[2]));
+      const __m512d moved2 = norm2_8(dx, dy, dz);
+      const __mmask8 near =
+          _mm512_mask_cmp_pd_mask(elig, moved2, _mm512_mul_pd(slack, slack), _CMP_LT_OQ);
+      __m512d moved = _mm512_setzero_pd();
+      if (near) {
+        moved = _mm512_mul_pd(_mm512_sqrt_pd(moved2), _mm512_set1_pd(1.0 + 1e-12));
+        keep = _mm512_mask_cmp_pd_mask(near, moved, slack, _CMP_LT_OQ);
+      }
+      if (keep) {
+        /* the certificate moves with the query and shrinks by the move */
+        rec4_store8(&f->track[g], keep, _mm512_castps256_ps512(fx), _mm512_castps256_ps512(fy),
+                    _mm512_castps256_ps512(fz), round_down8(_mm512_sub_pd(slack, moved)));
+        /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 */
+        const __m512i off = _mm512_slli_epi32(prev, 2);
+        const __m512d e2 = norm2_8(_mm512_sub_pd(qx, wide8(gather8(keep, off, vbase))),
+                                   _mm512_sub_pd(qy, wide8(gather8(keep, off, vbase + 1))),
+                                   _mm512_sub_pd(qz, wide8(gather8(keep, off, vbase + 2))));
+        _mm512_mask_storeu_pd(&f->e2[g], keep, e2);
+        kept += (uint32_t)__builtin_popcount(keep);
+      }
+    }
+    /* the others' walks, in point order */
+    double dq[3][8];
+    float sq[3][8];
+    uint32_t pv[16];
+    _mm512_storeu_pd(dq[0], qx);
+    _mm512_storeu_pd(dq[1], qy);
+    _mm512_storeu_pd(dq[2], qz);
+    _mm256_storeu_ps(sq[0], fx);
+    _mm256_storeu_ps(sq[1], fy);
+    _mm256_storeu_ps(sq[2], fz);
+    _mm512_storeu_si512(pv, prev);
+    for (unsigned todo = mk & ~keep; todo != 0; todo &= todo - 1) {
+      const unsigned k = (unsigned)__builtin_ctz(todo);
+      for (int d = 0; d < 3; d++) {
+        td->qd[n][d] = dq[d][k];
+        wv->q[n][d] = sq[d][k];
+      }
+      td->prev[n] = pv[k];
+      td->at[n++] = g + k;
+    }
+  }
+  hicp__cpu_count(w, 0, kept); /* hicp__cpu_done's: walked, no steps */
+  return n;
+}
+
+/* hicp__cpu_back eight walks at a time: the answers, the certificates'
+ * slacks (hicp__nn_slack: three square roots and a division in double, a
+ * chain that a mispredicted branch on the kind of certificate used to
+ * expose), the matches and e2 in vector registers, lane by lane the
+ * reference's operations in its order.  A group with a near tie (the
+ * flood, rare) goes to the reference. */
+AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert,
+                               const hicp__cpu_wave *wv, const hicp__cpu_todo *td, uint32_t k0,
+                               uint32_t k1, hicp__walkpart *w)
+{
+  const __m512i by3 = HICP_LANES8(3), by5 = HICP_LANES8(5);
+  const __m512i zeroi = _mm512_setzero_si512();
+  const __m512d tiny4 = _mm512_set1_pd(4.0 * (double)HICP_FLT_MIN);
+  const __m512d shrink = _mm512_set1_pd(1.0 - 1e-5);
+  const __m512 inf = _mm512_set1_ps(HICP_FLT_INF);
+  const float *vbase = &view->vtx[0].x;
+  const uint32_t i0 = td->at[k0]; /* indices from the first walk's point (k0 < k1) */
+  for (uint32_t g = k0; g < k1; g += 8) {
+    const uint32_t cnt = k1 - g < 8 ? k1 - g : 8;
+    const __mmask8 mk = (__mmask8)((1u << cnt) - 1u);
+    /* their last row scans (hicp__row: 5 words) */
+    const int *ri = (const int *)&wv->rs[g];
+    const __m512i how = _mm512_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&wv->how[g]));
+    const __mmask8 ball = (__mmask8)_mm512_mask_cmpeq_epi32_mask(mk, how, _mm512_set1_epi32(1));
+    const __m512i near_tie = _mm512_mask_i32gather_epi32(zeroi, mk, by5, ri + 2, 4);
+    if (_mm512_mask_cmpneq_epi32_mask(mk & ~ball, near_tie, zeroi)) { /* the flood */
+      hicp__cpu_back(view, f, cert, wv, td, g, g + cnt, w);
+      continue;
+    }
+    __m512 wk[4]; /* the walks, hicp__walk: cur, dcur, steps, cert */
+    rec4_load8(&wv->w[g], mk, wk);
+    const __m512i cur = _mm512_castps_si512(wk[0]);
+    const __m512 dcur = wk[1];
+    const __m512i steps = _mm512_castps_si512(wk[2]);
+    const __m512i at = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(mk, &td->at[g]),
+                                        _mm512_set1_epi32((int)i0));
+    __m512 slack = _mm512_setzero_ps();
+    if (cert) { /* hicp__nn_slack */
+      const __m512i wcert = _mm512_castps_si512(wk[3]);
+      const __m512 rmin = _mm512_mask_i32gather_ps(inf, mk, by5, (const float *)ri + 3, 4);
+      const __m512 l2min = _mm512_mask_i32gather_ps(inf, mk, by5, (const float *)ri + 4, 4);
+      const __m512d dist = _mm512_mul_pd(_mm512_sqrt_pd(_mm512_add_pd(wide8(dcur), tiny4)),
+                                         _mm512_set1_pd(HICP_SLACK_HI));
+      const __m512d safe = wide8(gather8(ball, cur, view->safe_r2));
+      const __m512 in_ball = round_down8(_mm512_sub_pd(_mm512_sqrt_pd(safe), dist));
+      const __m512d h = _mm512_mul_pd(
+          _mm512_mul_pd(_mm512_set1_pd(0.5), _mm512_sqrt_pd(wide8(rmin))), shrink);
+      const __m512d len = _mm512_mul_pd(_mm512_sqrt_pd(wide8(l2min)), shrink);
+      const __m512d rad = _mm512_add_pd(dist, h);
+      const __m512d margin = _mm512_div_pd(
+          _mm512_add_pd(_mm512_mul_pd(_mm512_set1_pd(2e-6), _mm512_mul_pd(rad, rad)), tiny4), len);
+      const __m512 in_cell = round_down8(_mm512_sub_pd(h, margin));
+      const __mmask16 cell = _mm512_mask_cmpneq_epi32_mask((__mmask16)(mk & ~ball), wcert, zeroi) &
+                             _mm512_cmp_ps_mask(rmin, inf, _CMP_LT_OQ) &
+                             _mm512_cmp_ps_mask(l2min, _mm512_set1_ps(1e-30f), _CMP_GT_OQ) &
+                             _mm512_cmp_ps_mask(l2min, inf, _CMP_LT_OQ);
+      slack = _mm512_mask_mov_ps(_mm512_maskz_mov_ps((__mmask16)ball, in_ball), cell, in_cell);
+    }
+    /* hicp__track_update: the query and its slack */
+    const float *qb = &wv->q[g][0];
+    float *tb = &f->track[i0].q[0];
+    const __m512i at4 = _mm512_slli_epi32(at, 2);
+    _mm512_mask_i32scatter_ps(tb, mk, at4, gather8(mk, by3, qb), 4);
+    _mm512_mask_i32scatter_ps(tb + 1, mk, at4, gather8(mk, by3, qb + 1), 4);
+    _mm512_mask_i32scatter_ps(tb + 2, mk, at4, gather8(mk, by3, qb + 2), 4);
+    _mm512_mask_i32scatter_ps(tb + 3, mk, at4, slack, 4);
+    /* hicp__cpu_done: match and e2 */
+    _mm512_mask_i32scatter_epi32(&f->match[i0], mk, at, cur, 4);
+    const __m512i off = _mm512_slli_epi32(cur, 2);
+    const __m256i by3d = _mm512_castsi512_si256(by3);
+    const double *qd = &td->qd[g][0];
+    const __m512d zd = _mm512_setzero_pd();
+    const __m512d e2 =
+        norm2_8(_mm512_sub_pd(_mm512_mask_i32gather_pd(zd, mk, by3d, qd, 8),
+                              wide8(gather8(mk, off, vbase))),
+                _mm512_sub_pd(_mm512_mask_i32gather_pd(zd, mk, by3d, qd + 1, 8),
+                              wide8(gather8(mk, off, vbase + 1))),
+                _mm512_sub_pd(_mm512_mask_i32gather_pd(zd, mk, by3d, qd + 2, 8),
+                              wide8(gather8(mk, off, vbase + 2))));
+    _mm512_mask_i32scatter_pd(&f->e2[i0], mk, _mm512_castsi512_si256(at), e2, 8);
+    /* the walk statistics */
+    uint32_t st[16];
+    _mm512_storeu_si512(st, steps);
+    for (uint32_t k = 0; k < cnt; k++)
+      hicp__cpu_count(w, st[k], 1);
+  }
+}
+
+/* Four-lane helpers of front_avx2 (AVX2 has no mask registers: a mask is
+ * a vector with all bits set in its lanes). */
+
+/* The 64-bit lanes of a mask as 32-bit lanes. */
+AVX2 static inline __m128i narrow4(__m256d m)
+{
+  const __m256i p = _mm256_permutevar8x32_epi32(_mm256_castpd_si256(m),
+                                                _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6));
+  return _mm256_castsi256_si128(p);
+}
+
+/* hicp__round_down, lane by lane. */
+AVX2 static inline __m128 round_down4(__m256d s)
+{
+  const __m128 f = _mm256_cvtpd_ps(s);
+  /* -1 where f rounded up: adding it steps the bits one down */
+  const __m128i up = narrow4(_mm256_cmp_pd(_mm256_cvtps_pd(f), s, _CMP_GT_OQ));
+  const __m128 down = _mm_castsi128_ps(_mm_add_epi32(_mm_castps_si128(f), up));
+  return _mm_and_ps(down, _mm_castsi128_ps(narrow4(_mm256_cmp_pd(s, _mm256_setzero_pd(),
+                                                                  _CMP_GT_OQ))));
+}
+
+/* ((r[0] x + r[1] y) + r[2] z) + t: a row of hicp__apply. */
+AVX2 static inline __m256d xf_row4(const double *r, double t, __m256d x, __m256d y, __m256d z)
+{
+  const __m256d rx = _mm256_mul_pd(_mm256_set1_pd(r[0]), x);
+  const __m256d ry = _mm256_mul_pd(_mm256_set1_pd(r[1]), y);
+  const __m256d rz = _mm256_mul_pd(_mm256_set1_pd(r[2]), z);
+  return _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(rx, ry), rz), _mm256_set1_pd(t));
+}
+
+/* (a*a + b*b) + c*c. */
+AVX2 static inline __m256d norm2_4(__m256d a, __m256d b, __m256d c)
+{
+  return _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(a, a), _mm256_mul_pd(b, b)),
+                       _mm256_mul_pd(c, c));
+}
+
+/* hicp__cpu_front four points at a time with AVX2, as front_avx512 does
+ * eight: the same double operations lane by lane in the reference's
+ * order.  The four certificates (16-byte records) are read as two loads
+ * and a transpose, and the kept ones written back the same way (blended
+ * into what was read: the points are this thread's). */
+AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
+                                int method, uint32_t i0, uint32_t end, hicp__cpu_wave *wv,
+                                hicp__cpu_todo *td, hicp__walkpart *w)
+{
+  const int cert = hicp__track_cert(method);
+  const float *vbase = &view->vtx[0].x;
+  const __m128i lane = _mm_setr_epi32(0, 1, 2, 3);
+  const __m256i pick = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  uint32_t n = 0, kept = 0;
+  for (uint32_t g = i0; g < end; g += 4) {
+    const uint32_t cnt = end - g < 4 ? end - g : 4;
+    const __m128i m32 = _mm_cmpgt_epi32(_mm_set1_epi32((int)cnt), lane);
+    const __m256d m64 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(m32));
+    /* hicp__apply (the points by coordinate: loads), and the query in float */
+    const float *p = f->p0s + g;
+    const __m256d x = _mm256_cvtps_pd(_mm_maskload_ps(p, m32));
+    const __m256d y = _mm256_cvtps_pd(_mm_maskload_ps(p + f->n, m32));
+    const __m256d z = _mm256_cvtps_pd(_mm_maskload_ps(p + 2 * (size_t)f->n, m32));
+    const __m256d qx = xf_row4(&T->r[0], T->t[0], x, y, z);
+    const __m256d qy = xf_row4(&T->r[3], T->t[1], x, y, z);
+    const __m256d qz = xf_row4(&T->r[6], T->t[2], x, y, z);
+    const __m128 fx = _mm256_cvtpd_ps(qx), fy = _mm256_cvtpd_ps(qy), fz = _mm256_cvtpd_ps(qz);
+    const __m128i prev = _mm_maskload_epi32((const int *)&f->match[g], m32);
+    unsigned keep = 0;
+    if (cert) { /* hicp__track_keep */
+      /* records 0-1 and 2-3 of the certificates, transposed: x, y | z, slack */
+      float *tp = &f->track[g].q[0];
+      const __m256i rm0 = _mm256_cvtepi32_epi64(_mm_unpacklo_epi32(m32, m32));
+      const __m256i rm1 = _mm256_cvtepi32_epi64(_mm_unpackhi_epi32(m32, m32));
+      const __m256 a = _mm256_maskload_ps(tp, rm0), b = _mm256_maskload_ps(tp + 8, rm1);
+      const __m256 xy = _mm256_permutevar8x32_ps(_mm256_unpacklo_ps(a, b), pick);
+      const __m256 zs = _mm256_permutevar8x32_ps(_mm256_unpackhi_ps(a, b), pick);
+      const __m256d slack = _mm256_cvtps_pd(_mm256_extractf128_ps(zs, 1));
+      const __m256d elig = _mm256_and_pd(
+          _mm256_and_pd(m64, _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_xor_si128(
+                                 _mm_cmpeq_epi32(prev, _mm_set1_epi32(-1)), _mm_set1_epi32(-1))))),
+          _mm256_cmp_pd(slack, _mm256_setzero_pd(), _CMP_GT_OQ));
+      const __m256d dx = _mm256_sub_pd(_mm256_cvtps_pd(fx), _mm256_cvtps_pd(_mm256_castps256_ps128(xy)));
+      const __m256d dy = _mm256_sub_pd(_mm256_cvtps_pd(fy), _mm256_cvtps_pd(_mm256_extractf128_ps(xy, 1)));
+      const __m256d dz = _mm256_sub_pd(_mm256_cvtps_pd(fz), _mm256_cvtps_pd(_mm256_castps256_ps128(zs)));
+      const __m256d moved2 = norm2_4(dx, dy, dz);
+      const __m256d near = _mm256_and_pd(elig, _mm256_cmp_pd(moved2, _mm256_mul_pd(slack, slack),
+                                                             _CMP_LT_OQ));
+      if (_mm256_movemask_pd(near)) {
+        const __m256d moved = _mm256_mul_pd(_mm256_sqrt_pd(moved2), _mm256_set1_pd(1.0 + 1e-12));
+        const __m256d km = _mm256_and_pd(near, _mm256_cmp_pd(moved, slack, _CMP_LT_OQ));
+        keep = (unsigned)_mm256_movemask_pd(km);
+        if (keep) {
+          /* the certificate moves with the query and shrinks by the move:
+           * the new values where kept, transposed back */
+          const __m128i k32 = narrow4(km);
+          const __m256 nxy = _mm256_set_m128(fy, fx);
+          const __m256 nzs = _mm256_set_m128(round_down4(_mm256_sub_pd(slack, moved)), fz);
+          const __m256i kk = _mm256_set_m128i(k32, k32);
+          const __m256 bxy = _mm256_blendv_ps(xy, nxy, _mm256_castsi256_ps(kk));
+          const __m256 bzs = _mm256_blendv_ps(zs, nzs, _mm256_castsi256_ps(kk));
+          const __m256 ixy = _mm256_permutevar8x32_ps(bxy, pick); /* x0 y0 x1 y1 | .. */
+          const __m256 izs = _mm256_permutevar8x32_ps(bzs, pick);
+          const __m256d lo = _mm256_unpacklo_pd(_mm256_castps_pd(ixy), _mm256_castps_pd(izs));
+          const __m256d hi = _mm256_unpackhi_pd(_mm256_castps_pd(ixy), _mm256_castps_pd(izs));
+          _mm256_maskstore_ps(tp, rm0, _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x20)));
+          _mm256_maskstore_ps(tp + 8, rm1, _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x31)));
+          /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 */
+          const __m128i off = _mm_slli_epi32(prev, 2);
+          const __m128 kf = _mm_castsi128_ps(k32);
+          const __m128 zero = _mm_setzero_ps();
+          const __m256d yx = _mm256_cvtps_pd(_mm_mask_i32gather_ps(zero, vbase, off, kf, 4));
+          const __m256d yy = _mm256_cvtps_pd(_mm_mask_i32gather_ps(zero, vbase + 1, off, kf, 4));
+          const __m256d yz = _mm256_cvtps_pd(_mm_mask_i32gather_ps(zero, vbase + 2, off, kf, 4));
+          const __m256d e2 = norm2_4(_mm256_sub_pd(qx, yx), _mm256_sub_pd(qy, yy),
+                                     _mm256_sub_pd(qz, yz));
+          _mm256_maskstore_pd(&f->e2[g], _mm256_castpd_si256(km), e2);
+          kept += (uint32_t)__builtin_popcount(keep);
+        }
+      }
+    }
+    /* the others' walks, in point order */
+    double dq[3][4];
+    float sq[3][4];
+    uint32_t pv[4];
+    _mm256_storeu_pd(dq[0], qx);
+    _mm256_storeu_pd(dq[1], qy);
+    _mm256_storeu_pd(dq[2], qz);
+    _mm_storeu_ps(sq[0], fx);
+    _mm_storeu_ps(sq[1], fy);
+    _mm_storeu_ps(sq[2], fz);
+    _mm_storeu_si128((__m128i *)pv, prev);
+    for (unsigned todo = ((1u << cnt) - 1u) & ~keep; todo != 0; todo &= todo - 1) {
+      const unsigned k = (unsigned)__builtin_ctz(todo);
+      for (int d = 0; d < 3; d++) {
+        td->qd[n][d] = dq[d][k];
+        wv->q[n][d] = sq[d][k];
+      }
+      td->prev[n] = pv[k];
+      td->at[n++] = g + k;
+    }
+  }
+  hicp__cpu_count(w, 0, kept); /* hicp__cpu_done's: walked, no steps */
+  return n;
+}
+
+/* hicp__cpu_back four walks at a time with AVX2, as back_avx512 does
+ * eight: the slacks of both kinds of certificate and e2 in vector
+ * registers (lane by lane the reference's double operations in its
+ * order), chosen by masks rather than by branches on the kind; then the
+ * stores lane by lane (AVX2 has no scatters).  A group with a near tie
+ * (the flood, rare) goes to the reference. */
+AVX2 static void back_avx2(const hicp__mview *view, hicp__frame *f, int cert,
+                           const hicp__cpu_wave *wv, const hicp__cpu_todo *td, uint32_t k0,
+                           uint32_t k1, hicp__walkpart *w)
+{
+  const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), by5 = _mm_setr_epi32(0, 5, 10, 15);
+  const __m128i by3 = _mm_setr_epi32(0, 3, 6, 9), zeroi = _mm_setzero_si128();
+  const __m256i pick = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256d tiny4 = _mm256_set1_pd(4.0 * (double)HICP_FLT_MIN);
+  const __m256d shrink = _mm256_set1_pd(1.0 - 1e-5);
+  const __m128 inf = _mm_set1_ps(HICP_FLT_INF);
+  const float *vbase = &view->vtx[0].x;
+  for (uint32_t g = k0; g < k1; g += 4) {
+    const uint32_t cnt = k1 - g < 4 ? k1 - g : 4;
+    const __m128i m32 = _mm_cmpgt_epi32(_mm_set1_epi32((int)cnt), lane);
+    const __m256d m64 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(m32));
+    /* their last row scans (hicp__row: 5 words) */
+    const int *ri = (const int *)&wv->rs[g];
+    int how4;
+    memcpy(&how4, &wv->how[g], sizeof how4);
+    const __m128i ball =
+        _mm_and_si128(m32, _mm_cmpeq_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(how4)),
+                                           _mm_set1_epi32(1)));
+    const __m128i scanned = _mm_andnot_si128(ball, m32);
+    const __m128i near_tie = _mm_mask_i32gather_epi32(zeroi, ri + 2, by5, scanned, 4);
+    if (!_mm_testz_si128(near_tie, near_tie)) { /* the flood */
+      hicp__cpu_back(view, f, cert, wv, td, g, g + cnt, w);
+      continue;
+    }
+    /* the walks (hicp__walk: cur, dcur, steps, cert), transposed */
+    const float *wp = (const float *)&wv->w[g];
+    const __m256i rm0 = _mm256_cvtepi32_epi64(_mm_unpacklo_epi32(m32, m32));
+    const __m256i rm1 = _mm256_cvtepi32_epi64(_mm_unpackhi_epi32(m32, m32));
+    const __m256 a = _mm256_maskload_ps(wp, rm0), b = _mm256_maskload_ps(wp + 8, rm1);
+    const __m256 cd = _mm256_permutevar8x32_ps(_mm256_unpacklo_ps(a, b), pick);
+    const __m256 sc = _mm256_permutevar8x32_ps(_mm256_unpackhi_ps(a, b), pick);
+    const __m128i cur = _mm_castps_si128(_mm256_castps256_ps128(cd));
+    const __m128 dcur = _mm256_extractf128_ps(cd, 1);
+    const __m128i steps = _mm_castps_si128(_mm256_castps256_ps128(sc));
+    __m128 slack = _mm_setzero_ps();
+    if (cert) { /* hicp__nn_slack */
+      const __m128i wcert = _mm_castps_si128(_mm256_extractf128_ps(sc, 1));
+      const __m128 sf = _mm_castsi128_ps(scanned);
+      const __m128 rmin = _mm_mask_i32gather_ps(inf, (const float *)ri + 3, by5, sf, 4);
+      const __m128 l2min = _mm_mask_i32gather_ps(inf, (const float *)ri + 4, by5, sf, 4);
+      const __m256d dist = _mm256_mul_pd(_mm256_sqrt_pd(_mm256_add_pd(_mm256_cvtps_pd(dcur), tiny4)),
+                                         _mm256_set1_pd(HICP_SLACK_HI));
+      const __m128 safe = _mm_mask_i32gather_ps(_mm_setzero_ps(), view->safe_r2, cur,
+                                                _mm_castsi128_ps(ball), 4);
+      const __m128 in_ball =
+          round_down4(_mm256_sub_pd(_mm256_sqrt_pd(_mm256_cvtps_pd(safe)), dist));
+      const __m256d h = _mm256_mul_pd(
+          _mm256_mul_pd(_mm256_set1_pd(0.5), _mm256_sqrt_pd(_mm256_cvtps_pd(rmin))), shrink);
+      const __m256d len = _mm256_mul_pd(_mm256_sqrt_pd(_mm256_cvtps_pd(l2min)), shrink);
+      const __m256d rad = _mm256_add_pd(dist, h);
+      const __m256d margin = _mm256_div_pd(
+          _mm256_add_pd(_mm256_mul_pd(_mm256_set1_pd(2e-6), _mm256_mul_pd(rad, rad)), tiny4), len);
+      const __m128 in_cell = round_down4(_mm256_sub_pd(h, margin));
+      const __m128 cell = _mm_and_ps(
+          _mm_and_ps(_mm_castsi128_ps(_mm_andnot_si128(_mm_cmpeq_epi32(wcert, zeroi), scanned)),
+                     _mm_cmplt_ps(rmin, inf)),
+          _mm_and_ps(_mm_cmpgt_ps(l2min, _mm_set1_ps(1e-30f)), _mm_cmplt_ps(l2min, inf)));
+      slack = _mm_or_ps(_mm_and_ps(_mm_castsi128_ps(ball), in_ball), _mm_and_ps(cell, in_cell));
+    }
+    /* e2 = hicp__pair_e2 of the query (double) and the answer */
+    const __m128i off = _mm_slli_epi32(cur, 2);
+    const __m128 mf = _mm_castsi128_ps(m32), zf = _mm_setzero_ps();
+    const double *qd = &td->qd[g][0];
+    const __m256d zd = _mm256_setzero_pd();
+    const __m256d e2 = norm2_4(
+        _mm256_sub_pd(_mm256_mask_i32gather_pd(zd, qd, by3, m64, 8),
+                      _mm256_cvtps_pd(_mm_mask_i32gather_ps(zf, vbase, off, mf, 4))),
+        _mm256_sub_pd(_mm256_mask_i32gather_pd(zd, qd + 1, by3, m64, 8),
+                      _mm256_cvtps_pd(_mm_mask_i32gather_ps(zf, vbase + 1, off, mf, 4))),
+        _mm256_sub_pd(_mm256_mask_i32gather_pd(zd, qd + 2, by3, m64, 8),
+                      _mm256_cvtps_pd(_mm_mask_i32gather_ps(zf, vbase + 2, off, mf, 4))));
+    /* hicp__track_update and hicp__cpu_done, walk by walk */
+    float sl[4];
+    uint32_t cu[4], st[4];
+    double ee[4];
+    _mm_storeu_ps(sl, slack);
+    _mm_storeu_si128((__m128i *)cu, cur);
+    _mm_storeu_si128((__m128i *)st, steps);
+    _mm256_storeu_pd(ee, e2);
+    for (uint32_t k = 0; k < cnt; k++) {
+      const uint32_t i = td->at[g + k];
+      hicp__track *t = &f->track[i];
+      memcpy(t->q, wv->q[g + k], sizeof t->q);
+      t->slack = sl[k];
+      f->match[i] = cu[k];
+      f->e2[i] = ee[k];
+      hicp__cpu_count(w, st[k], 1);
+    }
+  }
+}
+
+#endif /* HICP_CPU_ENDS_SIMD_H */
