@@ -154,11 +154,13 @@ static inline void hicp__cpu_wave_begin(const hicp__mview *view, hicp__cpu_wave 
 }
 
 /* Where a block's walks are listed before they run: walk k is for point
- * at[k], with the transformed point qd[k] (double), its query (in the
- * wave) and the point's previous match prev[k]. */
+ * at[k], with the transformed point (qx[k], qy[k], qz[k]) (double), its
+ * query (in the wave) and the point's previous match prev[k].  By
+ * coordinate, so that the vector fronts list eight walks with compressing
+ * stores and the backs load eight walks' points. */
 typedef struct hicp__cpu_todo {
   uint32_t at[HICP_CPU_WAVE], prev[HICP_CPU_WAVE];
-  double qd[HICP_CPU_WAVE][3];
+  double qx[HICP_CPU_WAVE], qy[HICP_CPU_WAVE], qz[HICP_CPU_WAVE];
 } hicp__cpu_todo;
 
 /* The front of a block of pass A, points i0 .. end-1 (at most
@@ -174,10 +176,14 @@ static inline uint32_t hicp__cpu_front(const hicp__mview *view, hicp__frame *f,
   uint32_t n = 0;
   for (uint32_t i = i0; i < end; i++) {
     hicp__nn_res r;
-    hicp__cpu_point(T, f, i, td->qd[n], wv->q[n]);
+    double qd[3];
+    hicp__cpu_point(T, f, i, qd, wv->q[n]);
     if (hicp__track_keep(view, wv->q[n], method, f->match[i], &f->track[i], &r)) {
-      hicp__cpu_done(view, f, i, td->qd[n], &r, w);
+      hicp__cpu_done(view, f, i, qd, &r, w);
     } else {
+      td->qx[n] = qd[0];
+      td->qy[n] = qd[1];
+      td->qz[n] = qd[2];
       td->prev[n] = f->match[i];
       td->at[n++] = i;
     }
@@ -197,7 +203,8 @@ static inline void hicp__cpu_back(const hicp__mview *view, hicp__frame *f, int c
     hicp__nn_res r;
     hicp__cpu_wave_answer(view, wv, k, &r);
     hicp__track_update(view, wv->q[k], cert, &r, &f->track[td->at[k]]);
-    hicp__cpu_done(view, f, td->at[k], td->qd[k], &r, w);
+    const double qd[3] = {td->qx[k], td->qy[k], td->qz[k]};
+    hicp__cpu_done(view, f, td->at[k], qd, &r, w);
   }
 }
 

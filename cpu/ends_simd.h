@@ -112,6 +112,7 @@ AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, con
 {
   const int cert = hicp__track_cert(method);
   const float *vbase = &view->vtx[0].x;
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0);
   uint32_t n = 0, kept = 0;
   for (uint32_t g = i0; g < end; g += 8) {
     const __mmask8 mk = (__mmask8)((1u << (end - g < 8 ? end - g : 8)) - 1u);
@@ -158,25 +159,27 @@ AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, con
         kept += (uint32_t)__builtin_popcount(keep);
       }
     }
-    /* the others' walks, in point order */
-    double dq[3][8];
+    /* the others' walks, in point order: compressed into the list (a
+     * branch, as most groups have walks in ICP's first iterations and
+     * none in its last) */
+    const __mmask8 todo = mk & ~keep;
+    if (todo == 0)
+      continue;
+    _mm512_mask_compressstoreu_pd(td->qx + n, todo, qx);
+    _mm512_mask_compressstoreu_pd(td->qy + n, todo, qy);
+    _mm512_mask_compressstoreu_pd(td->qz + n, todo, qz);
+    _mm512_mask_compressstoreu_epi32(td->prev + n, (__mmask16)todo, prev);
+    _mm512_mask_compressstoreu_epi32(td->at + n, (__mmask16)todo,
+                                     _mm512_add_epi32(_mm512_set1_epi32((int)g), iota));
     float sq[3][8];
-    uint32_t pv[16];
-    _mm512_storeu_pd(dq[0], qx);
-    _mm512_storeu_pd(dq[1], qy);
-    _mm512_storeu_pd(dq[2], qz);
     _mm256_storeu_ps(sq[0], fx);
     _mm256_storeu_ps(sq[1], fy);
     _mm256_storeu_ps(sq[2], fz);
-    _mm512_storeu_si512(pv, prev);
-    for (unsigned todo = mk & ~keep; todo != 0; todo &= todo - 1) {
-      const unsigned k = (unsigned)__builtin_ctz(todo);
-      for (int d = 0; d < 3; d++) {
-        td->qd[n][d] = dq[d][k];
-        wv->q[n][d] = sq[d][k];
-      }
-      td->prev[n] = pv[k];
-      td->at[n++] = g + k;
+    for (unsigned t = todo; t != 0; t &= t - 1) {
+      const unsigned k = (unsigned)__builtin_ctz(t);
+      wv->q[n][0] = sq[0][k];
+      wv->q[n][1] = sq[1][k];
+      wv->q[n++][2] = sq[2][k];
     }
   }
   hicp__cpu_count(w, 0, kept); /* hicp__cpu_done's: walked, no steps */
@@ -252,15 +255,11 @@ AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert
     /* hicp__cpu_done: match and e2 */
     _mm512_mask_i32scatter_epi32(&f->match[i0], mk, at, cur, 4);
     const __m512i off = _mm512_slli_epi32(cur, 2);
-    const __m256i by3d = _mm512_castsi512_si256(by3);
-    const double *qd = &td->qd[g][0];
-    const __m512d zd = _mm512_setzero_pd();
     const __m512d e2 =
-        norm2_8(_mm512_sub_pd(_mm512_mask_i32gather_pd(zd, mk, by3d, qd, 8),
-                              wide8(gather8(mk, off, vbase))),
-                _mm512_sub_pd(_mm512_mask_i32gather_pd(zd, mk, by3d, qd + 1, 8),
+        norm2_8(_mm512_sub_pd(_mm512_maskz_loadu_pd(mk, td->qx + g), wide8(gather8(mk, off, vbase))),
+                _mm512_sub_pd(_mm512_maskz_loadu_pd(mk, td->qy + g),
                               wide8(gather8(mk, off, vbase + 1))),
-                _mm512_sub_pd(_mm512_mask_i32gather_pd(zd, mk, by3d, qd + 2, 8),
+                _mm512_sub_pd(_mm512_maskz_loadu_pd(mk, td->qz + g),
                               wide8(gather8(mk, off, vbase + 2))));
     _mm512_mask_i32scatter_pd(&f->e2[i0], mk, _mm512_castsi512_si256(at), e2, 8);
     /* the walk statistics */
@@ -403,10 +402,11 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
     _mm_storeu_si128((__m128i *)pv, prev);
     for (unsigned todo = ((1u << cnt) - 1u) & ~keep; todo != 0; todo &= todo - 1) {
       const unsigned k = (unsigned)__builtin_ctz(todo);
-      for (int d = 0; d < 3; d++) {
-        td->qd[n][d] = dq[d][k];
+      td->qx[n] = dq[0][k];
+      td->qy[n] = dq[1][k];
+      td->qz[n] = dq[2][k];
+      for (int d = 0; d < 3; d++)
         wv->q[n][d] = sq[d][k];
-      }
       td->prev[n] = pv[k];
       td->at[n++] = g + k;
     }
@@ -426,7 +426,7 @@ AVX2 static void back_avx2(const hicp__mview *view, hicp__frame *f, int cert,
                            uint32_t k1, hicp__walkpart *w)
 {
   const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), by5 = _mm_setr_epi32(0, 5, 10, 15);
-  const __m128i by3 = _mm_setr_epi32(0, 3, 6, 9), zeroi = _mm_setzero_si128();
+  const __m128i zeroi = _mm_setzero_si128();
   const __m256i pick = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const __m256d tiny4 = _mm256_set1_pd(4.0 * (double)HICP_FLT_MIN);
   const __m256d shrink = _mm256_set1_pd(1.0 - 1e-5);
@@ -487,14 +487,13 @@ AVX2 static void back_avx2(const hicp__mview *view, hicp__frame *f, int cert,
     /* e2 = hicp__pair_e2 of the query (double) and the answer */
     const __m128i off = _mm_slli_epi32(cur, 2);
     const __m128 mf = _mm_castsi128_ps(m32), zf = _mm_setzero_ps();
-    const double *qd = &td->qd[g][0];
-    const __m256d zd = _mm256_setzero_pd();
+    const __m256i m64i = _mm256_castpd_si256(m64);
     const __m256d e2 = norm2_4(
-        _mm256_sub_pd(_mm256_mask_i32gather_pd(zd, qd, by3, m64, 8),
+        _mm256_sub_pd(_mm256_maskload_pd(td->qx + g, m64i),
                       _mm256_cvtps_pd(_mm_mask_i32gather_ps(zf, vbase, off, mf, 4))),
-        _mm256_sub_pd(_mm256_mask_i32gather_pd(zd, qd + 1, by3, m64, 8),
+        _mm256_sub_pd(_mm256_maskload_pd(td->qy + g, m64i),
                       _mm256_cvtps_pd(_mm_mask_i32gather_ps(zf, vbase + 1, off, mf, 4))),
-        _mm256_sub_pd(_mm256_mask_i32gather_pd(zd, qd + 2, by3, m64, 8),
+        _mm256_sub_pd(_mm256_maskload_pd(td->qz + g, m64i),
                       _mm256_cvtps_pd(_mm_mask_i32gather_ps(zf, vbase + 2, off, mf, 4))));
     /* hicp__track_update and hicp__cpu_done, walk by walk */
     float sl[4];
