@@ -146,10 +146,14 @@ AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, con
         moved = _mm512_mul_pd(_mm512_sqrt_pd(moved2), _mm512_set1_pd(1.0 + 1e-12));
         keep = _mm512_mask_cmp_pd_mask(near, moved, slack, _CMP_LT_OQ);
       }
+      /* Every certificate now records this query (hicp__track_keep and
+       * hicp__track_update write the same): a kept point's with its slack
+       * shrunk by the move, the others' with a slack the back writes when
+       * their walks end (a scatter of one word there rather than four) */
+      const __m512 shrunk = keep ? round_down8(_mm512_sub_pd(slack, moved)) : _mm512_setzero_ps();
+      rec4_store8(&f->track[g], mk, _mm512_castps256_ps512(fx), _mm512_castps256_ps512(fy),
+                  _mm512_castps256_ps512(fz), _mm512_maskz_mov_ps((__mmask16)keep, shrunk));
       if (keep) {
-        /* the certificate moves with the query and shrinks by the move */
-        rec4_store8(&f->track[g], keep, _mm512_castps256_ps512(fx), _mm512_castps256_ps512(fy),
-                    _mm512_castps256_ps512(fz), round_down8(_mm512_sub_pd(slack, moved)));
         /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 */
         const __m512i off = _mm512_slli_epi32(prev, 2);
         const __m512d e2 = norm2_8(_mm512_sub_pd(qx, wide8(gather8(keep, off, vbase))),
@@ -244,13 +248,16 @@ AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert
                              _mm512_cmp_ps_mask(l2min, inf, _CMP_LT_OQ);
       slack = _mm512_mask_mov_ps(_mm512_maskz_mov_ps((__mmask16)ball, in_ball), cell, in_cell);
     }
-    /* hicp__track_update: the query and its slack */
-    const float *qb = &wv->q[g][0];
+    /* hicp__track_update: the query (written by front_avx512 when
+     * certifying) and its slack */
     float *tb = &f->track[i0].q[0];
     const __m512i at4 = _mm512_slli_epi32(at, 2);
-    _mm512_mask_i32scatter_ps(tb, mk, at4, gather8(mk, by3, qb), 4);
-    _mm512_mask_i32scatter_ps(tb + 1, mk, at4, gather8(mk, by3, qb + 1), 4);
-    _mm512_mask_i32scatter_ps(tb + 2, mk, at4, gather8(mk, by3, qb + 2), 4);
+    if (!cert) {
+      const float *qb = &wv->q[g][0];
+      _mm512_mask_i32scatter_ps(tb, mk, at4, gather8(mk, by3, qb), 4);
+      _mm512_mask_i32scatter_ps(tb + 1, mk, at4, gather8(mk, by3, qb + 1), 4);
+      _mm512_mask_i32scatter_ps(tb + 2, mk, at4, gather8(mk, by3, qb + 2), 4);
+    }
     _mm512_mask_i32scatter_ps(tb + 3, mk, at4, slack, 4);
     /* hicp__cpu_done: match and e2 */
     _mm512_mask_i32scatter_epi32(&f->match[i0], mk, at, cur, 4);
@@ -311,8 +318,8 @@ AVX2 static inline __m256d norm2_4(__m256d a, __m256d b, __m256d c)
 /* hicp__cpu_front four points at a time with AVX2, as front_avx512 does
  * eight: the same double operations lane by lane in the reference's
  * order.  The four certificates (16-byte records) are read as two loads
- * and a transpose, and the kept ones written back the same way (blended
- * into what was read: the points are this thread's). */
+ * and a transpose, and written back the same way with the new queries
+ * (back_avx2 writes the slacks of those that walk). */
 AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
                                 int method, uint32_t i0, uint32_t end, hicp__cpu_wave *wv,
                                 hicp__cpu_todo *td, hicp__walkpart *w)
@@ -356,37 +363,37 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
       const __m256d moved2 = norm2_4(dx, dy, dz);
       const __m256d near = _mm256_and_pd(elig, _mm256_cmp_pd(moved2, _mm256_mul_pd(slack, slack),
                                                              _CMP_LT_OQ));
+      __m256d moved = _mm256_setzero_pd(), km = _mm256_setzero_pd();
       if (_mm256_movemask_pd(near)) {
-        const __m256d moved = _mm256_mul_pd(_mm256_sqrt_pd(moved2), _mm256_set1_pd(1.0 + 1e-12));
-        const __m256d km = _mm256_and_pd(near, _mm256_cmp_pd(moved, slack, _CMP_LT_OQ));
+        moved = _mm256_mul_pd(_mm256_sqrt_pd(moved2), _mm256_set1_pd(1.0 + 1e-12));
+        km = _mm256_and_pd(near, _mm256_cmp_pd(moved, slack, _CMP_LT_OQ));
         keep = (unsigned)_mm256_movemask_pd(km);
-        if (keep) {
-          /* the certificate moves with the query and shrinks by the move:
-           * the new values where kept, transposed back */
-          const __m128i k32 = narrow4(km);
-          const __m256 nxy = _mm256_set_m128(fy, fx);
-          const __m256 nzs = _mm256_set_m128(round_down4(_mm256_sub_pd(slack, moved)), fz);
-          const __m256i kk = _mm256_set_m128i(k32, k32);
-          const __m256 bxy = _mm256_blendv_ps(xy, nxy, _mm256_castsi256_ps(kk));
-          const __m256 bzs = _mm256_blendv_ps(zs, nzs, _mm256_castsi256_ps(kk));
-          const __m256 ixy = _mm256_permutevar8x32_ps(bxy, pick); /* x0 y0 x1 y1 | .. */
-          const __m256 izs = _mm256_permutevar8x32_ps(bzs, pick);
-          const __m256d lo = _mm256_unpacklo_pd(_mm256_castps_pd(ixy), _mm256_castps_pd(izs));
-          const __m256d hi = _mm256_unpackhi_pd(_mm256_castps_pd(ixy), _mm256_castps_pd(izs));
-          _mm256_maskstore_ps(tp, rm0, _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x20)));
-          _mm256_maskstore_ps(tp + 8, rm1, _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x31)));
-          /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 */
-          const __m128i off = _mm_slli_epi32(prev, 2);
-          const __m128 kf = _mm_castsi128_ps(k32);
-          const __m128 zero = _mm_setzero_ps();
-          const __m256d yx = _mm256_cvtps_pd(_mm_mask_i32gather_ps(zero, vbase, off, kf, 4));
-          const __m256d yy = _mm256_cvtps_pd(_mm_mask_i32gather_ps(zero, vbase + 1, off, kf, 4));
-          const __m256d yz = _mm256_cvtps_pd(_mm_mask_i32gather_ps(zero, vbase + 2, off, kf, 4));
-          const __m256d e2 = norm2_4(_mm256_sub_pd(qx, yx), _mm256_sub_pd(qy, yy),
-                                     _mm256_sub_pd(qz, yz));
-          _mm256_maskstore_pd(&f->e2[g], _mm256_castpd_si256(km), e2);
-          kept += (uint32_t)__builtin_popcount(keep);
-        }
+      }
+      /* Every certificate now records this query, transposed back: a kept
+       * point's with its slack shrunk by the move, the others' with a
+       * slack the back writes when their walks end */
+      const __m128i k32 = narrow4(km);
+      const __m128 shrunk = keep ? round_down4(_mm256_sub_pd(slack, moved)) : _mm_setzero_ps();
+      const __m256 nxy = _mm256_set_m128(fy, fx);
+      const __m256 nzs = _mm256_set_m128(_mm_and_ps(shrunk, _mm_castsi128_ps(k32)), fz);
+      const __m256 ixy = _mm256_permutevar8x32_ps(nxy, pick); /* x0 y0 x1 y1 | .. */
+      const __m256 izs = _mm256_permutevar8x32_ps(nzs, pick);
+      const __m256d lo = _mm256_unpacklo_pd(_mm256_castps_pd(ixy), _mm256_castps_pd(izs));
+      const __m256d hi = _mm256_unpackhi_pd(_mm256_castps_pd(ixy), _mm256_castps_pd(izs));
+      _mm256_maskstore_ps(tp, rm0, _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x20)));
+      _mm256_maskstore_ps(tp + 8, rm1, _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x31)));
+      if (keep) {
+        /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 */
+        const __m128i off = _mm_slli_epi32(prev, 2);
+        const __m128 kf = _mm_castsi128_ps(k32);
+        const __m128 zero = _mm_setzero_ps();
+        const __m256d yx = _mm256_cvtps_pd(_mm_mask_i32gather_ps(zero, vbase, off, kf, 4));
+        const __m256d yy = _mm256_cvtps_pd(_mm_mask_i32gather_ps(zero, vbase + 1, off, kf, 4));
+        const __m256d yz = _mm256_cvtps_pd(_mm_mask_i32gather_ps(zero, vbase + 2, off, kf, 4));
+        const __m256d e2 = norm2_4(_mm256_sub_pd(qx, yx), _mm256_sub_pd(qy, yy),
+                                   _mm256_sub_pd(qz, yz));
+        _mm256_maskstore_pd(&f->e2[g], _mm256_castpd_si256(km), e2);
+        kept += (uint32_t)__builtin_popcount(keep);
       }
     }
     /* the others' walks, in point order */
@@ -506,7 +513,8 @@ AVX2 static void back_avx2(const hicp__mview *view, hicp__frame *f, int cert,
     for (uint32_t k = 0; k < cnt; k++) {
       const uint32_t i = td->at[g + k];
       hicp__track *t = &f->track[i];
-      memcpy(t->q, wv->q[g + k], sizeof t->q);
+      if (!cert) /* else front_avx2 wrote the query */
+        memcpy(t->q, wv->q[g + k], sizeof t->q);
       t->slack = sl[k];
       f->match[i] = cu[k];
       f->e2[i] = ee[k];
