@@ -1,10 +1,11 @@
-/* cpu_backend.c: the CPU passes of an ICP iteration.  OpenMP hands blocks
- * of points (the correspondences) and then chunks (the sums) to threads in
- * any order (dynamic schedule): each point's answer depends only on the
- * point, and each chunk's partial only on its own points, in the fixed lane
- * shape, so the results are the same bits for every thread count.  The
- * per-point work is the shared code of lib/pp/, which the CUDA kernels run
- * too. */
+/* cpu_backend.c: the CPU passes of an ICP iteration.  Pass A hands pieces
+ * of points to the threads (cpu/segments.h) and each completed chunk's sum
+ * to the thread that completed it; pass B hands out chunks (OpenMP's
+ * dynamic schedule).  Whoever does it, each point's answer depends only on
+ * the point, and each chunk's partial only on its own points, in the fixed
+ * lane shape, so the results are the same bits for every thread count.
+ * The per-point work is the shared code of lib/pp/, which the CUDA kernels
+ * run too. */
 #include "config.h"
 
 #include <string.h>

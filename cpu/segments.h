@@ -20,6 +20,7 @@
 #ifndef HICP_CPU_SEGMENTS_H
 #define HICP_CPU_SEGMENTS_H
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -68,13 +69,20 @@ static inline void hicp__segments_init(hicp__segments *s, uint64_t nitems, int t
   }
 }
 
+/* The lock is held for a few instructions, so a waiter spins; past a few
+ * thousand spins the holder has lost its core (more threads than cores),
+ * and the waiter gives its own up. */
 static inline void hicp__segment_lock(hicp__segment *g)
 {
   while (atomic_exchange_explicit(&g->lock, 1, memory_order_acquire))
-    while (atomic_load_explicit(&g->lock, memory_order_relaxed)) {
+    for (unsigned spins = 0; atomic_load_explicit(&g->lock, memory_order_relaxed); spins++) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
+      if (spins >= 4096) {
+        sched_yield();
+        spins = 0;
+      }
     }
 }
 
