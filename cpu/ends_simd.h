@@ -299,6 +299,37 @@ AVX2 static inline __m128 round_down4(__m256d s)
                                                                   _CMP_GT_OQ))));
 }
 
+/* Four consecutive 16-byte records of four 32-bit words (as rec4_load8),
+ * those in the lanes of m: words 0 and 1 of record k in lanes k and 4 + k
+ * of out[0], words 2 and 3 in lanes k and 4 + k of out[1].  Two loads and
+ * a transpose. */
+AVX2 static inline void rec4_load4(const void *rec, __m128i m, __m256 out[2])
+{
+  const float *p = rec;
+  const __m256i pick = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256 a = _mm256_maskload_ps(p, _mm256_cvtepi32_epi64(_mm_unpacklo_epi32(m, m)));
+  const __m256 b = _mm256_maskload_ps(p + 8, _mm256_cvtepi32_epi64(_mm_unpackhi_epi32(m, m)));
+  out[0] = _mm256_permutevar8x32_ps(_mm256_unpacklo_ps(a, b), pick);
+  out[1] = _mm256_permutevar8x32_ps(_mm256_unpackhi_ps(a, b), pick);
+}
+
+/* The opposite: lane k of w0 .. w3 into the words of record k, for the
+ * records in the lanes of m. */
+AVX2 static inline void rec4_store4(void *rec, __m128i m, __m128 w0, __m128 w1, __m128 w2,
+                                    __m128 w3)
+{
+  float *p = rec;
+  const __m256i pick = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256 i01 = _mm256_permutevar8x32_ps(_mm256_set_m128(w1, w0), pick); /* w0 w1 pairs */
+  const __m256 i23 = _mm256_permutevar8x32_ps(_mm256_set_m128(w3, w2), pick);
+  const __m256d lo = _mm256_unpacklo_pd(_mm256_castps_pd(i01), _mm256_castps_pd(i23));
+  const __m256d hi = _mm256_unpackhi_pd(_mm256_castps_pd(i01), _mm256_castps_pd(i23));
+  _mm256_maskstore_ps(p, _mm256_cvtepi32_epi64(_mm_unpacklo_epi32(m, m)),
+                      _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x20)));
+  _mm256_maskstore_ps(p + 8, _mm256_cvtepi32_epi64(_mm_unpackhi_epi32(m, m)),
+                      _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x31)));
+}
+
 /* ((r[0] x + r[1] y) + r[2] z) + t: a row of hicp__apply. */
 AVX2 static inline __m256d xf_row4(const double *r, double t, __m256d x, __m256d y, __m256d z)
 {
@@ -327,7 +358,6 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
   const int cert = hicp__track_cert(method);
   const float *vbase = &view->vtx[0].x;
   const __m128i lane = _mm_setr_epi32(0, 1, 2, 3);
-  const __m256i pick = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   uint32_t n = 0, kept = 0;
   for (uint32_t g = i0; g < end; g += 4) {
     const uint32_t cnt = end - g < 4 ? end - g : 4;
@@ -345,13 +375,9 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
     const __m128i prev = _mm_maskload_epi32((const int *)&f->match[g], m32);
     unsigned keep = 0;
     if (cert) { /* hicp__track_keep */
-      /* records 0-1 and 2-3 of the certificates, transposed: x, y | z, slack */
-      float *tp = &f->track[g].q[0];
-      const __m256i rm0 = _mm256_cvtepi32_epi64(_mm_unpacklo_epi32(m32, m32));
-      const __m256i rm1 = _mm256_cvtepi32_epi64(_mm_unpackhi_epi32(m32, m32));
-      const __m256 a = _mm256_maskload_ps(tp, rm0), b = _mm256_maskload_ps(tp + 8, rm1);
-      const __m256 xy = _mm256_permutevar8x32_ps(_mm256_unpacklo_ps(a, b), pick);
-      const __m256 zs = _mm256_permutevar8x32_ps(_mm256_unpackhi_ps(a, b), pick);
+      __m256 t[2]; /* the certificates: x, y | z, slack */
+      rec4_load4(&f->track[g], m32, t);
+      const __m256 xy = t[0], zs = t[1];
       const __m256d slack = _mm256_cvtps_pd(_mm256_extractf128_ps(zs, 1));
       const __m256d elig = _mm256_and_pd(
           _mm256_and_pd(m64, _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_xor_si128(
@@ -369,19 +395,12 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
         km = _mm256_and_pd(near, _mm256_cmp_pd(moved, slack, _CMP_LT_OQ));
         keep = (unsigned)_mm256_movemask_pd(km);
       }
-      /* Every certificate now records this query, transposed back: a kept
-       * point's with its slack shrunk by the move, the others' with a
-       * slack the back writes when their walks end */
+      /* Every certificate now records this query: a kept point's with its
+       * slack shrunk by the move, the others' with a slack the back
+       * writes when their walks end */
       const __m128i k32 = narrow4(km);
       const __m128 shrunk = keep ? round_down4(_mm256_sub_pd(slack, moved)) : _mm_setzero_ps();
-      const __m256 nxy = _mm256_set_m128(fy, fx);
-      const __m256 nzs = _mm256_set_m128(_mm_and_ps(shrunk, _mm_castsi128_ps(k32)), fz);
-      const __m256 ixy = _mm256_permutevar8x32_ps(nxy, pick); /* x0 y0 x1 y1 | .. */
-      const __m256 izs = _mm256_permutevar8x32_ps(nzs, pick);
-      const __m256d lo = _mm256_unpacklo_pd(_mm256_castps_pd(ixy), _mm256_castps_pd(izs));
-      const __m256d hi = _mm256_unpackhi_pd(_mm256_castps_pd(ixy), _mm256_castps_pd(izs));
-      _mm256_maskstore_ps(tp, rm0, _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x20)));
-      _mm256_maskstore_ps(tp + 8, rm1, _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x31)));
+      rec4_store4(&f->track[g], m32, fx, fy, fz, _mm_and_ps(shrunk, _mm_castsi128_ps(k32)));
       if (keep) {
         /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 */
         const __m128i off = _mm_slli_epi32(prev, 2);
@@ -434,7 +453,6 @@ AVX2 static void back_avx2(const hicp__mview *view, hicp__frame *f, int cert,
 {
   const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), by5 = _mm_setr_epi32(0, 5, 10, 15);
   const __m128i zeroi = _mm_setzero_si128();
-  const __m256i pick = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const __m256d tiny4 = _mm256_set1_pd(4.0 * (double)HICP_FLT_MIN);
   const __m256d shrink = _mm256_set1_pd(1.0 - 1e-5);
   const __m128 inf = _mm_set1_ps(HICP_FLT_INF);
@@ -456,13 +474,9 @@ AVX2 static void back_avx2(const hicp__mview *view, hicp__frame *f, int cert,
       hicp__cpu_back(view, f, cert, wv, td, g, g + cnt, w);
       continue;
     }
-    /* the walks (hicp__walk: cur, dcur, steps, cert), transposed */
-    const float *wp = (const float *)&wv->w[g];
-    const __m256i rm0 = _mm256_cvtepi32_epi64(_mm_unpacklo_epi32(m32, m32));
-    const __m256i rm1 = _mm256_cvtepi32_epi64(_mm_unpackhi_epi32(m32, m32));
-    const __m256 a = _mm256_maskload_ps(wp, rm0), b = _mm256_maskload_ps(wp + 8, rm1);
-    const __m256 cd = _mm256_permutevar8x32_ps(_mm256_unpacklo_ps(a, b), pick);
-    const __m256 sc = _mm256_permutevar8x32_ps(_mm256_unpackhi_ps(a, b), pick);
+    __m256 wk[2]; /* the walks (hicp__walk): cur, dcur | steps, cert */
+    rec4_load4(&wv->w[g], m32, wk);
+    const __m256 cd = wk[0], sc = wk[1];
     const __m128i cur = _mm_castps_si128(_mm256_castps256_ps128(cd));
     const __m128 dcur = _mm256_extractf128_ps(cd, 1);
     const __m128i steps = _mm_castps_si128(_mm256_castps256_ps128(sc));
