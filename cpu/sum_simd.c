@@ -5,8 +5,8 @@
  * of j, then the 256 lanes are combined by the halving tree.  Lanes l .. l+W-1
  * (W = 4 or 8 doubles) read W consecutive points (their coordinates from
  * the frame's copy by coordinate, p0s: loads, not gathers), so a vector
- * holds W lanes, one per element, and every element goes through the same additions in the
- * same order as its scalar lane: the same bits.  A lane that skips a point
+ * holds W lanes, one per element, and every element goes through the same
+ * additions in the same order as its scalar lane: the same bits.  A lane that skips a point
  * (the point is past the chunk's end, or the filters drop it) keeps its
  * value through a masked add, as the scalar code skips the addition.  The
  * tree's first steps pair lanes 128, 64, .., W apart, which are whole

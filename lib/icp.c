@@ -446,16 +446,19 @@ static void fill_result(const hicp__icp_out *out, const hicp__plan *plan, size_t
 /* The scan in the model's Morton order (order.h), as placed by the initial
  * pose: consecutive points then search nearby vertices, in every iteration,
  * so the model's rows and coordinates are read from the cache rather than
- * from memory.  *sorted = the points in that order, *order[j] = the scan
- * index of point j.  The order depends only on the scan, the pose and the
- * model, so results stay reproducible to the bit. */
+ * from memory.  *sorted = the points in that order, *bycoord = the same
+ * by coordinate (hicp__frame.p0s), *order[j] = the scan index of point j.
+ * The order depends only on the scan, the pose and the model, so results
+ * stay reproducible to the bit. */
 static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, uint32_t n,
-                      const hicp__xf *T0, float **sorted, uint32_t **order)
+                      const hicp__xf *T0, float **sorted, float **bycoord, uint32_t **order)
 {
   uint32_t *key = malloc(sizeof *key * n);
   *order = malloc(sizeof **order * n);
   *sorted = malloc(sizeof **sorted * 3 * (size_t)n);
-  int rc = key != NULL && *order != NULL && *sorted != NULL ? HICP_OK : HICP_ENOMEM;
+  *bycoord = malloc(sizeof **bycoord * 3 * (size_t)n);
+  int rc = key != NULL && *order != NULL && *sorted != NULL && *bycoord != NULL ? HICP_OK
+                                                                                : HICP_ENOMEM;
   if (rc == HICP_OK) {
     hicp__zgrid g;
     hicp__zgrid_init(&g, m->bbox_min, m->bbox_max);
@@ -467,13 +470,19 @@ static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, u
     rc = hicp__zsort(key, n, *order, NULL);
   }
   if (rc == HICP_OK) {
-    for (uint32_t j = 0; j < n; j++)
-      memcpy(&(*sorted)[3 * (size_t)j], &p0[3 * (size_t)(*order)[j]], 3 * sizeof(float));
+    for (uint32_t j = 0; j < n; j++) {
+      const float *p = &p0[3 * (size_t)(*order)[j]];
+      memcpy(&(*sorted)[3 * (size_t)j], p, 3 * sizeof(float));
+      for (size_t d = 0; d < 3; d++)
+        (*bycoord)[d * n + j] = p[d];
+    }
   } else {
     free(*order);
     free(*sorted);
+    free(*bycoord);
     *order = NULL;
     *sorted = NULL;
+    *bycoord = NULL;
     rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for %u scan points", (unsigned)n);
   }
   free(key);
@@ -517,22 +526,19 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   f.n = (uint32_t)n;
   f.chunk = plan->chunk;
   f.nchunks = (uint32_t)((n + plan->chunk - 1) / plan->chunk);
-  rc = hicp__check_budget(ctx, (uint64_t)n * 64u + (uint64_t)f.nchunks * (sizeof(hicp__partial) * 2 + sizeof(hicp__walkpart) + sizeof(uint32_t)), "the registration");
+  const uint64_t per_chunk = sizeof(hicp__partial) * 2 + sizeof(hicp__walkpart) + sizeof(uint32_t);
+  rc = hicp__check_budget(ctx, (uint64_t)n * 64u + (uint64_t)f.nchunks * per_chunk,
+                          "the registration");
   if (rc != HICP_OK)
     return rc;
   hicp__xf T0;
   to_internal(&init_pub, origin, m->origin, &T0);
-  float *sorted = NULL;
+  float *sorted = NULL, *p0s = NULL;
   uint32_t *order = NULL;
-  rc = scan_order(ctx, m, p0, (uint32_t)n, &T0, &sorted, &order);
+  rc = scan_order(ctx, m, p0, (uint32_t)n, &T0, &sorted, &p0s, &order);
   if (rc != HICP_OK)
     return rc;
   f.p0 = sorted;
-  float *p0s = malloc(sizeof *p0s * 3 * n);
-  if (p0s != NULL)
-    for (size_t j = 0; j < n; j++)
-      for (size_t d = 0; d < 3; d++)
-        p0s[d * n + j] = sorted[3 * j + d];
   f.p0s = p0s;
   f.match = malloc(sizeof *f.match * n);
   f.e2 = malloc(sizeof *f.e2 * n);
@@ -540,7 +546,7 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   f.part = malloc(sizeof *f.part * f.nchunks);
   f.walk = malloc(sizeof *f.walk * f.nchunks);
   f.points_done = malloc(sizeof *f.points_done * f.nchunks);
-  if (p0s == NULL || f.match == NULL || f.e2 == NULL || f.track == NULL || f.part == NULL || f.walk == NULL ||
+  if (f.match == NULL || f.e2 == NULL || f.track == NULL || f.part == NULL || f.walk == NULL ||
       f.points_done == NULL) {
     rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu scan points", n);
   } else {
