@@ -100,6 +100,98 @@ AVX512 static inline void rec4_store8(void *rec, __mmask8 m, __m512 w0, __m512 w
   _mm512_mask_storeu_ps(p + 16, nibbles4(m >> 4), _mm512_permutex2var_ps(xy, hi, zs));
 }
 
+/* Four-lane helpers of front_avx2 and back_avx2 (AVX2 has no mask
+ * registers: a mask is a vector with all bits set in its lanes); slacks4
+ * serves back_avx512 too. */
+
+/* The 64-bit lanes of a mask as 32-bit lanes. */
+AVX2 static inline __m128i narrow4(__m256d m)
+{
+  const __m256i p = _mm256_permutevar8x32_epi32(_mm256_castpd_si256(m),
+                                                _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6));
+  return _mm256_castsi256_si128(p);
+}
+
+/* hicp__round_down, lane by lane. */
+AVX2 static inline __m128 round_down4(__m256d s)
+{
+  const __m128 f = _mm256_cvtpd_ps(s);
+  /* -1 where f rounded up: adding it steps the bits one down */
+  const __m128i up = narrow4(_mm256_cmp_pd(_mm256_cvtps_pd(f), s, _CMP_GT_OQ));
+  const __m128 down = _mm_castsi128_ps(_mm_add_epi32(_mm_castps_si128(f), up));
+  return _mm_and_ps(down, _mm_castsi128_ps(narrow4(_mm256_cmp_pd(s, _mm256_setzero_pd(),
+                                                                  _CMP_GT_OQ))));
+}
+
+/* Four consecutive 16-byte records of four 32-bit words (as rec4_load8),
+ * those in the lanes of m: words 0 and 1 of record k in lanes k and 4 + k
+ * of out[0], words 2 and 3 in lanes k and 4 + k of out[1].  Two loads and
+ * a transpose. */
+AVX2 static inline void rec4_load4(const void *rec, __m128i m, __m256 out[2])
+{
+  const float *p = rec;
+  const __m256i pick = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256 a = _mm256_maskload_ps(p, _mm256_cvtepi32_epi64(_mm_unpacklo_epi32(m, m)));
+  const __m256 b = _mm256_maskload_ps(p + 8, _mm256_cvtepi32_epi64(_mm_unpackhi_epi32(m, m)));
+  out[0] = _mm256_permutevar8x32_ps(_mm256_unpacklo_ps(a, b), pick);
+  out[1] = _mm256_permutevar8x32_ps(_mm256_unpackhi_ps(a, b), pick);
+}
+
+/* The opposite: lane k of w0 .. w3 into the words of record k, for the
+ * records in the lanes of m. */
+AVX2 static inline void rec4_store4(void *rec, __m128i m, __m128 w0, __m128 w1, __m128 w2,
+                                    __m128 w3)
+{
+  float *p = rec;
+  const __m256i pick = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256 i01 = _mm256_permutevar8x32_ps(_mm256_set_m128(w1, w0), pick); /* w0 w1 pairs */
+  const __m256 i23 = _mm256_permutevar8x32_ps(_mm256_set_m128(w3, w2), pick);
+  const __m256d lo = _mm256_unpacklo_pd(_mm256_castps_pd(i01), _mm256_castps_pd(i23));
+  const __m256d hi = _mm256_unpackhi_pd(_mm256_castps_pd(i01), _mm256_castps_pd(i23));
+  _mm256_maskstore_ps(p, _mm256_cvtepi32_epi64(_mm_unpacklo_epi32(m, m)),
+                      _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x20)));
+  _mm256_maskstore_ps(p + 8, _mm256_cvtepi32_epi64(_mm_unpackhi_epi32(m, m)),
+                      _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x31)));
+}
+
+/* ((r[0] x + r[1] y) + r[2] z) + t: a row of hicp__apply. */
+AVX2 static inline __m256d xf_row4(const double *r, double t, __m256d x, __m256d y, __m256d z)
+{
+  const __m256d rx = _mm256_mul_pd(_mm256_set1_pd(r[0]), x);
+  const __m256d ry = _mm256_mul_pd(_mm256_set1_pd(r[1]), y);
+  const __m256d rz = _mm256_mul_pd(_mm256_set1_pd(r[2]), z);
+  return _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(rx, ry), rz), _mm256_set1_pd(t));
+}
+
+/* (a*a + b*b) + c*c. */
+AVX2 static inline __m256d norm2_4(__m256d a, __m256d b, __m256d c)
+{
+  return _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(a, a), _mm256_mul_pd(b, b)),
+                       _mm256_mul_pd(c, c));
+}
+
+/* The two slacks of hicp__nn_slack for four walks, lane by lane its
+ * double operations in its order: inside the safe ball (safe: the
+ * vertex's safe_r2) and inside the cell (rmin, l2min: its certifying row
+ * scan); dcur: the walk's distance.  The callers choose between them by
+ * the kind of each walk's certificate, with masks. */
+AVX2 static inline void slacks4(__m128 dcur, __m128 safe, __m128 rmin, __m128 l2min,
+                                __m128 *in_ball, __m128 *in_cell)
+{
+  const __m256d tiny4 = _mm256_set1_pd(4.0 * (double)HICP_FLT_MIN);
+  const __m256d shrink = _mm256_set1_pd(1.0 - 1e-5);
+  const __m256d dist = _mm256_mul_pd(_mm256_sqrt_pd(_mm256_add_pd(_mm256_cvtps_pd(dcur), tiny4)),
+                                     _mm256_set1_pd(HICP_SLACK_HI));
+  *in_ball = round_down4(_mm256_sub_pd(_mm256_sqrt_pd(_mm256_cvtps_pd(safe)), dist));
+  const __m256d h = _mm256_mul_pd(
+      _mm256_mul_pd(_mm256_set1_pd(0.5), _mm256_sqrt_pd(_mm256_cvtps_pd(rmin))), shrink);
+  const __m256d len = _mm256_mul_pd(_mm256_sqrt_pd(_mm256_cvtps_pd(l2min)), shrink);
+  const __m256d rad = _mm256_add_pd(dist, h);
+  const __m256d margin = _mm256_div_pd(
+      _mm256_add_pd(_mm256_mul_pd(_mm256_set1_pd(2e-6), _mm256_mul_pd(rad, rad)), tiny4), len);
+  *in_cell = round_down4(_mm256_sub_pd(h, margin));
+}
+
 /* hicp__cpu_front eight points at a time: the transform, the certificate
  * test (hicp__track_keep) and the kept points' e2 in vector registers,
  * lane by lane the reference's double operations in its order (separate
@@ -202,8 +294,6 @@ AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert
 {
   const __m512i by3 = HICP_LANES8(3), by5 = HICP_LANES8(5);
   const __m512i zeroi = _mm512_setzero_si512();
-  const __m512d tiny4 = _mm512_set1_pd(4.0 * (double)HICP_FLT_MIN);
-  const __m512d shrink = _mm512_set1_pd(1.0 - 1e-5);
   const __m512 inf = _mm512_set1_ps(HICP_FLT_INF);
   const float *vbase = &view->vtx[0].x;
   const uint32_t i0 = td->at[k0]; /* indices from the first walk's point (k0 < k1) */
@@ -231,17 +321,14 @@ AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert
       const __m512i wcert = _mm512_castps_si512(wk[3]);
       const __m512 rmin = _mm512_mask_i32gather_ps(inf, mk, by5, (const float *)ri + 3, 4);
       const __m512 l2min = _mm512_mask_i32gather_ps(inf, mk, by5, (const float *)ri + 4, 4);
-      const __m512d dist = _mm512_mul_pd(_mm512_sqrt_pd(_mm512_add_pd(wide8(dcur), tiny4)),
-                                         _mm512_set1_pd(HICP_SLACK_HI));
-      const __m512d safe = wide8(gather8(ball, cur, view->safe_r2));
-      const __m512 in_ball = round_down8(_mm512_sub_pd(_mm512_sqrt_pd(safe), dist));
-      const __m512d h = _mm512_mul_pd(
-          _mm512_mul_pd(_mm512_set1_pd(0.5), _mm512_sqrt_pd(wide8(rmin))), shrink);
-      const __m512d len = _mm512_mul_pd(_mm512_sqrt_pd(wide8(l2min)), shrink);
-      const __m512d rad = _mm512_add_pd(dist, h);
-      const __m512d margin = _mm512_div_pd(
-          _mm512_add_pd(_mm512_mul_pd(_mm512_set1_pd(2e-6), _mm512_mul_pd(rad, rad)), tiny4), len);
-      const __m512 in_cell = round_down8(_mm512_sub_pd(h, margin));
+      const __m512 safe = gather8(ball, cur, view->safe_r2);
+      __m128 b0, c0, b1, c1; /* slacks4 on walks 0-3 and 4-7 */
+      slacks4(_mm512_castps512_ps128(dcur), _mm512_castps512_ps128(safe),
+              _mm512_castps512_ps128(rmin), _mm512_castps512_ps128(l2min), &b0, &c0);
+      slacks4(_mm512_extractf32x4_ps(dcur, 1), _mm512_extractf32x4_ps(safe, 1),
+              _mm512_extractf32x4_ps(rmin, 1), _mm512_extractf32x4_ps(l2min, 1), &b1, &c1);
+      const __m512 in_ball = _mm512_insertf32x4(_mm512_castps128_ps512(b0), b1, 1);
+      const __m512 in_cell = _mm512_insertf32x4(_mm512_castps128_ps512(c0), c1, 1);
       const __mmask16 cell = _mm512_mask_cmpneq_epi32_mask((__mmask16)(mk & ~ball), wcert, zeroi) &
                              _mm512_cmp_ps_mask(rmin, inf, _CMP_LT_OQ) &
                              _mm512_cmp_ps_mask(l2min, _mm512_set1_ps(1e-30f), _CMP_GT_OQ) &
@@ -275,75 +362,6 @@ AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert
     for (uint32_t k = 0; k < cnt; k++)
       hicp__cpu_count(w, st[k], 1);
   }
-}
-
-/* Four-lane helpers of front_avx2 (AVX2 has no mask registers: a mask is
- * a vector with all bits set in its lanes). */
-
-/* The 64-bit lanes of a mask as 32-bit lanes. */
-AVX2 static inline __m128i narrow4(__m256d m)
-{
-  const __m256i p = _mm256_permutevar8x32_epi32(_mm256_castpd_si256(m),
-                                                _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6));
-  return _mm256_castsi256_si128(p);
-}
-
-/* hicp__round_down, lane by lane. */
-AVX2 static inline __m128 round_down4(__m256d s)
-{
-  const __m128 f = _mm256_cvtpd_ps(s);
-  /* -1 where f rounded up: adding it steps the bits one down */
-  const __m128i up = narrow4(_mm256_cmp_pd(_mm256_cvtps_pd(f), s, _CMP_GT_OQ));
-  const __m128 down = _mm_castsi128_ps(_mm_add_epi32(_mm_castps_si128(f), up));
-  return _mm_and_ps(down, _mm_castsi128_ps(narrow4(_mm256_cmp_pd(s, _mm256_setzero_pd(),
-                                                                  _CMP_GT_OQ))));
-}
-
-/* Four consecutive 16-byte records of four 32-bit words (as rec4_load8),
- * those in the lanes of m: words 0 and 1 of record k in lanes k and 4 + k
- * of out[0], words 2 and 3 in lanes k and 4 + k of out[1].  Two loads and
- * a transpose. */
-AVX2 static inline void rec4_load4(const void *rec, __m128i m, __m256 out[2])
-{
-  const float *p = rec;
-  const __m256i pick = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  const __m256 a = _mm256_maskload_ps(p, _mm256_cvtepi32_epi64(_mm_unpacklo_epi32(m, m)));
-  const __m256 b = _mm256_maskload_ps(p + 8, _mm256_cvtepi32_epi64(_mm_unpackhi_epi32(m, m)));
-  out[0] = _mm256_permutevar8x32_ps(_mm256_unpacklo_ps(a, b), pick);
-  out[1] = _mm256_permutevar8x32_ps(_mm256_unpackhi_ps(a, b), pick);
-}
-
-/* The opposite: lane k of w0 .. w3 into the words of record k, for the
- * records in the lanes of m. */
-AVX2 static inline void rec4_store4(void *rec, __m128i m, __m128 w0, __m128 w1, __m128 w2,
-                                    __m128 w3)
-{
-  float *p = rec;
-  const __m256i pick = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  const __m256 i01 = _mm256_permutevar8x32_ps(_mm256_set_m128(w1, w0), pick); /* w0 w1 pairs */
-  const __m256 i23 = _mm256_permutevar8x32_ps(_mm256_set_m128(w3, w2), pick);
-  const __m256d lo = _mm256_unpacklo_pd(_mm256_castps_pd(i01), _mm256_castps_pd(i23));
-  const __m256d hi = _mm256_unpackhi_pd(_mm256_castps_pd(i01), _mm256_castps_pd(i23));
-  _mm256_maskstore_ps(p, _mm256_cvtepi32_epi64(_mm_unpacklo_epi32(m, m)),
-                      _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x20)));
-  _mm256_maskstore_ps(p + 8, _mm256_cvtepi32_epi64(_mm_unpackhi_epi32(m, m)),
-                      _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x31)));
-}
-
-/* ((r[0] x + r[1] y) + r[2] z) + t: a row of hicp__apply. */
-AVX2 static inline __m256d xf_row4(const double *r, double t, __m256d x, __m256d y, __m256d z)
-{
-  const __m256d rx = _mm256_mul_pd(_mm256_set1_pd(r[0]), x);
-  const __m256d ry = _mm256_mul_pd(_mm256_set1_pd(r[1]), y);
-  const __m256d rz = _mm256_mul_pd(_mm256_set1_pd(r[2]), z);
-  return _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(rx, ry), rz), _mm256_set1_pd(t));
-}
-
-/* (a*a + b*b) + c*c. */
-AVX2 static inline __m256d norm2_4(__m256d a, __m256d b, __m256d c)
-{
-  return _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(a, a), _mm256_mul_pd(b, b)),
-                       _mm256_mul_pd(c, c));
 }
 
 /* hicp__cpu_front four points at a time with AVX2, as front_avx512 does
@@ -453,8 +471,6 @@ AVX2 static void back_avx2(const hicp__mview *view, hicp__frame *f, int cert,
 {
   const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), by5 = _mm_setr_epi32(0, 5, 10, 15);
   const __m128i zeroi = _mm_setzero_si128();
-  const __m256d tiny4 = _mm256_set1_pd(4.0 * (double)HICP_FLT_MIN);
-  const __m256d shrink = _mm256_set1_pd(1.0 - 1e-5);
   const __m128 inf = _mm_set1_ps(HICP_FLT_INF);
   const float *vbase = &view->vtx[0].x;
   for (uint32_t g = k0; g < k1; g += 4) {
@@ -486,19 +502,10 @@ AVX2 static void back_avx2(const hicp__mview *view, hicp__frame *f, int cert,
       const __m128 sf = _mm_castsi128_ps(scanned);
       const __m128 rmin = _mm_mask_i32gather_ps(inf, (const float *)ri + 3, by5, sf, 4);
       const __m128 l2min = _mm_mask_i32gather_ps(inf, (const float *)ri + 4, by5, sf, 4);
-      const __m256d dist = _mm256_mul_pd(_mm256_sqrt_pd(_mm256_add_pd(_mm256_cvtps_pd(dcur), tiny4)),
-                                         _mm256_set1_pd(HICP_SLACK_HI));
       const __m128 safe = _mm_mask_i32gather_ps(_mm_setzero_ps(), view->safe_r2, cur,
                                                 _mm_castsi128_ps(ball), 4);
-      const __m128 in_ball =
-          round_down4(_mm256_sub_pd(_mm256_sqrt_pd(_mm256_cvtps_pd(safe)), dist));
-      const __m256d h = _mm256_mul_pd(
-          _mm256_mul_pd(_mm256_set1_pd(0.5), _mm256_sqrt_pd(_mm256_cvtps_pd(rmin))), shrink);
-      const __m256d len = _mm256_mul_pd(_mm256_sqrt_pd(_mm256_cvtps_pd(l2min)), shrink);
-      const __m256d rad = _mm256_add_pd(dist, h);
-      const __m256d margin = _mm256_div_pd(
-          _mm256_add_pd(_mm256_mul_pd(_mm256_set1_pd(2e-6), _mm256_mul_pd(rad, rad)), tiny4), len);
-      const __m128 in_cell = round_down4(_mm256_sub_pd(h, margin));
+      __m128 in_ball, in_cell;
+      slacks4(dcur, safe, rmin, l2min, &in_ball, &in_cell);
       const __m128 cell = _mm_and_ps(
           _mm_and_ps(_mm_castsi128_ps(_mm_andnot_si128(_mm_cmpeq_epi32(wcert, zeroi), scanned)),
                      _mm_cmplt_ps(rmin, inf)),
