@@ -508,7 +508,7 @@ typedef struct hicp_reg_options {
                               standard deviations from the mean (default 3) */
   size_t scan_stride;    /**< bytes between scan points; 0 = packed xyz */
   int chunk_points;      /**< points per reduction chunk, a power of two from
-                              256 to 65536; 0 = 2048.  Results are bit-identical
+                              256 to 65536; 0 = 1024.  Results are bit-identical
                               for a given chunk size whatever the threads,
                               backend or split. */
   double time_budget_ms; /**< stop after this much time; 0 = none */

@@ -21,7 +21,7 @@
 #include "pp/solve.h"
 #include "pp/types.h"
 
-#define HICP_DEFAULT_CHUNK 2048u
+#define HICP_DEFAULT_CHUNK 1024u
 
 /* The most scan points a registration takes: point indices are 32-bit, and
  * a chunk's end (its start + 65536) and a lane's next point (+ 256) must not
