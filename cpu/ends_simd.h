@@ -14,17 +14,6 @@
 /* Eight-lane helpers of the front and the back below (double lanes 0-7;
  * float vectors use their low eight lanes). */
 
-/* hicp__round_down, lane by lane. */
-AVX512 static inline __m512 round_down8(__m512d s)
-{
-  const __m256 f = _mm512_cvtpd_ps(s);
-  const __mmask8 up = _mm512_cmp_pd_mask(_mm512_cvtps_pd(f), s, _CMP_GT_OQ);
-  const __m512i bits = _mm512_castsi256_si512(_mm256_castps_si256(f));
-  const __m512i down = _mm512_mask_sub_epi32(bits, (__mmask16)up, bits, _mm512_set1_epi32(1));
-  const __mmask8 pos = _mm512_cmp_pd_mask(s, _mm512_setzero_pd(), _CMP_GT_OQ);
-  return _mm512_maskz_mov_ps((__mmask16)pos, _mm512_castsi512_ps(down));
-}
-
 /* The low eight floats of a, as doubles. */
 AVX512 static inline __m512d wide8(__m512 a)
 {
@@ -233,18 +222,17 @@ AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, con
       const __m512d moved2 = norm2_8(dx, dy, dz);
       const __mmask8 near =
           _mm512_mask_cmp_pd_mask(elig, moved2, _mm512_mul_pd(slack, slack), _CMP_LT_OQ);
-      __m512d moved = _mm512_setzero_pd();
       if (near) {
-        moved = _mm512_mul_pd(_mm512_sqrt_pd(moved2), _mm512_set1_pd(1.0 + 1e-12));
+        const __m512d moved = _mm512_mul_pd(_mm512_sqrt_pd(moved2), _mm512_set1_pd(1.0 + 1e-12));
         keep = _mm512_mask_cmp_pd_mask(near, moved, slack, _CMP_LT_OQ);
       }
-      /* Every certificate now records this query (hicp__track_keep and
-       * hicp__track_update write the same): a kept point's with its slack
-       * shrunk by the move, the others' with a slack the back writes when
-       * their walks end (a scatter of one word there rather than four) */
-      const __m512 shrunk = keep ? round_down8(_mm512_sub_pd(slack, moved)) : _mm512_setzero_ps();
-      rec4_store8(&f->track[g], mk, _mm512_castps256_ps512(fx), _mm512_castps256_ps512(fy),
-                  _mm512_castps256_ps512(fz), _mm512_maskz_mov_ps((__mmask16)keep, shrunk));
+      /* A kept point's certificate stays as it is (hicp__track_keep); the
+       * others' record this query now (hicp__track_update), with a slack
+       * the back writes when their walks end (a scatter of one word there
+       * rather than four) */
+      if (mk & ~keep)
+        rec4_store8(&f->track[g], mk & ~keep, _mm512_castps256_ps512(fx),
+                    _mm512_castps256_ps512(fy), _mm512_castps256_ps512(fz), _mm512_setzero_ps());
       if (keep) {
         /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 */
         const __m512i off = _mm512_slli_epi32(prev, 2);
@@ -407,18 +395,17 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
       const __m256d moved2 = norm2_4(dx, dy, dz);
       const __m256d near = _mm256_and_pd(elig, _mm256_cmp_pd(moved2, _mm256_mul_pd(slack, slack),
                                                              _CMP_LT_OQ));
-      __m256d moved = _mm256_setzero_pd(), km = _mm256_setzero_pd();
+      __m256d km = _mm256_setzero_pd();
       if (_mm256_movemask_pd(near)) {
-        moved = _mm256_mul_pd(_mm256_sqrt_pd(moved2), _mm256_set1_pd(1.0 + 1e-12));
+        const __m256d moved = _mm256_mul_pd(_mm256_sqrt_pd(moved2), _mm256_set1_pd(1.0 + 1e-12));
         km = _mm256_and_pd(near, _mm256_cmp_pd(moved, slack, _CMP_LT_OQ));
         keep = (unsigned)_mm256_movemask_pd(km);
       }
-      /* Every certificate now records this query: a kept point's with its
-       * slack shrunk by the move, the others' with a slack the back
-       * writes when their walks end */
+      /* A kept point's certificate stays as it is; the others' record this
+       * query, with a slack the back writes when their walks end */
       const __m128i k32 = narrow4(km);
-      const __m128 shrunk = keep ? round_down4(_mm256_sub_pd(slack, moved)) : _mm_setzero_ps();
-      rec4_store4(&f->track[g], m32, fx, fy, fz, _mm_and_ps(shrunk, _mm_castsi128_ps(k32)));
+      if (keep != (unsigned)_mm256_movemask_pd(m64))
+        rec4_store4(&f->track[g], _mm_andnot_si128(k32, m32), fx, fy, fz, _mm_setzero_ps());
       if (keep) {
         /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 */
         const __m128i off = _mm_slli_epi32(prev, 2);

@@ -505,11 +505,49 @@ Test(nn, tracked_queries_stay_exact)
   hicp_model_destroy(m);
 }
 
-/* The certificates at their limit: each query, once certified, moves by
- * 0.999 999 of its remaining slack straight towards the nearest other
- * vertex (the most dangerous direction), again and again, on a lattice
- * (exact ties on every bisector) and on a random cloud.  Every answer must
- * still equal brute force, and the moves must actually reach the limit. */
+/* How far q may still go before leaving its certificate's ball (the
+ * slack around the certified query); 0 without a certificate. */
+static double slack_left(const hicp__track *t, const float q[3])
+{
+  if (!(t->slack > 0.0f))
+    return 0.0;
+  double d2 = 0.0;
+  for (int d = 0; d < 3; d++)
+    d2 += ((double)q[d] - t->q[d]) * ((double)q[d] - t->q[d]);
+  return (double)t->slack - sqrt(d2);
+}
+
+/* The unit normal, pointing out of v's Voronoi cell, of the cell's wall
+ * nearest q (the bisector plane of v and one of its Delaunay neighbours):
+ * the way out in which a certificate's slack is tightest. */
+static void nearest_wall(const hicp__mview *m, const float q[3], uint32_t v, double dir[3])
+{
+  const hicp__vtx *a = &m->vtx[v];
+  double best = INFINITY;
+  for (uint32_t e = m->row[v]; e < m->row[v + 1]; e++) {
+    const hicp__vtx *b = &m->vtx[m->nbr[e]];
+    const double n[3] = {(double)b->x - a->x, (double)b->y - a->y, (double)b->z - a->z};
+    const double mid[3] = {0.5 * ((double)a->x + b->x), 0.5 * ((double)a->y + b->y),
+                           0.5 * ((double)a->z + b->z)};
+    const double len = sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
+    /* q's distance to the wall, positive inside the cell */
+    const double h = -((q[0] - mid[0]) * n[0] + (q[1] - mid[1]) * n[1] + (q[2] - mid[2]) * n[2]) / len;
+    if (h < best) {
+      best = h;
+      for (int d = 0; d < 3; d++)
+        dir[d] = n[d] / len;
+    }
+  }
+}
+
+/* The certificates at their limit, on a lattice (exact ties on every
+ * bisector) and on a random cloud.  Each query, once certified, moves
+ * straight at the nearest wall of its answer's Voronoi cell: half of the
+ * queries by 0.999 999 of what is left of the slack, again and again (the
+ * answers must stay exact and be kept by the certificate with less than a
+ * thousandth of the slack left), the other half at once by 1.015 slacks,
+ * through the wall (the answer must change, found by a search: a
+ * certificate that claimed more than its slack would keep a wrong one). */
 Test(nn, certificates_hold_at_the_slack_limit)
 {
   uint64_t seed = th_run_seed();
@@ -523,18 +561,21 @@ Test(nn, certificates_hold_at_the_slack_limit)
         p[3 * i + d] = kind == 0 ? (float)((i >> (3 * d)) & 7) * 0.125f : (float)th_uniform(&r);
     hicp_model *m = build(p, n, 1);
     hicp__mview view = hicp__model_view(m);
-    size_t limited = 0;
+    cr_assert(view.row != NULL, "kind %d: no Delaunay graph", kind);
+    size_t limited = 0, through = 0;
     for (size_t k = 0; k < nq; k++) {
+      const int overshoot = k % 2;
       float q[3];
       for (int d = 0; d < 3; d++)
         q[d] = (float)(th_uniform(&r) * 1.1 - 0.05);
       hicp__track tr = {{0, 0, 0}, 0.0f};
       uint32_t match = HICP_NONE;
       for (int step = 0; step < 6; step++) {
-        const float before = tr.slack;
+        const hicp__track before = tr;
         hicp__nn_res res = hicp__nn_track(&view, q, HICP_NN_PNN, match, &tr);
-        /* kept by the certificate, after a move to its limit */
-        limited += step > 0 && before > 0.0f && tr.slack < before * 1e-3f;
+        /* kept by the certificate (left as it was), after a move to its limit */
+        limited += step > 0 && before.slack > 0.0f && memcmp(&before, &tr, sizeof tr) == 0 &&
+                   slack_left(&tr, q) < 1e-3 * (double)tr.slack;
         uint32_t wi;
         float wd;
         oracle(p, n, q, &wi, &wd);
@@ -542,6 +583,10 @@ Test(nn, certificates_hold_at_the_slack_limit)
                   "seed %llu kind %d query %zu step %d: got %u (%.9g), want %u (%.9g)",
                   (unsigned long long)seed, kind, k, step, view.vtx[res.v].id, (double)res.d2,
                   wi, (double)wd);
+        if (overshoot && step == 1) {
+          through += res.v != match;
+          break;
+        }
         match = res.v;
         if (step == 0 && !(tr.slack > 0.0f)) {
           /* a walk that moved gives up its certificate (pp/nn.h): search
@@ -551,31 +596,18 @@ Test(nn, certificates_hold_at_the_slack_limit)
         }
         if (!(tr.slack > 0.0f))
           break;
-        /* towards the second nearest vertex (brute force without the first) */
-        uint32_t second = HICP_NONE;
-        float sd = INFINITY;
-        for (uint32_t i = 0; i < n; i++) {
-          float d = hicp__d2(q, &view.vtx[i]);
-          if (i != res.v && d < sd) {
-            sd = d;
-            second = i;
-          }
-        }
-        double dir[3], len = 0.0;
-        for (int d = 0; d < 3; d++) {
-          dir[d] = (double)view.vtx[second].x * (d == 0) + (double)view.vtx[second].y * (d == 1) +
-                   (double)view.vtx[second].z * (d == 2) - q[d];
-          len += dir[d] * dir[d];
-        }
-        len = sqrt(len);
-        if (!(len > 0.0))
+        double dir[3];
+        nearest_wall(&view, q, match, dir);
+        const double go = overshoot ? 1.015 * (double)tr.slack : 0.999999 * slack_left(&tr, q);
+        if (!(go > 0.0))
           break;
-        const double go = (double)tr.slack * 0.999999;
         for (int d = 0; d < 3; d++)
-          q[d] = (float)(q[d] + dir[d] / len * go);
+          q[d] = (float)(q[d] + dir[d] * go);
       }
     }
     cr_assert_gt(limited, nq / 4, "kind %d: only %zu answers kept at the limit", kind, limited);
+    cr_assert_gt(through, nq / 5, "kind %d: only %zu of %zu moves went through the wall", kind,
+                 through, nq / 2);
     free(p);
     hicp_model_destroy(m);
   }

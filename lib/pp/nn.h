@@ -523,11 +523,15 @@ HICP_PP int hicp__track_cert(int method)
   return method == 0 || method == 5;
 }
 
-/* The first half of hicp__nn_track: a query that moved less than its
- * slack since its answer `prev` was certified keeps that answer with no
- * search (returns 1 with *r, the slack shrunk by the move); else 0. */
+/* The first half of hicp__nn_track: a query less than its slack from the
+ * query its answer `prev` was certified for keeps that answer with no
+ * search (returns 1 with *r); else 0.  The certificate stays as it was:
+ * hicp__nn_slack's proof holds for every query within the slack of the
+ * certified one, so a kept query neither moves the ball's centre nor
+ * shrinks it (re-centring on each kept query with the slack shrunk by the
+ * move, as before, was a ball inside this one and kept fewer queries). */
 HICP_PP int hicp__track_keep(const hicp__mview *m, const float q[3], int method, uint32_t prev,
-                             hicp__track *t, hicp__nn_res *r)
+                             const hicp__track *t, hicp__nn_res *r)
 {
   if (!(prev != HICP_NONE && t->slack > 0.0f && hicp__track_cert(method)))
     return 0;
@@ -543,10 +547,6 @@ HICP_PP int hicp__track_keep(const hicp__mview *m, const float q[3], int method,
   if (!(moved < (double)t->slack))
     return 0;
   hicp__res_set(r, prev, hicp__d2(q, &m->vtx[prev]), 0, 1, 0);
-  t->q[0] = q[0];
-  t->q[1] = q[1];
-  t->q[2] = q[2];
-  t->slack = hicp__round_down((double)t->slack - moved);
   return 1;
 }
 
@@ -584,9 +584,9 @@ HICP_PP void hicp__track_update(const hicp__mview *m, const float q[3], int cert
  * (coplanar, collinear or tiny inputs) answer every walk method with the
  * exact kd-tree search, seeded with the start vertex the walk would use.
  *
- * Track: a query of an ICP pass.  For pnn and pnn-opt, a query that moved
- * less than its slack (hicp__nn_slack) since the answer was certified keeps
- * that answer with no search, and the slack shrinks by the move.  All in
+ * Track: a query of an ICP pass.  For pnn and pnn-opt, a query less than
+ * its slack (hicp__nn_slack) from the query its answer was certified for
+ * keeps that answer with no search.  All in
  * double with + - * / sqrt: the CPU and the GPU agree to the bit. */
 #define HICP_NN_FUNCTIONS(SUFFIX, ROW_SCAN, ATTR)                                              \
   ATTR HICP_PP int hicp__nn_walk_step##SUFFIX(const hicp__mview *m, const float q[3],          \
