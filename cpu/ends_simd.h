@@ -220,12 +220,9 @@ AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, con
       const __m512d dy = _mm512_sub_pd(_mm512_cvtps_pd(fy), wide8(t[1]));
       const __m512d dz = _mm512_sub_pd(_mm512_cvtps_pd(fz), wide8(t[2]));
       const __m512d moved2 = norm2_8(dx, dy, dz);
-      const __mmask8 near =
-          _mm512_mask_cmp_pd_mask(elig, moved2, _mm512_mul_pd(slack, slack), _CMP_LT_OQ);
-      if (near) {
-        const __m512d moved = _mm512_mul_pd(_mm512_sqrt_pd(moved2), _mm512_set1_pd(1.0 + 1e-12));
-        keep = _mm512_mask_cmp_pd_mask(near, moved, slack, _CMP_LT_OQ);
-      }
+      keep = _mm512_mask_cmp_pd_mask(
+          elig, moved2, _mm512_mul_pd(_mm512_mul_pd(slack, slack), _mm512_set1_pd(1.0 - 4e-12)),
+          _CMP_LT_OQ);
       /* A kept point's certificate stays as it is (hicp__track_keep); the
        * others' record this query now (hicp__track_update), with a slack
        * the back writes when their walks end (a scatter of one word there
@@ -393,14 +390,11 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
       const __m256d dy = _mm256_sub_pd(_mm256_cvtps_pd(fy), _mm256_cvtps_pd(_mm256_extractf128_ps(xy, 1)));
       const __m256d dz = _mm256_sub_pd(_mm256_cvtps_pd(fz), _mm256_cvtps_pd(_mm256_castps256_ps128(zs)));
       const __m256d moved2 = norm2_4(dx, dy, dz);
-      const __m256d near = _mm256_and_pd(elig, _mm256_cmp_pd(moved2, _mm256_mul_pd(slack, slack),
-                                                             _CMP_LT_OQ));
-      __m256d km = _mm256_setzero_pd();
-      if (_mm256_movemask_pd(near)) {
-        const __m256d moved = _mm256_mul_pd(_mm256_sqrt_pd(moved2), _mm256_set1_pd(1.0 + 1e-12));
-        km = _mm256_and_pd(near, _mm256_cmp_pd(moved, slack, _CMP_LT_OQ));
-        keep = (unsigned)_mm256_movemask_pd(km);
-      }
+      const __m256d km = _mm256_and_pd(
+          elig, _mm256_cmp_pd(moved2,
+                              _mm256_mul_pd(_mm256_mul_pd(slack, slack), _mm256_set1_pd(1.0 - 4e-12)),
+                              _CMP_LT_OQ));
+      keep = (unsigned)_mm256_movemask_pd(km);
       /* A kept point's certificate stays as it is; the others' record this
        * query, with a slack the back writes when their walks end */
       const __m128i k32 = narrow4(km);

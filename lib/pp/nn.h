@@ -539,12 +539,11 @@ HICP_PP int hicp__track_keep(const hicp__mview *m, const float q[3], int method,
   const double dy = (double)q[1] - (double)t->q[1];
   const double dz = (double)q[2] - (double)t->q[2];
   const double moved2 = (dx * dx + dy * dy) + dz * dz;
-  /* slack^2 is exact in double: moved2 >= it means moved >= slack, no
-   * square root needed to say no (the common case while ICP moves) */
-  if (!(moved2 < (double)t->slack * (double)t->slack))
-    return 0;
-  const double moved = HICP_SQRT(moved2) * (1.0 + 1e-12);
-  if (!(moved < (double)t->slack))
+  /* |q - t->q| < slack, squared (slack^2 is exact in double): the margin
+   * of 4e-12 covers the roundings of these double operations (under 1e-15
+   * in all) with room to spare, so no square root is needed either way */
+  const double s = (double)t->slack;
+  if (!(moved2 < (s * s) * (1.0 - 4e-12)))
     return 0;
   hicp__res_set(r, prev, hicp__d2(q, &m->vtx[prev]), 0, 1, 0);
   return 1;
