@@ -531,7 +531,8 @@ static void nearest_wall(const hicp__mview *m, const float q[3], uint32_t v, dou
                            0.5 * ((double)a->z + b->z)};
     const double len = sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
     /* q's distance to the wall, positive inside the cell */
-    const double h = -((q[0] - mid[0]) * n[0] + (q[1] - mid[1]) * n[1] + (q[2] - mid[2]) * n[2]) / len;
+    const double h =
+        -((q[0] - mid[0]) * n[0] + (q[1] - mid[1]) * n[1] + (q[2] - mid[2]) * n[2]) / len;
     if (h < best) {
       best = h;
       for (int d = 0; d < 3; d++)
@@ -546,8 +547,9 @@ static void nearest_wall(const hicp__mview *m, const float q[3], uint32_t v, dou
  * queries by 0.999 999 of what is left of the slack, again and again (the
  * answers must stay exact and be kept by the certificate with less than a
  * thousandth of the slack left), the other half at once by 1.015 slacks,
- * through the wall (the answer must change, found by a search: a
- * certificate that claimed more than its slack would keep a wrong one). */
+ * which takes most of them through the wall (counted): there the answer
+ * changes, and a certificate that claimed more than its slack would keep
+ * the wrong one. */
 Test(nn, certificates_hold_at_the_slack_limit)
 {
   uint64_t seed = th_run_seed();
