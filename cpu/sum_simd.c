@@ -10,7 +10,8 @@
  * (the point is past the chunk's end, or the filters drop it) keeps its
  * value through a masked add, as the scalar code skips the addition.  The
  * tree's first steps pair lanes 128, 64, .., W apart, which are whole
- * vectors W apart; the last log2(W) steps pair elements of one vector. */
+ * vectors W apart (carried as the groups are summed, below); the last
+ * log2(W) steps pair elements of one vector. */
 #include "config.h"
 
 #include <string.h>
@@ -39,6 +40,23 @@ static void lane_tree_tail(double *g, uint32_t w, hicp__partial *out)
     out->v[fld] = g[fld * w];
 }
 
+/* The group tree (the halving tree's steps that pair whole vectors) is
+ * done as the groups are summed: the groups are taken in bit-reversed
+ * order, and each finished group is added to the one waiting on its level,
+ * carrying upwards as a binary counter does.  Group k of that order is
+ * bitrev(k); the carries then pair exactly what the halving tree pairs
+ * (groups NG/2 apart, then those sums NG/4 apart, ...), so the bits are
+ * the same, with log2(NG) + 1 groups' sums held (9 KB for AVX-512) rather
+ * than all NG of them (48 KB: L1's size, and read back again by a
+ * separate tree). */
+static inline uint32_t bitrev(uint32_t k, uint32_t bits)
+{
+  uint32_t r = 0;
+  for (uint32_t b = 0; b < bits; b++)
+    r |= ((k >> b) & 1u) << (bits - 1 - b);
+  return r;
+}
+
 /* Floats p[0 .. 7] in the lanes of m (0 elsewhere), as doubles. */
 AVX512 static inline __m512d load8(__mmask8 m, const float *p)
 {
@@ -48,8 +66,9 @@ AVX512 static inline __m512d load8(__mmask8 m, const float *p)
 AVX512 static void chunk_sum_avx512(const hicp__mview *view, const hicp__frame *f,
                                     const hicp__select *sel, uint32_t c, hicp__partial *out)
 {
-  enum { W = 8, NG = HICP_LANES / W };
-  double g[NG * NF * W] __attribute__((aligned(64)));
+  enum { W = 8, NG = HICP_LANES / W, LOG = 5 };
+  _Static_assert(NG == 1 << LOG, "groups");
+  __m512d st[LOG + 1][NF]; /* the group tree's sums waiting, by level */
   const uint32_t base = c * f->chunk;
   const uint32_t end = hicp__chunk_end(f, c);
   const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd();
@@ -61,11 +80,12 @@ AVX512 static void chunk_sum_avx512(const hicp__mview *view, const hicp__frame *
   const float *ps = f->p0s;
   const size_t n = f->n;
   const __m256 fzero = _mm256_setzero_ps();
-  for (uint32_t grp = 0; grp < NG; grp++) {
+  for (uint32_t k = 0; k < NG; k++) {
+    const uint32_t grp = bitrev(k, LOG);
     __m512d a[NF];
 #pragma GCC unroll 24
-    for (int k = 0; k < NF; k++)
-      a[k] = zero;
+    for (int fld = 0; fld < NF; fld++)
+      a[fld] = zero;
     for (uint32_t i = base + grp * W; i < end; i += HICP_LANES) {
       const uint32_t cnt = end - i;
       const __mmask8 m = cnt >= W ? (__mmask8)0xff : (__mmask8)((1u << cnt) - 1u);
@@ -103,19 +123,22 @@ AVX512 static void chunk_sum_avx512(const hicp__mview *view, const hicp__frame *
           _mm512_mul_pd(py, yx), _mm512_mul_pd(py, yy), _mm512_mul_pd(py, yz),
           _mm512_mul_pd(pz, yx), _mm512_mul_pd(pz, yy), _mm512_mul_pd(pz, yz)};
 #pragma GCC unroll 24
-      for (int k = HICP_PF_N_IN; k < NF; k++)
-        a[k] = _mm512_mask_add_pd(a[k], in, a[k], add[k - HICP_PF_N_IN]);
+      for (int fld = HICP_PF_N_IN; fld < NF; fld++)
+        a[fld] = _mm512_mask_add_pd(a[fld], in, a[fld], add[fld - HICP_PF_N_IN]);
     }
+    uint32_t lv = 0; /* lanes 128 .. 8 apart: carry */
+    for (; (k >> lv) & 1u; lv++)
 #pragma GCC unroll 24
-    for (int k = 0; k < NF; k++)
-      _mm512_store_pd(&g[(grp * NF + (uint32_t)k) * W], a[k]);
+      for (int fld = 0; fld < NF; fld++)
+        a[fld] = _mm512_add_pd(st[lv][fld], a[fld]);
+#pragma GCC unroll 24
+    for (int fld = 0; fld < NF; fld++)
+      st[lv][fld] = a[fld];
   }
-  for (uint32_t s = NG / 2; s >= 1; s /= 2) /* lanes 128 .. 8 apart */
-    for (uint32_t i = 0; i < s; i++)
+  double g[NF * W] __attribute__((aligned(64)));
 #pragma GCC unroll 24
-      for (uint32_t k = 0; k < NF; k++)
-        _mm512_store_pd(&g[(i * NF + k) * W], _mm512_add_pd(_mm512_load_pd(&g[(i * NF + k) * W]),
-                                                            _mm512_load_pd(&g[((i + s) * NF + k) * W])));
+  for (int fld = 0; fld < NF; fld++)
+    _mm512_store_pd(&g[fld * W], st[LOG][fld]);
   lane_tree_tail(g, W, out);
 }
 
@@ -128,8 +151,9 @@ AVX2 static inline __m256d mask_add(__m256d a, __m256d m, __m256d x)
 AVX2 static void chunk_sum_avx2(const hicp__mview *view, const hicp__frame *f,
                                 const hicp__select *sel, uint32_t c, hicp__partial *out)
 {
-  enum { W = 4, NG = HICP_LANES / W };
-  double g[NG * NF * W] __attribute__((aligned(32)));
+  enum { W = 4, NG = HICP_LANES / W, LOG = 6 };
+  _Static_assert(NG == 1 << LOG, "groups");
+  __m256d st[LOG + 1][NF]; /* the group tree's sums waiting, by level */
   const uint32_t base = c * f->chunk;
   const uint32_t end = hicp__chunk_end(f, c);
   const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
@@ -141,11 +165,12 @@ AVX2 static void chunk_sum_avx2(const hicp__mview *view, const hicp__frame *f,
   const size_t n = f->n;
   const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
   const __m128 fzero = _mm_setzero_ps();
-  for (uint32_t grp = 0; grp < NG; grp++) {
+  for (uint32_t k = 0; k < NG; k++) {
+    const uint32_t grp = bitrev(k, LOG);
     __m256d a[NF];
 #pragma GCC unroll 24
-    for (int k = 0; k < NF; k++)
-      a[k] = zero;
+    for (int fld = 0; fld < NF; fld++)
+      a[fld] = zero;
     for (uint32_t i = base + grp * W; i < end; i += HICP_LANES) {
       const __m256i mi = _mm256_cmpgt_epi64(_mm256_set1_epi64x((long long)(end - i)), lane);
       const __m256d m = _mm256_castsi256_pd(mi);
@@ -189,23 +214,26 @@ AVX2 static void chunk_sum_avx2(const hicp__mview *view, const hicp__frame *f,
           _mm256_mul_pd(pz, yx), _mm256_mul_pd(pz, yy), _mm256_mul_pd(pz, yz)};
       if (_mm256_movemask_pd(in) == 0xf) /* every lane an inlier: no blends */
 #pragma GCC unroll 24
-        for (int k = HICP_PF_N_IN; k < NF; k++)
-          a[k] = _mm256_add_pd(a[k], add[k - HICP_PF_N_IN]);
+        for (int fld = HICP_PF_N_IN; fld < NF; fld++)
+          a[fld] = _mm256_add_pd(a[fld], add[fld - HICP_PF_N_IN]);
       else
 #pragma GCC unroll 24
-        for (int k = HICP_PF_N_IN; k < NF; k++)
-          a[k] = mask_add(a[k], in, add[k - HICP_PF_N_IN]);
+        for (int fld = HICP_PF_N_IN; fld < NF; fld++)
+          a[fld] = mask_add(a[fld], in, add[fld - HICP_PF_N_IN]);
     }
+    uint32_t lv = 0; /* lanes 128 .. 4 apart: carry */
+    for (; (k >> lv) & 1u; lv++)
 #pragma GCC unroll 24
-    for (int k = 0; k < NF; k++)
-      _mm256_store_pd(&g[(grp * NF + (uint32_t)k) * W], a[k]);
+      for (int fld = 0; fld < NF; fld++)
+        a[fld] = _mm256_add_pd(st[lv][fld], a[fld]);
+#pragma GCC unroll 24
+    for (int fld = 0; fld < NF; fld++)
+      st[lv][fld] = a[fld];
   }
-  for (uint32_t s = NG / 2; s >= 1; s /= 2) /* lanes 128 .. 4 apart */
-    for (uint32_t i = 0; i < s; i++)
+  double g[NF * W] __attribute__((aligned(32)));
 #pragma GCC unroll 24
-      for (uint32_t k = 0; k < NF; k++)
-        _mm256_store_pd(&g[(i * NF + k) * W], _mm256_add_pd(_mm256_load_pd(&g[(i * NF + k) * W]),
-                                                            _mm256_load_pd(&g[((i + s) * NF + k) * W])));
+  for (int fld = 0; fld < NF; fld++)
+    _mm256_store_pd(&g[fld * W], st[LOG][fld]);
   lane_tree_tail(g, W, out);
 }
 #endif
