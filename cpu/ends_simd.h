@@ -184,7 +184,7 @@ AVX2 static inline void slacks4(__m128 dcur, __m128 safe, __m128 rmin, __m128 l2
 /* hicp__cpu_front eight points at a time: the transform, the certificate
  * test (hicp__track_keep) and the kept points' e2 in vector registers,
  * lane by lane the reference's double operations in its order (separate
- * multiplies and adds, a correctly rounded square root), so the same bits.
+ * multiplies and adds), so the same bits.
  * Which points keep their match is a coin toss in ICP's later iterations:
  * decided eight at a time in masks, not point by point in branches. */
 AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
@@ -220,9 +220,9 @@ AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, con
       const __m512d dy = _mm512_sub_pd(_mm512_cvtps_pd(fy), wide8(t[1]));
       const __m512d dz = _mm512_sub_pd(_mm512_cvtps_pd(fz), wide8(t[2]));
       const __m512d moved2 = norm2_8(dx, dy, dz);
-      keep = _mm512_mask_cmp_pd_mask(
-          elig, moved2, _mm512_mul_pd(_mm512_mul_pd(slack, slack), _mm512_set1_pd(1.0 - 4e-12)),
-          _CMP_LT_OQ);
+      const __m512d limit2 =
+          _mm512_mul_pd(_mm512_mul_pd(slack, slack), _mm512_set1_pd(HICP_KEEP_SHRINK));
+      keep = _mm512_mask_cmp_pd_mask(elig, moved2, limit2, _CMP_LT_OQ);
       /* A kept point's certificate stays as it is (hicp__track_keep); the
        * others' record this query now (hicp__track_update), with a slack
        * the back writes when their walks end (a scatter of one word there
@@ -390,10 +390,9 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
       const __m256d dy = _mm256_sub_pd(_mm256_cvtps_pd(fy), _mm256_cvtps_pd(_mm256_extractf128_ps(xy, 1)));
       const __m256d dz = _mm256_sub_pd(_mm256_cvtps_pd(fz), _mm256_cvtps_pd(_mm256_castps256_ps128(zs)));
       const __m256d moved2 = norm2_4(dx, dy, dz);
-      const __m256d km = _mm256_and_pd(
-          elig, _mm256_cmp_pd(moved2,
-                              _mm256_mul_pd(_mm256_mul_pd(slack, slack), _mm256_set1_pd(1.0 - 4e-12)),
-                              _CMP_LT_OQ));
+      const __m256d limit2 =
+          _mm256_mul_pd(_mm256_mul_pd(slack, slack), _mm256_set1_pd(HICP_KEEP_SHRINK));
+      const __m256d km = _mm256_and_pd(elig, _mm256_cmp_pd(moved2, limit2, _CMP_LT_OQ));
       keep = (unsigned)_mm256_movemask_pd(km);
       /* A kept point's certificate stays as it is; the others' record this
        * query, with a slack the back writes when their walks end */

@@ -523,6 +523,13 @@ HICP_PP int hicp__track_cert(int method)
   return method == 0 || method == 5;
 }
 
+/* hicp__track_keep compares squares: |q - q_c|^2 < slack^2 * this.  slack^2
+ * is exact in double, and the margin of 4e-12 covers the roundings of the
+ * few double operations on the left (under 1e-15 in all) with room to
+ * spare, so no square root is needed either way.  The vector fronts
+ * (cpu/ends_simd.h) use the same factor. */
+#define HICP_KEEP_SHRINK (1.0 - 4e-12)
+
 /* The first half of hicp__nn_track: a query less than its slack from the
  * query its answer `prev` was certified for keeps that answer with no
  * search (returns 1 with *r); else 0.  The certificate stays as it was:
@@ -539,11 +546,9 @@ HICP_PP int hicp__track_keep(const hicp__mview *m, const float q[3], int method,
   const double dy = (double)q[1] - (double)t->q[1];
   const double dz = (double)q[2] - (double)t->q[2];
   const double moved2 = (dx * dx + dy * dy) + dz * dz;
-  /* |q - t->q| < slack, squared (slack^2 is exact in double): the margin
-   * of 4e-12 covers the roundings of these double operations (under 1e-15
-   * in all) with room to spare, so no square root is needed either way */
+  /* |q - t->q| < slack, squared: see HICP_KEEP_SHRINK */
   const double s = (double)t->slack;
-  if (!(moved2 < (s * s) * (1.0 - 4e-12)))
+  if (!(moved2 < (s * s) * HICP_KEEP_SHRINK))
     return 0;
   hicp__res_set(r, prev, hicp__d2(q, &m->vtx[prev]), 0, 1, 0);
   return 1;
@@ -585,8 +590,8 @@ HICP_PP void hicp__track_update(const hicp__mview *m, const float q[3], int cert
  *
  * Track: a query of an ICP pass.  For pnn and pnn-opt, a query less than
  * its slack (hicp__nn_slack) from the query its answer was certified for
- * keeps that answer with no search.  All in
- * double with + - * / sqrt: the CPU and the GPU agree to the bit. */
+ * keeps that answer with no search.  All in double with + - * / sqrt: the
+ * CPU and the GPU agree to the bit. */
 #define HICP_NN_FUNCTIONS(SUFFIX, ROW_SCAN, ATTR)                                              \
   ATTR HICP_PP int hicp__nn_walk_step##SUFFIX(const hicp__mview *m, const float q[3],          \
                                               hicp__walk *w, hicp__nn_res *r)                   \
