@@ -66,8 +66,9 @@ static inline void hicp__cpu_wave_answer(const hicp__mview *view, const hicp__cp
     hicp__walk_end(view, wv->q[k], w, &wv->rs[k], r);
 }
 
-/* Defines `static void NAME(view, wv, n)`: runs the n walks of *wv, begun
- * with hicp__walk_begin, to their ends, with the row scan ROW_SCAN: the
+/* Defines `static void NAME(view, wv, list, n)`: runs the n walks list[0 ..
+ * n) of *wv (walks 0 .. n-1 when list is NULL), begun with
+ * hicp__walk_begin, to their ends, with the row scan ROW_SCAN: the
  * steps of hicp__nn_walk_step, breadth first.  Every walk takes one step
  * (the safe ball test, then the row scan), those that go on take another,
  * and so on.  A walk step is a chain of dependent loads (vertex, row,
@@ -78,11 +79,12 @@ static inline void hicp__cpu_wave_answer(const hicp__mview *view, const hicp__cp
  * not branches, sort the walks after each step.  Each walk takes the same
  * steps as it would alone: nothing changes but time. */
 #define HICP_CPU_WAVE_WALKS(NAME, ROW_SCAN, ATTR)                                             \
-  ATTR static void NAME(const hicp__mview *view, hicp__cpu_wave *wv, uint32_t n)              \
+  ATTR static void NAME(const hicp__mview *view, hicp__cpu_wave *wv, const uint16_t *list,    \
+                        uint32_t n)                                                           \
   {                                                                                           \
     uint32_t nlive = n;                                                                       \
     for (uint32_t k = 0; k < n; k++)                                                          \
-      wv->live[k] = (uint16_t)k;                                                              \
+      wv->live[k] = list != NULL ? list[k] : (uint16_t)k;                                     \
     while (nlive > 0) {                                                                       \
       uint32_t nscan = 0;                                                                     \
       for (uint32_t j = 0; j < nlive; j++) {                                                  \
@@ -153,6 +155,20 @@ static inline void hicp__cpu_wave_begin(const hicp__mview *view, hicp__cpu_wave 
     hicp__walk_begin(view, wv->q[k], start[k], cert, &wv->w[k]);
 }
 
+/* A HICP_CPU_WAVE_WALKS function. */
+typedef void (*hicp__walks_fn)(const hicp__mview *view, hicp__cpu_wave *wv, const uint16_t *list,
+                               uint32_t n);
+
+/* Pass A's points in blocks of HICP_CPU_BLOCK, aligned on their index: a
+ * piece of pass A is whole blocks (cpu/segments.h), the last one cut at
+ * the end of the points. */
+#define HICP_CPU_BLOCK 64u
+
+/* In a first pass (pnn-opt, no previous match: every walk would start from
+ * a kd descent), one point in HICP_CPU_ANCHOR of each block starts so, and
+ * the others start from the nearer of their two anchors' answers. */
+#define HICP_CPU_ANCHOR 8u
+
 /* Where a block's walks are listed before they run: walk k is for point
  * at[k], with the transformed point (qx[k], qy[k], qz[k]) (double), its
  * query (in the wave) and the point's previous match prev[k].  By
@@ -189,6 +205,76 @@ static inline uint32_t hicp__cpu_front(const hicp__mview *view, hicp__frame *f,
     }
   }
   return n;
+}
+
+/* Begins and runs the n walks listed in *wv and *td (by hicp__cpu_front
+ * or a vector front) for the points of a piece of pass A that ends before
+ * point `end`, with `walks`.
+ *
+ * Starts.  In a registration's first pass every pnn-opt walk would begin
+ * with a kd descent, a chain of a dozen dependent loads that costs more
+ * than the walk after it.  But the points follow a space-filling curve, so
+ * a point lies close to its neighbours along it, and the answer for one
+ * of them is a start as good as a descent's leaf (on bunny00's first pass
+ * 1.26 steps against 1.55, simulated).  So in each block of
+ * HICP_CPU_BLOCK points that all walk without a previous match, the
+ * anchors (every HICP_CPU_ANCHOR-th point from the block's first, and its
+ * last) walk first, from descents; then each other point starts from the
+ * nearer (in the computed distance; the left one on a tie) of the answers
+ * of its anchors, the one at or before it and the next one.  The rule
+ * depends only on the points and their indices, not on who takes which
+ * piece, so the walks, and their statistics, are the same for any thread
+ * count; answers never depend on a start. */
+static inline void hicp__cpu_wave_run(const hicp__mview *view, hicp__cpu_wave *wv,
+                                      const hicp__cpu_todo *td, uint32_t n, int method, int cert,
+                                      uint32_t end, hicp__walks_fn walks)
+{
+  uint32_t start[HICP_CPU_WAVE];
+  uint16_t first[HICP_CPU_WAVE], later[HICP_CPU_WAVE], kd[HICP_CPU_WAVE];
+  uint32_t nfirst = 0, nlater = 0, nkd = 0;
+  for (uint32_t k = 0; k < n;) {
+    const uint32_t b0 = td->at[k] / HICP_CPU_BLOCK * HICP_CPU_BLOCK;
+    const uint32_t bend = end - b0 < HICP_CPU_BLOCK ? end : b0 + HICP_CPU_BLOCK;
+    uint32_t k1 = k;
+    int fresh = method == 0; /* HICP_NN_PNN_OPT */
+    for (; k1 < n && td->at[k1] < bend; k1++)
+      fresh &= td->prev[k1] == HICP_NONE;
+    /* the walks are listed in point order: all of the block walk when
+     * there are as many walks as points */
+    const int anchored = fresh && k1 - k == bend - b0;
+    for (; k < k1; k++) {
+      const uint32_t i = td->at[k];
+      if (anchored && (i - b0) % HICP_CPU_ANCHOR != 0 && i != bend - 1) {
+        later[nlater++] = (uint16_t)k;
+        continue;
+      }
+      first[nfirst++] = (uint16_t)k;
+      if (hicp__nn_start_descends(method, td->prev[k]))
+        kd[nkd++] = (uint16_t)k;
+      else
+        start[k] = hicp__nn_start(view, wv->q[k], method, td->prev[k]);
+    }
+  }
+  if (nkd > 0)
+    hicp__cpu_descend(view, wv, kd, nkd, start);
+  for (uint32_t j = 0; j < nfirst; j++)
+    hicp__walk_begin(view, wv->q[first[j]], start[first[j]], cert, &wv->w[first[j]]);
+  if (nfirst > 0)
+    walks(view, wv, first, nfirst);
+  if (nlater == 0)
+    return;
+  for (uint32_t j = 0; j < nlater; j++) {
+    /* a whole block is listed: point p is walk k + (p - i) */
+    const uint32_t k = later[j], i = td->at[k];
+    const uint32_t b0 = i / HICP_CPU_BLOCK * HICP_CPU_BLOCK;
+    const uint32_t bend = end - b0 < HICP_CPU_BLOCK ? end : b0 + HICP_CPU_BLOCK;
+    const uint32_t a = i - (i - b0) % HICP_CPU_ANCHOR;
+    const uint32_t b = a + HICP_CPU_ANCHOR < bend - 1 ? a + HICP_CPU_ANCHOR : bend - 1;
+    const uint32_t va = wv->w[k - (i - a)].cur, vb = wv->w[k + (b - i)].cur;
+    const float da = hicp__d2(wv->q[k], &view->vtx[va]), db = hicp__d2(wv->q[k], &view->vtx[vb]);
+    hicp__walk_begin(view, wv->q[k], db < da ? vb : va, cert, &wv->w[k]);
+  }
+  walks(view, wv, later, nlater);
 }
 
 /* The back of a block of pass A, walks k0 .. k1-1 of the wave *wv, run:
@@ -237,8 +323,7 @@ static inline void hicp__cpu_back(const hicp__mview *view, hicp__frame *f, int c
     const uint32_t n = FRONT(view, f, T, method, i0, end, &wv, &td, w);                       \
     if (n == 0)                                                                               \
       return;                                                                                 \
-    hicp__cpu_wave_begin(view, &wv, n, method, td.prev, cert);                                \
-    WALKS(view, &wv, n);                                                                      \
+    hicp__cpu_wave_run(view, &wv, &td, n, method, cert, end, WALKS);                          \
     BACK(view, f, cert, &wv, &td, 0, n, w);                                                   \
   }
 
@@ -260,7 +345,7 @@ typedef void (*hicp__chunk_fn)(const hicp__mview *view, hicp__frame *f, const hi
     hicp__cpu_wave wv;                                                                        \
     memcpy(wv.q, q, sizeof wv.q[0] * n);                                                      \
     hicp__cpu_wave_begin(view, &wv, n, method, prev, 0);                                      \
-    WALKS(view, &wv, n);                                                                      \
+    WALKS(view, &wv, NULL, n);                                                                \
     for (uint32_t k = 0; k < n; k++)                                                          \
       hicp__cpu_wave_answer(view, &wv, k, &res[k]);                                           \
   }

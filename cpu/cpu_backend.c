@@ -39,8 +39,10 @@ void hicp__chunk_sum(const hicp__mview *view, const hicp__frame *f, const hicp__
  * its own segment's points at a time (cpu/chunk.h), and a helper pieces
  * of HICP_CPU_HELP points from the back of another's, so that the threads
  * finish within about a microsecond of each other. */
-#define HICP_CPU_HELP 64u
+#define HICP_CPU_HELP HICP_CPU_BLOCK
 _Static_assert(HICP_CPU_HELP <= HICP_CPU_WAVE, "a piece of pass A is at most one wave");
+_Static_assert(HICP_CPU_WAVE % HICP_CPU_BLOCK == 0 && HICP_LANES % HICP_CPU_BLOCK == 0,
+               "pieces of pass A are whole blocks (chunk.h; chunks are at least HICP_LANES)");
 
 static void walkpart_add(hicp__walkpart *a, const hicp__walkpart *b)
 {

@@ -15,8 +15,12 @@
  * finish within a small piece of each other and each mostly sees its own
  * part of the model.
  *
- * A piece never crosses a multiple of `align` (pass A's chunks).  Who takes
- * a piece never changes a result. */
+ * A piece never crosses a multiple of `align` (pass A's chunks), and it is
+ * made of whole blocks of `small` items aligned on their index (the last
+ * block cut at the end): the segments' bounds are multiples of `small`,
+ * and so is every cut, unless it is the end (pass A's first-pass walk
+ * starts are chosen block by block, cpu/chunk.h).  Who takes a piece never
+ * changes a result. */
 #ifndef HICP_CPU_SEGMENTS_H
 #define HICP_CPU_SEGMENTS_H
 
@@ -51,7 +55,8 @@ typedef struct hicp__segments {
 /* Items 0 .. nitems-1 in one segment per thread (at most
  * HICP_SEGMENTS_MAX, and none shorter than a helper's piece), the owner
  * taking pieces of `big` items, the helpers pieces of `small` (both >= 1),
- * none crossing a multiple of `align` (>= 1). */
+ * none crossing a multiple of `align` (>= 1).  Pieces are whole blocks when
+ * `big` and `align` are multiples of `small`. */
 static inline void hicp__segments_init(hicp__segments *s, uint64_t nitems, int threads,
                                        uint64_t big, uint64_t small, uint64_t align)
 {
@@ -62,10 +67,12 @@ static inline void hicp__segments_init(hicp__segments *s, uint64_t nitems, int t
   s->big = big;
   s->small = small;
   s->align = align;
+  /* equal shares, rounded down to whole blocks of `small` (n <= nitems /
+   * small, so none is empty) */
   for (uint64_t k = 0; k < n; k++) {
     atomic_init(&s->seg[k].lock, 0);
-    s->seg[k].lo = nitems / n * k + (k < nitems % n ? k : nitems % n);
-    s->seg[k].hi = s->seg[k].lo + nitems / n + (k < nitems % n);
+    s->seg[k].lo = nitems * k / n / small * small;
+    s->seg[k].hi = k + 1 < n ? nitems * (k + 1) / n / small * small : nitems;
   }
 }
 
@@ -116,9 +123,12 @@ static inline int hicp__segments_take(hicp__segments *s, uint32_t *at, uint64_t 
         *i0 = lo;
         *i1 = e;
       } else {
+        /* the last block, whole or cut at the end; lo and edge are
+         * multiples of `small` */
+        uint64_t b = (hi - 1) / s->small * s->small;
         const uint64_t edge = (hi - 1) / s->align * s->align;
-        uint64_t b = hi - lo > s->small ? hi - s->small : lo;
         b = b > edge ? b : edge;
+        b = b > lo ? b : lo;
         g->hi = b;
         *i0 = b;
         *i1 = hi;

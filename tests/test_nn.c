@@ -737,7 +737,9 @@ Test(nn, certifying_scans_report_whole_rows)
  * hicp_nn_query: every item exactly once, in pieces of at most the owner's
  * size that never cross a multiple of `align`, whatever the number of
  * items and threads (also more threads than items), with the threads
- * taking pieces concurrently. */
+ * taking pieces concurrently; and, when `big` and `align` are multiples of
+ * `small`, in whole blocks of `small` items (pass A's first-pass starts,
+ * cpu/chunk.h, need every block in one piece). */
 Test(nn, segments_hand_out_every_item_once)
 {
   static const uint64_t sizes[] = {0, 1, 7, 8, 15, 16, 17, 63, 64, 65, 1000, 2192, 4099, 20000};
@@ -748,6 +750,7 @@ Test(nn, segments_hand_out_every_item_once)
       for (size_t h = 0; h < sizeof shapes / sizeof *shapes; h++) {
         const uint64_t n = sizes[z], big = shapes[h][0], small = shapes[h][1];
         const uint64_t align = shapes[h][2];
+        const int blocks = big % small == 0 && (align == UINT64_MAX || align % small == 0);
         unsigned *seen = calloc(n + 1, sizeof *seen), bad = 0;
         hicp__segments segs;
         hicp__segments_init(&segs, n, threads, big, small, align);
@@ -755,7 +758,8 @@ Test(nn, segments_hand_out_every_item_once)
         {
           uint32_t at = 0;
           for (uint64_t i0, i1; hicp__segments_take(&segs, &at, &i0, &i1);) {
-            const int ok = i0 < i1 && i1 <= n && i1 - i0 <= big && (i1 - 1) / align == i0 / align;
+            const int ok = i0 < i1 && i1 <= n && i1 - i0 <= big && (i1 - 1) / align == i0 / align &&
+                           (!blocks || (i0 % small == 0 && (i1 % small == 0 || i1 == n)));
             if (!ok)
               __atomic_add_fetch(&bad, 1u, __ATOMIC_RELAXED);
             for (uint64_t i = i0; ok && i < i1; i++)
