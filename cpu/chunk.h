@@ -220,8 +220,9 @@ static inline uint32_t hicp__cpu_front(const hicp__mview *view, hicp__frame *f,
  * HICP_CPU_BLOCK points that all walk without a previous match, the
  * anchors (every HICP_CPU_ANCHOR-th point from the block's first, and its
  * last) walk first, from descents; then each other point starts from the
- * nearer (in the computed distance; the left one on a tie) of the answers
- * of its anchors, the one at or before it and the next one.  The rule
+ * nearer (in the computed distance; the left one on a tie) of the
+ * vertices where its anchors' walks ended (their answers, but for a
+ * near-tie), the anchor at or before it and the next one.  The rule
  * depends only on the points and their indices, not on who takes which
  * piece, so the walks, and their statistics, are the same for any thread
  * count; answers never depend on a start. */

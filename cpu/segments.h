@@ -123,8 +123,8 @@ static inline int hicp__segments_take(hicp__segments *s, uint32_t *at, uint64_t 
         *i0 = lo;
         *i1 = e;
       } else {
-        /* the last block, whole or cut at the end; lo and edge are
-         * multiples of `small` */
+        /* the last block, whole or cut at the end (lo and edge are block
+         * bounds too when `big` and `align` are multiples of `small`) */
         uint64_t b = (hi - 1) / s->small * s->small;
         const uint64_t edge = (hi - 1) / s->align * s->align;
         b = b > edge ? b : edge;
