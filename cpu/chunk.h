@@ -135,15 +135,18 @@ static inline void hicp__cpu_descend(const hicp__mview *view, const hicp__cpu_wa
   }
 }
 
-/* Begins the n walks of *wv (queries in wv->q) by `method`, walk k from
- * the previous match prev[k]: the kd descents among the starts go in step
+/* Begins the n walks list[0 .. n) of *wv (walks 0 .. n-1 when list is
+ * NULL; queries in wv->q) by `method`, walk k from the previous match
+ * prev[k]: the kd descents among the starts go in step
  * (hicp__cpu_descend), the others by hicp__nn_start. */
-static inline void hicp__cpu_wave_begin(const hicp__mview *view, hicp__cpu_wave *wv, uint32_t n,
-                                        int method, const uint32_t *prev, int cert)
+static inline void hicp__cpu_wave_begin(const hicp__mview *view, hicp__cpu_wave *wv,
+                                        const uint16_t *list, uint32_t n, int method,
+                                        const uint32_t *prev, int cert)
 {
   uint32_t start[HICP_CPU_WAVE], nkd = 0;
   uint16_t kd[HICP_CPU_WAVE];
-  for (uint32_t k = 0; k < n; k++) {
+  for (uint32_t j = 0; j < n; j++) {
+    const uint32_t k = list != NULL ? list[j] : j;
     if (hicp__nn_start_descends(method, prev[k]))
       kd[nkd++] = (uint16_t)k;
     else
@@ -151,8 +154,10 @@ static inline void hicp__cpu_wave_begin(const hicp__mview *view, hicp__cpu_wave 
   }
   if (nkd > 0)
     hicp__cpu_descend(view, wv, kd, nkd, start);
-  for (uint32_t k = 0; k < n; k++)
+  for (uint32_t j = 0; j < n; j++) {
+    const uint32_t k = list != NULL ? list[j] : j;
     hicp__walk_begin(view, wv->q[k], start[k], cert, &wv->w[k]);
+  }
 }
 
 /* A HICP_CPU_WAVE_WALKS function. */
@@ -163,6 +168,13 @@ typedef void (*hicp__walks_fn)(const hicp__mview *view, hicp__cpu_wave *wv, cons
  * piece of pass A is whole blocks (cpu/segments.h), the last one cut at
  * the end of the points. */
 #define HICP_CPU_BLOCK 64u
+
+/* The end of the block that starts at point b0, in a piece ending before
+ * point `end`. */
+static inline uint32_t hicp__cpu_block_end(uint32_t b0, uint32_t end)
+{
+  return end - b0 < HICP_CPU_BLOCK ? end : b0 + HICP_CPU_BLOCK;
+}
 
 /* In a first pass (pnn-opt, no previous match: every walk would start from
  * a kd descent), one point in HICP_CPU_ANCHOR of each block starts so, and
@@ -225,17 +237,17 @@ static inline uint32_t hicp__cpu_front(const hicp__mview *view, hicp__frame *f,
  * near-tie), the anchor at or before it and the next one.  The rule
  * depends only on the points and their indices, not on who takes which
  * piece, so the walks, and their statistics, are the same for any thread
- * count; answers never depend on a start. */
-static inline void hicp__cpu_wave_run(const hicp__mview *view, hicp__cpu_wave *wv,
-                                      const hicp__cpu_todo *td, uint32_t n, int method, int cert,
-                                      uint32_t end, hicp__walks_fn walks)
+ * count; answers never depend on a start.  Out of line: inlined into the
+ * chunk functions, E1 ran 1-2% slower. */
+static __attribute__((noinline, unused)) void
+hicp__cpu_wave_run(const hicp__mview *view, hicp__cpu_wave *wv, const hicp__cpu_todo *td,
+                   uint32_t n, int method, int cert, uint32_t end, hicp__walks_fn walks)
 {
-  uint32_t start[HICP_CPU_WAVE];
-  uint16_t first[HICP_CPU_WAVE], later[HICP_CPU_WAVE], kd[HICP_CPU_WAVE];
-  uint32_t nfirst = 0, nlater = 0, nkd = 0;
+  uint16_t first[HICP_CPU_WAVE], later[HICP_CPU_WAVE];
+  uint32_t nfirst = 0, nlater = 0;
   for (uint32_t k = 0; k < n;) {
     const uint32_t b0 = td->at[k] / HICP_CPU_BLOCK * HICP_CPU_BLOCK;
-    const uint32_t bend = end - b0 < HICP_CPU_BLOCK ? end : b0 + HICP_CPU_BLOCK;
+    const uint32_t bend = hicp__cpu_block_end(b0, end);
     uint32_t k1 = k;
     int fresh = method == 0; /* HICP_NN_PNN_OPT */
     for (; k1 < n && td->at[k1] < bend; k1++)
@@ -250,30 +262,30 @@ static inline void hicp__cpu_wave_run(const hicp__mview *view, hicp__cpu_wave *w
         continue;
       }
       first[nfirst++] = (uint16_t)k;
-      if (hicp__nn_start_descends(method, td->prev[k]))
-        kd[nkd++] = (uint16_t)k;
-      else
-        start[k] = hicp__nn_start(view, wv->q[k], method, td->prev[k]);
     }
   }
-  if (nkd > 0)
-    hicp__cpu_descend(view, wv, kd, nkd, start);
-  for (uint32_t j = 0; j < nfirst; j++)
-    hicp__walk_begin(view, wv->q[first[j]], start[first[j]], cert, &wv->w[first[j]]);
-  if (nfirst > 0)
-    walks(view, wv, first, nfirst);
-  if (nlater == 0)
+  if (nlater == 0) { /* every walk starts as usual: no list needed */
+    hicp__cpu_wave_begin(view, wv, NULL, n, method, td->prev, cert);
+    walks(view, wv, NULL, n);
     return;
+  }
+  if (nfirst > 0) {
+    hicp__cpu_wave_begin(view, wv, first, nfirst, method, td->prev, cert);
+    walks(view, wv, first, nfirst);
+  }
   for (uint32_t j = 0; j < nlater; j++) {
     /* a whole block is listed: point p is walk k + (p - i) */
     const uint32_t k = later[j], i = td->at[k];
     const uint32_t b0 = i / HICP_CPU_BLOCK * HICP_CPU_BLOCK;
-    const uint32_t bend = end - b0 < HICP_CPU_BLOCK ? end : b0 + HICP_CPU_BLOCK;
+    const uint32_t bend = hicp__cpu_block_end(b0, end);
     const uint32_t a = i - (i - b0) % HICP_CPU_ANCHOR;
     const uint32_t b = a + HICP_CPU_ANCHOR < bend - 1 ? a + HICP_CPU_ANCHOR : bend - 1;
     const uint32_t va = wv->w[k - (i - a)].cur, vb = wv->w[k + (b - i)].cur;
     const float da = hicp__d2(wv->q[k], &view->vtx[va]), db = hicp__d2(wv->q[k], &view->vtx[vb]);
-    hicp__walk_begin(view, wv->q[k], db < da ? vb : va, cert, &wv->w[k]);
+    if (db < da)
+      hicp__walk_begin_at(vb, db, cert, &wv->w[k]);
+    else
+      hicp__walk_begin_at(va, da, cert, &wv->w[k]);
   }
   walks(view, wv, later, nlater);
 }
@@ -345,7 +357,7 @@ typedef void (*hicp__chunk_fn)(const hicp__mview *view, hicp__frame *f, const hi
     }                                                                                         \
     hicp__cpu_wave wv;                                                                        \
     memcpy(wv.q, q, sizeof wv.q[0] * n);                                                      \
-    hicp__cpu_wave_begin(view, &wv, n, method, prev, 0);                                      \
+    hicp__cpu_wave_begin(view, &wv, NULL, n, method, prev, 0);                                \
     WALKS(view, &wv, NULL, n);                                                                \
     for (uint32_t k = 0; k < n; k++)                                                          \
       hicp__cpu_wave_answer(view, &wv, k, &res[k]);                                           \

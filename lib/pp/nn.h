@@ -436,13 +436,19 @@ typedef struct hicp__walk {
   int cert;       /* certifying: scan whole rows, report the certificate */
 } hicp__walk;
 
+/* A walk from `start`, whose computed squared distance d2 is known. */
+HICP_PP void hicp__walk_begin_at(uint32_t start, float d2, int cert, hicp__walk *w)
+{
+  w->cur = start;
+  w->dcur = d2;
+  w->steps = 0;
+  w->cert = cert;
+}
+
 HICP_PP void hicp__walk_begin(const hicp__mview *m, const float q[3], uint32_t start, int cert,
                               hicp__walk *w)
 {
-  w->cur = start;
-  w->dcur = hicp__d2(q, &m->vtx[start]);
-  w->steps = 0;
-  w->cert = cert;
+  hicp__walk_begin_at(start, hicp__d2(q, &m->vtx[start]), cert, w);
 }
 
 /* The first half of a walk step: 1 when the walk ends in the safe ball
