@@ -127,7 +127,9 @@ AVX2 static inline void rec4_load4(const void *rec, __m128i m, __m256 out[2])
 }
 
 /* The opposite: lane k of w0 .. w3 into the words of record k, for the
- * records in the lanes of m. */
+ * records in the lanes of m: with plain stores when m has all four (masked
+ * stores are microcoded on AMD's cores: a sixth of front_avx2's time on
+ * Zen 3). */
 AVX2 static inline void rec4_store4(void *rec, __m128i m, __m128 w0, __m128 w1, __m128 w2,
                                     __m128 w3)
 {
@@ -137,10 +139,15 @@ AVX2 static inline void rec4_store4(void *rec, __m128i m, __m128 w0, __m128 w1, 
   const __m256 i23 = _mm256_permutevar8x32_ps(_mm256_set_m128(w3, w2), pick);
   const __m256d lo = _mm256_unpacklo_pd(_mm256_castps_pd(i01), _mm256_castps_pd(i23));
   const __m256d hi = _mm256_unpackhi_pd(_mm256_castps_pd(i01), _mm256_castps_pd(i23));
-  _mm256_maskstore_ps(p, _mm256_cvtepi32_epi64(_mm_unpacklo_epi32(m, m)),
-                      _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x20)));
-  _mm256_maskstore_ps(p + 8, _mm256_cvtepi32_epi64(_mm_unpackhi_epi32(m, m)),
-                      _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x31)));
+  const __m256 r01 = _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x20));
+  const __m256 r23 = _mm256_castpd_ps(_mm256_permute2f128_pd(lo, hi, 0x31));
+  if (_mm_movemask_ps(_mm_castsi128_ps(m)) == 0xf) {
+    _mm256_storeu_ps(p, r01);
+    _mm256_storeu_ps(p + 8, r23);
+  } else {
+    _mm256_maskstore_ps(p, _mm256_cvtepi32_epi64(_mm_unpacklo_epi32(m, m)), r01);
+    _mm256_maskstore_ps(p + 8, _mm256_cvtepi32_epi64(_mm_unpackhi_epi32(m, m)), r23);
+  }
 }
 
 /* ((r[0] x + r[1] y) + r[2] z) + t: a row of hicp__apply. */
@@ -376,7 +383,6 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
                                 hicp__cpu_todo *td, hicp__walkpart *w)
 {
   const int cert = hicp__track_cert(method);
-  const float *vbase = &view->vtx[0].x;
   const __m128i lane = _mm_setr_epi32(0, 1, 2, 3);
   uint32_t n = 0, kept = 0;
   for (uint32_t g = i0; g < end; g += 4) {
@@ -411,22 +417,30 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
           _mm256_mul_pd(_mm256_mul_pd(slack, slack), _mm256_set1_pd(HICP_KEEP_SHRINK));
       const __m256d km = _mm256_and_pd(elig, _mm256_cmp_pd(moved2, limit2, _CMP_LT_OQ));
       keep = (unsigned)_mm256_movemask_pd(km);
-      /* A kept point's certificate stays as it is; the others' record this
-       * query, with a slack the back writes when their walks end */
+      /* A kept point's certificate stays as it is (written back as it
+       * was, so that a whole group takes plain stores); the others' record
+       * this query, with a slack the back writes when their walks end */
       const __m128i k32 = narrow4(km);
+      const __m128 kf = _mm_castsi128_ps(k32);
       if (keep != (unsigned)_mm256_movemask_pd(m64))
-        rec4_store4(&f->track[g], _mm_andnot_si128(k32, m32), fx, fy, fz, _mm_setzero_ps());
+        rec4_store4(&f->track[g], m32, _mm_blendv_ps(fx, _mm256_castps256_ps128(xy), kf),
+                    _mm_blendv_ps(fy, _mm256_extractf128_ps(xy, 1), kf),
+                    _mm_blendv_ps(fz, _mm256_castps256_ps128(zs), kf),
+                    _mm_and_ps(_mm256_extractf128_ps(zs, 1), kf));
       if (keep) {
-        /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 */
-        const __m128i off = _mm_slli_epi32(prev, 2);
-        const __m128 kf = _mm_castsi128_ps(k32);
-        const __m128 zero = _mm_setzero_ps();
-        const __m256d yx = _mm256_cvtps_pd(_mm_mask_i32gather_ps(zero, vbase, off, kf, 4));
-        const __m256d yy = _mm256_cvtps_pd(_mm_mask_i32gather_ps(zero, vbase + 1, off, kf, 4));
-        const __m256d yz = _mm256_cvtps_pd(_mm_mask_i32gather_ps(zero, vbase + 2, off, kf, 4));
-        const __m256d e2 = norm2_4(_mm256_sub_pd(qx, yx), _mm256_sub_pd(qy, yy),
-                                   _mm256_sub_pd(qz, yz));
-        _mm256_maskstore_pd(&f->e2[g], _mm256_castpd_si256(km), e2);
+        /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 (vertex 0
+         * in the lanes not kept, whose e2 the back writes) */
+        uint32_t at[4];
+        _mm_storeu_si128((__m128i *)at, _mm_and_si128(prev, k32));
+        __m128 yx, yy, yz;
+        vtx4_avx2(view->vtx, at, &yx, &yy, &yz);
+        const __m256d e2 = norm2_4(_mm256_sub_pd(qx, _mm256_cvtps_pd(yx)),
+                                   _mm256_sub_pd(qy, _mm256_cvtps_pd(yy)),
+                                   _mm256_sub_pd(qz, _mm256_cvtps_pd(yz)));
+        if (cnt == 4) /* the others' old e2 written back: a plain store */
+          _mm256_storeu_pd(&f->e2[g], _mm256_blendv_pd(_mm256_loadu_pd(&f->e2[g]), e2, km));
+        else
+          _mm256_maskstore_pd(&f->e2[g], _mm256_castpd_si256(km), e2);
         kept += (uint32_t)__builtin_popcount(keep);
       }
     }
@@ -469,7 +483,6 @@ AVX2 static void back_avx2(const hicp__mview *view, hicp__frame *f, int cert,
   const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), by5 = _mm_setr_epi32(0, 5, 10, 15);
   const __m128i zeroi = _mm_setzero_si128();
   const __m128 inf = _mm_set1_ps(HICP_FLT_INF);
-  const float *vbase = &view->vtx[0].x;
   for (uint32_t g = k0; g < k1; g += 4) {
     const uint32_t cnt = k1 - g < 4 ? k1 - g : 4;
     const __m128i m32 = _mm_cmpgt_epi32(_mm_set1_epi32((int)cnt), lane);
@@ -509,23 +522,22 @@ AVX2 static void back_avx2(const hicp__mview *view, hicp__frame *f, int cert,
           _mm_and_ps(_mm_cmpgt_ps(l2min, _mm_set1_ps(1e-30f)), _mm_cmplt_ps(l2min, inf)));
       slack = _mm_or_ps(_mm_and_ps(_mm_castsi128_ps(ball), in_ball), _mm_and_ps(cell, in_cell));
     }
-    /* e2 = hicp__pair_e2 of the query (double) and the answer */
-    const __m128i off = _mm_slli_epi32(cur, 2);
-    const __m128 mf = _mm_castsi128_ps(m32), zf = _mm_setzero_ps();
+    /* e2 = hicp__pair_e2 of the query (double) and the answer (vertex 0
+     * in the lanes past the group, which rec4_load4 left 0) */
+    uint32_t cu[4];
+    _mm_storeu_si128((__m128i *)cu, cur);
+    __m128 yx, yy, yz;
+    vtx4_avx2(view->vtx, cu, &yx, &yy, &yz);
     const __m256i m64i = _mm256_castpd_si256(m64);
-    const __m256d e2 = norm2_4(
-        _mm256_sub_pd(_mm256_maskload_pd(td->qx + g, m64i),
-                      _mm256_cvtps_pd(_mm_mask_i32gather_ps(zf, vbase, off, mf, 4))),
-        _mm256_sub_pd(_mm256_maskload_pd(td->qy + g, m64i),
-                      _mm256_cvtps_pd(_mm_mask_i32gather_ps(zf, vbase + 1, off, mf, 4))),
-        _mm256_sub_pd(_mm256_maskload_pd(td->qz + g, m64i),
-                      _mm256_cvtps_pd(_mm_mask_i32gather_ps(zf, vbase + 2, off, mf, 4))));
+    const __m256d e2 =
+        norm2_4(_mm256_sub_pd(_mm256_maskload_pd(td->qx + g, m64i), _mm256_cvtps_pd(yx)),
+                _mm256_sub_pd(_mm256_maskload_pd(td->qy + g, m64i), _mm256_cvtps_pd(yy)),
+                _mm256_sub_pd(_mm256_maskload_pd(td->qz + g, m64i), _mm256_cvtps_pd(yz)));
     /* hicp__track_update and hicp__cpu_done, walk by walk */
     float sl[4];
-    uint32_t cu[4], st[4];
+    uint32_t st[4];
     double ee[4];
     _mm_storeu_ps(sl, slack);
-    _mm_storeu_si128((__m128i *)cu, cur);
     _mm_storeu_si128((__m128i *)st, steps);
     _mm256_storeu_pd(ee, e2);
     for (uint32_t k = 0; k < cnt; k++) {

@@ -24,6 +24,9 @@
 
 #define AVX512 __attribute__((target("avx512f")))
 #define AVX2 __attribute__((target("avx2")))
+
+#include "vtx_simd.h"
+
 #define NF HICP_PF_COUNT
 
 /* The lane tree of pp/reduce.h, pair for pair, once the group tree (lanes
@@ -164,7 +167,6 @@ AVX2 static void chunk_sum_avx2(const hicp__mview *view, const hicp__frame *f,
   const float *ps = f->p0s;
   const size_t n = f->n;
   const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
-  const __m128 fzero = _mm_setzero_ps();
   for (uint32_t k = 0; k < NG; k++) {
     const uint32_t grp = bitrev(k, LOG);
     __m256d a[NF];
@@ -176,17 +178,16 @@ AVX2 static void chunk_sum_avx2(const hicp__mview *view, const hicp__frame *f,
       const __m256d m = _mm256_castsi256_pd(mi);
       const __m128i m32 = _mm256_castsi256_si128(
           _mm256_permutevar8x32_epi32(mi, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
-      const __m128 mf = _mm_castsi128_ps(m32);
-      const __m128i mt = _mm_maskload_epi32((const int *)(f->match + i), m32);
-      const __m256i yoff = _mm256_slli_epi64(_mm256_cvtepu32_epi64(mt), 4);
-      const float *vb = &view->vtx[0].x;
+      /* the matched vertices (vertex 0 in the lanes past the chunk) */
+      uint32_t mt[4];
+      _mm_storeu_si128((__m128i *)mt, _mm_maskload_epi32((const int *)(f->match + i), m32));
+      __m128 vx, vy, vz;
+      vtx4_avx2(view->vtx, mt, &vx, &vy, &vz);
       const __m256d e2 = _mm256_maskload_pd(f->e2 + i, mi);
       const __m256d px = _mm256_cvtps_pd(_mm_maskload_ps(ps + i, m32));
       const __m256d py = _mm256_cvtps_pd(_mm_maskload_ps(ps + n + i, m32));
       const __m256d pz = _mm256_cvtps_pd(_mm_maskload_ps(ps + 2 * n + i, m32));
-      const __m256d yx = _mm256_cvtps_pd(_mm256_mask_i64gather_ps(fzero, vb, yoff, mf, 1));
-      const __m256d yy = _mm256_cvtps_pd(_mm256_mask_i64gather_ps(fzero, vb + 1, yoff, mf, 1));
-      const __m256d yz = _mm256_cvtps_pd(_mm256_mask_i64gather_ps(fzero, vb + 2, yoff, mf, 1));
+      const __m256d yx = _mm256_cvtps_pd(vx), yy = _mm256_cvtps_pd(vy), yz = _mm256_cvtps_pd(vz);
       a[HICP_PF_N_ALL] = mask_add(a[HICP_PF_N_ALL], m, one);
       a[HICP_PF_E2_ALL] = mask_add(a[HICP_PF_E2_ALL], m, e2);
       const __m256d cand = _mm256_and_pd(m, _mm256_cmp_pd(e2, max_d2, _CMP_LE_OQ));

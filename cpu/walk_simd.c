@@ -23,6 +23,8 @@
 #define AVX512 __attribute__((target("avx512f")))
 #define AVX2 __attribute__((target("avx2")))
 
+#include "vtx_simd.h"
+
 /* The end of the scanned part of a row: codes are sorted, so it is the
  * first code >= cut, found 16 codes at a time (SSE2).  The code array has
  * 16 bytes of padding after its end (model_build.c, model_file.c). */
@@ -170,7 +172,6 @@ AVX2 static inline void row_scan_avx2(const hicp__mview *m, const float q[3], ui
   const uint32_t e = cert || end - b <= 8 ? end : row_end(m, b, end, hicp__row_cut(m, cur, dcur));
   const __m256 qx = _mm256_set1_ps(q[0]), qy = _mm256_set1_ps(q[1]), qz = _mm256_set1_ps(q[2]);
   const __m256 bound = _mm256_set1_ps(hicp__tie_bound(dcur));
-  const float *base = &m->vtx[0].x;
   const hicp__vtx *v = &m->vtx[cur];
   const __m256 vx = _mm256_set1_ps(v->x), vy = _mm256_set1_ps(v->y), vz = _mm256_set1_ps(v->z);
   const __m256 dv = _mm256_set1_ps(dcur), margin = _mm256_set1_ps(2e-6f);
@@ -186,11 +187,17 @@ AVX2 static inline void row_scan_avx2(const hicp__mview *m, const float q[3], ui
     const __m256i mki = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), lane); /* lane < cnt */
     const __m256 mk = _mm256_castsi256_ps(mki);
     const __m256i u = _mm256_maskload_epi32((const int *)(m->nbr + k), mki);
-    const __m256i off = _mm256_slli_epi32(u, 2);
     const __m256 zero = _mm256_setzero_ps();
-    const __m256 x = _mm256_mask_i32gather_ps(zero, base, off, mk, 4);
-    const __m256 y = _mm256_mask_i32gather_ps(zero, base + 1, off, mk, 4);
-    const __m256 z = _mm256_mask_i32gather_ps(zero, base + 2, off, mk, 4);
+    /* a row's last, partial step reads its indices from u (vertex 0 in
+     * the lanes past the row, which mk leaves out): nbr has no padding */
+    uint32_t tail[8];
+    const uint32_t *nb = m->nbr + k;
+    if (cnt < 8) {
+      _mm256_storeu_si256((__m256i *)tail, u);
+      nb = tail;
+    }
+    __m256 x, y, z;
+    vtx8_avx2(m->vtx, nb, &x, &y, &z);
     const __m256 dx = _mm256_sub_ps(qx, x), dy = _mm256_sub_ps(qy, y), dz = _mm256_sub_ps(qz, z);
     const __m256 d = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(dx, dx), _mm256_mul_ps(dy, dy)),
                                    _mm256_mul_ps(dz, dz));
