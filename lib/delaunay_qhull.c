@@ -18,11 +18,16 @@
  * coincident with a vertex or nearly on a circumsphere) are joined to the
  * vertices of their facet and to those vertices' neighbours.
  *
+ * Where the points' scales differ too much for Qhull's double arithmetic
+ * to resolve the smallest of them (lifted_resolution2), the model build
+ * does not use the graph (model_build.c, check_graph).
+ *
  * Every Qhull call runs under its setjmp trap (qh_new_qhull sets its own;
  * our facet walk sets one too), Qhull's messages go to a memory stream and
  * become our error message, and Qhull's memory is freed on every path. */
 #include "config.h"
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -381,13 +386,39 @@ static int attach_isolated(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv,
   return rc;
 }
 
+/* Qhull decides the Delaunay cells on the lifted points (x, y, z, s w),
+ * w = x^2 + y^2 + z^2 and s the Qbb scale (the largest |coordinate| over
+ * the range of w).  Across a distance h the paraboloid leaves its tangent
+ * plane by s h^2; where that is below Qhull's distance roundoff
+ * (DISTround) the cells at that scale are noise.  Inputs whose scales
+ * differ by some 1e7 or more (points 1 apart beside one 1e13 away: the
+ * fuzzer's find) come out with Delaunay edges missing, and the walk, which
+ * needs every edge, answers wrong.  Returns DISTround / s: the squared
+ * distance below which Qhull could not resolve these points. */
+static double lifted_resolution2(qhT *qh, const coordT *pts, uint32_t nv)
+{
+  double wlo = HUGE_VAL, whi = -HUGE_VAL, big = 0.0;
+  for (uint32_t i = 0; i < nv; i++) {
+    const coordT *p = &pts[3 * (size_t)i];
+    const double w = p[0] * p[0] + p[1] * p[1] + p[2] * p[2];
+    wlo = w < wlo ? w : wlo;
+    whi = w > whi ? w : whi;
+    for (int d = 0; d < 3; d++)
+      big = fabs(p[d]) > big ? fabs(p[d]) : big;
+  }
+  const double s = whi > wlo && big > 0.0 ? big / (whi - wlo) : 1.0;
+  return qh->DISTround / s;
+}
+
 int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, uint32_t **row,
-                         uint32_t **nbr, uint64_t *nedges, double *qhull_ms)
+                         uint32_t **nbr, uint64_t *nedges, double *qhull_ms,
+                         double *resolution2)
 {
   *row = NULL;
   *nbr = NULL;
   *nedges = 0;
   *qhull_ms = 0.0;
+  *resolution2 = 0.0;
   if (nv < 5)
     return hicp__fail(ctx, HICP_EQHULL, "%u distinct points are too few for a 3-D triangulation",
                       (unsigned)nv);
@@ -434,6 +465,7 @@ int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, u
     qhull_message(msgbuf, msglen, why, sizeof why);
     result = hicp__fail(ctx, HICP_EQHULL, "Qhull: %s", why[0] ? why : "failed");
   } else {
+    *resolution2 = lifted_resolution2(qh, pts, nv);
     /* Our facet walk calls Qhull macros that can raise errors in theory:
      * keep them under a trap too. */
     qh->NOerrexit = False;

@@ -8,6 +8,7 @@
  * stored contiguously (kd_pts) so a leaf scan reads consecutive memory. */
 #include "config.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,4 +165,41 @@ int hicp__kdtree_build(hicp_context *ctx, hicp_model *m)
   if (m->kd == NULL || m->kd_pts == NULL)
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory building the kd-tree");
   return HICP_OK;
+}
+
+double hicp__kdtree_nearest_other(const hicp_model *m, uint32_t v)
+{
+  const hicp__vtx *a = &m->vtx[v];
+  const double q[3] = {a->x, a->y, a->z};
+  uint32_t stack_node[HICP_KD_MAX_DEPTH];
+  double stack_bound[HICP_KD_MAX_DEPTH];
+  int sp = 0;
+  double best = HUGE_VAL;
+  stack_node[sp] = 0;
+  stack_bound[sp++] = 0.0;
+  while (sp > 0) {
+    sp--;
+    uint32_t n = stack_node[sp];
+    if (stack_bound[sp] > best)
+      continue;
+    while (m->kd[n].dim != HICP_KD_LEAF) {
+      const hicp__kdnode *nd = &m->kd[n];
+      const double diff = q[nd->dim] - nd->split;
+      if (diff * diff <= best && sp < HICP_KD_MAX_DEPTH) { /* depth: see the top */
+        stack_node[sp] = diff < 0.0 ? nd->first + 1 : nd->first;
+        stack_bound[sp++] = diff * diff;
+      }
+      n = diff < 0.0 ? nd->first : nd->first + 1;
+    }
+    const hicp__kdnode *leaf = &m->kd[n];
+    for (uint32_t i = leaf->first; i < leaf->first + leaf->count; i++) {
+      const hicp__vtx *p = &m->kd_pts[i];
+      if (p->id == v)
+        continue;
+      const double dx = q[0] - p->x, dy = q[1] - p->y, dz = q[2] - p->z;
+      const double d = dx * dx + dy * dy + dz * dz;
+      best = d < best ? d : best;
+    }
+  }
+  return best;
 }

@@ -52,14 +52,23 @@ void *hicp__model_own(hicp_model *m, void *block);
 /* Delaunay neighbour lists of nv distinct points (delaunay_qhull.c, the only
  * file that includes Qhull).  On success *row (nv + 1) and *nbr are heap
  * arrays, sorted by neighbour index within each row (hicp_model_build then
- * re-sorts each row by edge length).  Returns HICP_EQHULL
- * with Qhull's message when no 3-D triangulation exists (flat or tiny
- * input): the caller falls back to the kd-tree. */
+ * re-sorts each row by edge length), and *resolution2 is the squared
+ * distance below which Qhull's double arithmetic could not tell these
+ * points' Delaunay structure (its distance roundoff, back in the points'
+ * units): the caller checks the closest pair against it.  Returns
+ * HICP_EQHULL with Qhull's message when no 3-D triangulation exists (flat
+ * or tiny input): the caller falls back to the kd-tree. */
 int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, uint32_t **row,
-                         uint32_t **nbr, uint64_t *nedges, double *qhull_ms);
+                         uint32_t **nbr, uint64_t *nedges, double *qhull_ms,
+                         double *resolution2);
 
 /* Builds the kd-tree over the model's vertices (kdtree.c). */
 int hicp__kdtree_build(hicp_context *ctx, hicp_model *m);
+
+/* The squared distance, in double, from vertex v to its nearest other
+ * vertex (+inf when nv is 1), from the kd-tree (kdtree.c): the model build
+ * checks the Delaunay graph against it. */
+double hicp__kdtree_nearest_other(const hicp_model *m, uint32_t v);
 
 /* Checks the model's invariants: neighbour lists sorted, in range, symmetric,
  * without self-loops or repeats; every vertex reachable from vertex 0;

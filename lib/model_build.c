@@ -253,6 +253,44 @@ static int sort_rows(hicp_context *ctx, hicp_model *m)
   return HICP_OK;
 }
 
+/* Whether the Delaunay graph Qhull gave (rows not yet sorted) can serve
+ * the exact walk, checked against the kd-tree's nearest other vertex of
+ * each vertex (in double):
+ * - the closest pair must lie above the distance Qhull's arithmetic
+ *   resolves at these points' range (hicp__delaunay_graph's resolution2);
+ * - each vertex's nearest other vertex must be one of its neighbours at
+ *   the shortest edge: a nearest neighbour is strictly Gabriel (no other
+ *   point in or on the sphere with that edge as diameter), so it is an
+ *   edge of every Delaunay triangulation, and a graph without it is not
+ *   one.
+ * Answers HICP_EQHULL, and the caller falls back to the kd-tree, which
+ * answers every method exactly; real models pass both with a wide margin
+ * (docs/design.md, "When Qhull cannot resolve the points"). */
+static int check_graph(hicp_context *ctx, const hicp_model *m, double resolution2)
+{
+  double closest = HUGE_VAL;
+  for (uint32_t v = 0; v < m->nv; v++) {
+    const double near = hicp__kdtree_nearest_other(m, v);
+    const hicp__vtx *a = &m->vtx[v];
+    double shortest = HUGE_VAL;
+    for (uint32_t e = m->row[v]; e < m->row[v + 1]; e++) {
+      const hicp__vtx *c = &m->vtx[m->nbr[e]];
+      const double dx = (double)a->x - c->x, dy = (double)a->y - c->y, dz = (double)a->z - c->z;
+      const double d = dx * dx + dy * dy + dz * dz;
+      shortest = d < shortest ? d : shortest;
+    }
+    if (shortest > near)
+      return hicp__fail(ctx, HICP_EQHULL,
+                        "the triangulation misses a nearest-neighbour edge (Qhull precision)");
+    closest = near < closest ? near : closest;
+  }
+  if (closest < resolution2)
+    return hicp__fail(ctx, HICP_EQHULL,
+                      "points %.3g apart are below Qhull's resolution at this range (%.3g)",
+                      sqrt(closest), sqrt(resolution2));
+  return HICP_OK;
+}
+
 int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t stride,
                      const hicp_model_options *user, hicp_model **out)
 {
@@ -290,10 +328,22 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
     geometry(m);
     rc = spatial_order(ctx, m);
   }
+  /* the kd-tree first: the graph is checked against it */
+  if (rc == HICP_OK)
+    rc = hicp__kdtree_build(ctx, m);
   if (rc == HICP_OK) {
     m->has_delaunay = 0;
     if (o.delaunay) {
-      rc = hicp__delaunay_graph(ctx, m->vtx, m->nv, &m->row, &m->nbr, &m->nedges, &m->qhull_ms);
+      double resolution2;
+      rc = hicp__delaunay_graph(ctx, m->vtx, m->nv, &m->row, &m->nbr, &m->nedges, &m->qhull_ms,
+                                &resolution2);
+      if (rc == HICP_OK && (rc = check_graph(ctx, m, resolution2)) != HICP_OK) {
+        free(m->row);
+        free(m->nbr);
+        m->row = NULL;
+        m->nbr = NULL;
+        m->nedges = 0;
+      }
       if (rc == HICP_OK) {
         m->row = hicp__model_own(m, m->row);
         m->nbr = hicp__model_own(m, m->nbr);
@@ -304,8 +354,9 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
           rc = sort_rows(ctx, m);
         }
       } else if (rc == HICP_EQHULL) {
-        /* No 3-D triangulation (flat, collinear, tiny): the kd-tree serves
-         * every method exactly.  Keep the reason for hicp model info. */
+        /* No 3-D triangulation (flat, collinear, tiny), or none Qhull
+         * could resolve: the kd-tree serves every method exactly.  Keep
+         * the reason for hicp model info. */
         snprintf(m->fallback, sizeof m->fallback, "%.127s", ctx != NULL ? ctx->err : "Qhull failed");
         hicp__clear_error(ctx);
         rc = HICP_OK;
@@ -314,8 +365,6 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
       snprintf(m->fallback, sizeof m->fallback, "built without a Delaunay graph (by request)");
     }
   }
-  if (rc == HICP_OK)
-    rc = hicp__kdtree_build(ctx, m);
   if (rc == HICP_OK && o.validate)
     rc = hicp__model_validate(ctx, m);
   if (rc != HICP_OK) {

@@ -1,5 +1,6 @@
 /* test_model.c: building models: the validator on real and degenerate
- * inputs, duplicate mapping, the fallback for flat inputs, bad input. */
+ * inputs, duplicate mapping, the fallback for flat inputs and for scales
+ * Qhull cannot resolve, bad input. */
 #include "config.h"
 
 #include <criterion/criterion.h>
@@ -105,6 +106,47 @@ Test(model, flat_inputs_fall_back_to_kdtree)
   hicp_model_get_info(m, &info);
   cr_assert_eq(info.has_delaunay, 0);
   hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
+/* Unit-scale points beside one far away.  With the far point at 2^44,
+ * the points' lifted coordinates (x^2 + y^2 + z^2) differ by some 1e-26 of
+ * the largest, far below double roundoff, and Qhull's triangulation missed
+ * the Delaunay edges 0-3 and 0-4 (the fuzzer's find): the walk from vertex
+ * 0 then stopped there.  Such a model must go to the kd-tree and answer
+ * exactly; with the far point at 1e3 it keeps its graph. */
+Test(model, unresolvable_scales_fall_back_to_kdtree)
+{
+  float p[] = {0, 0, 0, 0, 1, 0, 0, 0, 1.001434326171875f, 1, 17592186044416.0f, 1,
+               0.5f, 0.25f, 0.75f, -1.0000300407409668f, 0.0078125f, 0.5f};
+  const float q[3] = {-0.25001502f, 0.12890625f, 0.625f}; /* nearest: point 2 */
+  hicp_context *ctx = ctx_new();
+  hicp_model_options o = validating();
+  for (int far = 0; far < 2; far++) {
+    p[10] = far == 0 ? 17592186044416.0f : 1000.0f;
+    hicp_model *m;
+    cr_assert_eq(hicp_model_build(ctx, p, 6, 0, &o, &m), 0, "%s", hicp_context_error(ctx));
+    hicp_model_info info;
+    hicp_model_info_init(&info);
+    hicp_model_get_info(m, &info);
+    if (far == 0) {
+      cr_assert_eq(info.has_delaunay, 0);
+      cr_assert(strstr(info.fallback_reason, "resolution") != NULL, "reason: %s",
+                info.fallback_reason);
+    } else {
+      cr_assert_eq(info.has_delaunay, 1, "%s", info.fallback_reason);
+    }
+    for (int method = HICP_NN_PNN_OPT; method <= HICP_NN_PNN; method++) {
+      hicp_nn_options no;
+      hicp_nn_options_init(&no);
+      no.method = (hicp_nn_method)method;
+      uint32_t idx;
+      float d2;
+      cr_assert_eq(hicp_nn_query(ctx, m, q, 1, &no, &idx, &d2, NULL), 0);
+      cr_assert_eq(idx, 2, "far point %s, method %d: %u", far == 0 ? "2^44" : "1e3", method, idx);
+    }
+    hicp_model_destroy(m);
+  }
   hicp_context_destroy(ctx);
 }
 
