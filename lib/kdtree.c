@@ -170,7 +170,7 @@ int hicp__kdtree_build(hicp_context *ctx, hicp_model *m)
 double hicp__kdtree_nearest_other(const hicp_model *m, uint32_t v)
 {
   const hicp__vtx *a = &m->vtx[v];
-  const double q[3] = {a->x, a->y, a->z};
+  const double q[3] = {a->x, a->y, a->z}; /* for the bounds */
   uint32_t stack_node[HICP_KD_MAX_DEPTH];
   double stack_bound[HICP_KD_MAX_DEPTH];
   int sp = 0;
@@ -196,8 +196,7 @@ double hicp__kdtree_nearest_other(const hicp_model *m, uint32_t v)
       const hicp__vtx *p = &m->kd_pts[i];
       if (p->id == v)
         continue;
-      const double dx = q[0] - p->x, dy = q[1] - p->y, dz = q[2] - p->z;
-      const double d = dx * dx + dy * dy + dz * dz;
+      const double d = hicp__vtx_dist2(a, p);
       best = d < best ? d : best;
     }
   }

@@ -4,6 +4,8 @@
 #ifndef HICP_MODEL_H
 #define HICP_MODEL_H
 
+#include <math.h>
+
 #include "internal.h"
 #include "pp/types.h"
 
@@ -61,6 +63,27 @@ void *hicp__model_own(hicp_model *m, void *block);
 int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, uint32_t **row,
                          uint32_t **nbr, uint64_t *nedges, double *qhull_ms,
                          double *resolution2);
+
+/* The squared distance between two vertices in double: the differences of
+ * floats are exact there, and contraction is off, so every caller gets the
+ * same bits; the model build compares such distances for equality
+ * (model_build.c, check_graph), so they all come from here. */
+static inline double hicp__vtx_dist2(const hicp__vtx *a, const hicp__vtx *b)
+{
+  const double dx = (double)a->x - b->x, dy = (double)a->y - b->y, dz = (double)a->z - b->z;
+  return dx * dx + dy * dy + dz * dz;
+}
+
+/* The squared length of vertex v's shortest edge (+inf for none). */
+static inline double hicp__shortest_edge2(const hicp_model *m, uint32_t v)
+{
+  double best = HUGE_VAL;
+  for (uint32_t e = m->row[v]; e < m->row[v + 1]; e++) {
+    const double d = hicp__vtx_dist2(&m->vtx[v], &m->vtx[m->nbr[e]]);
+    best = d < best ? d : best;
+  }
+  return best;
+}
 
 /* Builds the kd-tree over the model's vertices (kdtree.c). */
 int hicp__kdtree_build(hicp_context *ctx, hicp_model *m);

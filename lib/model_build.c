@@ -223,9 +223,7 @@ static int sort_rows(hicp_context *ctx, hicp_model *m)
     uint32_t b = m->row[v], n = m->row[v + 1] - b;
     const hicp__vtx *a = &m->vtx[v];
     for (uint32_t k = 0; k < n; k++) {
-      const hicp__vtx *c = &m->vtx[m->nbr[b + k]];
-      double dx = (double)a->x - c->x, dy = (double)a->y - c->y, dz = (double)a->z - c->z;
-      tmp[k].len = sqrt(dx * dx + dy * dy + dz * dz);
+      tmp[k].len = sqrt(hicp__vtx_dist2(a, &m->vtx[m->nbr[b + k]]));
       tmp[k].u = m->nbr[b + k];
     }
     qsort(tmp, n, sizeof *tmp, cmp_edge_len);
@@ -271,15 +269,7 @@ static int check_graph(hicp_context *ctx, const hicp_model *m, double resolution
   double closest = HUGE_VAL;
   for (uint32_t v = 0; v < m->nv; v++) {
     const double near = hicp__kdtree_nearest_other(m, v);
-    const hicp__vtx *a = &m->vtx[v];
-    double shortest = HUGE_VAL;
-    for (uint32_t e = m->row[v]; e < m->row[v + 1]; e++) {
-      const hicp__vtx *c = &m->vtx[m->nbr[e]];
-      const double dx = (double)a->x - c->x, dy = (double)a->y - c->y, dz = (double)a->z - c->z;
-      const double d = dx * dx + dy * dy + dz * dz;
-      shortest = d < shortest ? d : shortest;
-    }
-    if (shortest > near)
+    if (hicp__shortest_edge2(m, v) > near)
       return hicp__fail(ctx, HICP_EQHULL,
                         "the triangulation misses a nearest-neighbour edge (Qhull precision)");
     closest = near < closest ? near : closest;

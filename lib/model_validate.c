@@ -41,9 +41,8 @@ static int validate_graph(hicp_context *ctx, const hicp_model *m)
         if (m->nbr[f] == u)
           return hicp__fail(ctx, HICP_EINTERNAL, "graph: row %u repeats neighbour %u",
                             (unsigned)v, (unsigned)u);
-      const hicp__vtx *a = &m->vtx[v], *b = &m->vtx[u];
-      double dx = (double)a->x - b->x, dy = (double)a->y - b->y, dz = (double)a->z - b->z;
-      if ((double)m->ecode[e] * (double)m->eunit[v] > sqrt(dx * dx + dy * dy + dz * dz))
+      if ((double)m->ecode[e] * (double)m->eunit[v] >
+          sqrt(hicp__vtx_dist2(&m->vtx[v], &m->vtx[u])))
         return hicp__fail(ctx, HICP_EINTERNAL,
                           "graph: edge %u->%u has a length code above its length", (unsigned)v,
                           (unsigned)u);
@@ -54,13 +53,7 @@ static int validate_graph(hicp_context *ctx, const hicp_model *m)
   }
   /* Safe radii: never beyond half the distance to the nearest neighbour. */
   for (uint32_t v = 0; v < m->nv; v++) {
-    double best = 1e300;
-    for (uint32_t e = m->row[v]; e < m->row[v + 1]; e++) {
-      const hicp__vtx *a = &m->vtx[v], *b = &m->vtx[m->nbr[e]];
-      double dx = (double)a->x - b->x, dy = (double)a->y - b->y, dz = (double)a->z - b->z;
-      double d = dx * dx + dy * dy + dz * dz;
-      best = d < best ? d : best;
-    }
+    const double best = hicp__shortest_edge2(m, v);
     if (!(m->safe_r2[v] >= 0.0f) || (double)m->safe_r2[v] > 0.25 * best * (1.0 - 2e-5))
       return hicp__fail(ctx, HICP_EINTERNAL, "graph: vertex %u has an unsafe safe radius",
                         (unsigned)v);
