@@ -53,8 +53,8 @@ static inline uint32_t row_end(const hicp__mview *m, uint32_t b, uint32_t end, u
 /* The neighbours of `cur` that can matter (all of them with `cert`), 16 at
  * a time.  Inlined into the waves: its setup (constants, broadcasts) then
  * leaves the loop, and a call costs a sixth of a typical scan's
- * instructions (E1 bunny00 one thread 28.8 -> 28.4 ms, boeing 2.19 -> 2.13;
- * the AVX2 scan inlined was 3% slower, so it is not). */
+ * instructions (E1 bunny00 one thread 28.8 -> 28.4 ms, boeing 2.19 -> 2.13
+ * on the Intel VM).  The AVX2 scan is inlined too (see there). */
 AVX512 static inline __attribute__((always_inline)) void
 row_scan_avx512(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, int cert,
                 hicp__row *o)
@@ -163,9 +163,14 @@ AVX2 static inline float hmin_avx2(__m256 a)
   return _mm_cvtss_f32(m);
 }
 
-/* The same, 8 at a time. */
-AVX2 static inline void row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur,
-                                      float dcur, int cert, hicp__row *o)
+/* The same, 8 at a time.  Inlined into the waves like the AVX-512 scan.
+ * While it gathered it ran 3% slower inlined (Intel VM); since it loads
+ * whole vertex records (vtx_simd.h), inlining pays on Zen 3: E1 one
+ * thread, pair by pair over 10 alternated rounds, boeing x0.95,
+ * ChineseDragon-10kv x0.94, fandisk_large x0.97, bunny00 x0.88. */
+AVX2 static inline __attribute__((always_inline)) void
+row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, int cert,
+              hicp__row *o)
 {
   const uint32_t b = m->row[cur], end = m->row[cur + 1];
   /* rows of 8 or fewer whole, as in row_scan_avx512 */
