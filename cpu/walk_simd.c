@@ -165,9 +165,9 @@ AVX2 static inline float hmin_avx2(__m256 a)
 
 /* The same, 8 at a time.  Inlined into the waves like the AVX-512 scan.
  * While it gathered it ran 3% slower inlined (Intel VM); since it loads
- * whole vertex records (vtx_simd.h), inlining pays on Zen 3: E1 one
- * thread, pair by pair over 10 alternated rounds, boeing x0.95,
- * ChineseDragon-10kv x0.94, fandisk_large x0.97, bunny00 x0.88. */
+ * whole vertex records (vtx_simd.h), inlining pays a little on Zen 3
+ * (E1 one thread, 16 alternated rounds, pair by pair: boeing x0.977,
+ * ChineseDragon-10kv x0.960, bunny00 x0.966; docs/design.md). */
 AVX2 static inline __attribute__((always_inline)) void
 row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, int cert,
               hicp__row *o)
