@@ -163,11 +163,76 @@ AVX2 static inline float hmin_avx2(__m256 a)
   return _mm_cvtss_f32(m);
 }
 
+/* What row_scan_avx2 carries from one step of eight neighbours to the
+ * next: the row's constants and its running minima, lane by lane. */
+typedef struct scan_avx2 {
+  __m256 qx, qy, qz, bound, vx, vy, vz, dv;
+  __m256 best_d, rmin, l2min, ties;
+  __m256i best_u;
+} scan_avx2;
+
+/* One step of row_scan_avx2: the neighbours nb[0 .. 7] (indices u), or with
+ * `masked` those in the lanes of mk (the others hold vertex 0).  Each lane
+ * keeps the lexicographic minimum (distance, index) of what it saw: a
+ * smaller distance takes the lane, and an equal one (an exact tie, rare:
+ * a branch taken almost never) the smaller index.  Without `masked` no lane
+ * needs a mask: a row of eight or more is scanned in whole steps of eight,
+ * its last one ending at the row's end and so seeing a few neighbours a
+ * second time, which changes none of the minima. */
+AVX2 static inline __attribute__((always_inline)) void
+scan8_avx2(const hicp__mview *m, const uint32_t *nb, __m256i u, __m256 mk, int masked, int cert,
+           scan_avx2 *s)
+{
+  const __m256 inf = _mm256_set1_ps(HICP_FLT_INF);
+  __m256 x, y, z;
+  vtx8_avx2(m->vtx, nb, &x, &y, &z);
+  const __m256 dx = _mm256_sub_ps(s->qx, x), dy = _mm256_sub_ps(s->qy, y);
+  const __m256 dz = _mm256_sub_ps(s->qz, z);
+  const __m256 d = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(dx, dx), _mm256_mul_ps(dy, dy)),
+                                 _mm256_mul_ps(dz, dz));
+  /* the lanes past the row: +inf, never nearer nor a tie */
+  const __m256 dm = masked ? _mm256_blendv_ps(inf, d, mk) : d;
+  const __m256 lt = _mm256_cmp_ps(dm, s->best_d, _CMP_LT_OQ);
+  const __m256 eq = masked ? _mm256_and_ps(_mm256_cmp_ps(dm, s->best_d, _CMP_EQ_OQ), mk)
+                           : _mm256_cmp_ps(dm, s->best_d, _CMP_EQ_OQ);
+  if (_mm256_movemask_ps(eq) != 0)
+    s->best_u = _mm256_castps_si256(_mm256_blendv_ps(
+        _mm256_castsi256_ps(s->best_u), _mm256_castsi256_ps(_mm256_min_epu32(u, s->best_u)), eq));
+  s->best_u = _mm256_castps_si256(
+      _mm256_blendv_ps(_mm256_castsi256_ps(s->best_u), _mm256_castsi256_ps(u), lt));
+  s->best_d = _mm256_min_ps(dm, s->best_d);
+  s->ties = _mm256_or_ps(s->ties, _mm256_cmp_ps(dm, s->bound, _CMP_LE_OQ));
+  if (cert) { /* hicp__edge2 and hicp__bisector, lane by lane */
+    const __m256 zero = _mm256_setzero_ps();
+    const __m256 ex = _mm256_sub_ps(x, s->vx), ey = _mm256_sub_ps(y, s->vy);
+    const __m256 ez = _mm256_sub_ps(z, s->vz);
+    const __m256 l2 = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(ex, ex), _mm256_mul_ps(ey, ey)),
+                                    _mm256_mul_ps(ez, ez));
+    const __m256 num = _mm256_sub_ps(
+        _mm256_sub_ps(_mm256_sub_ps(d, s->dv),
+                      _mm256_mul_ps(_mm256_set1_ps(2e-6f), _mm256_add_ps(d, s->dv))),
+        _mm256_set1_ps(4.0f * HICP_FLT_MIN));
+    const __m256 ok =
+        _mm256_and_ps(_mm256_cmp_ps(num, zero, _CMP_GT_OQ),
+                      _mm256_cmp_ps(l2, _mm256_set1_ps(64.0f * HICP_FLT_MIN), _CMP_GE_OQ));
+    /* lanes not ok give 0 (the quotient there may be inf or NaN) */
+    const __m256 q2 = _mm256_and_ps(_mm256_div_ps(_mm256_mul_ps(num, num), l2), ok);
+    const __m256 r =
+        _mm256_and_ps(q2, _mm256_cmp_ps(q2, _mm256_set1_ps(HICP_FLT_MIN), _CMP_GE_OQ));
+    s->rmin = _mm256_min_ps(s->rmin, masked ? _mm256_blendv_ps(inf, r, mk) : r);
+    s->l2min = _mm256_min_ps(s->l2min, masked ? _mm256_blendv_ps(inf, l2, mk) : l2);
+  }
+}
+
 /* The same, 8 at a time.  Inlined into the waves like the AVX-512 scan.
  * While it gathered it ran 3% slower inlined (Intel VM); since it loads
  * whole vertex records (vtx_simd.h), inlining pays a little on Zen 3
  * (E1 one thread, 16 alternated rounds, pair by pair: boeing x0.977,
- * ChineseDragon-10kv x0.960, bunny00 x0.966; docs/design.md). */
+ * ChineseDragon-10kv x0.960, bunny00 x0.966; docs/design.md).  A row of
+ * eight or more goes in whole steps of eight without masks (scan8_avx2),
+ * and each lane keeps its minimum with one compare and one blend, an exact
+ * tie taking a branch: 6% less time on E1's bunny00 and ChineseDragon-10kv
+ * cases and 3% on boeing (one thread, 40 alternated rounds, pair by pair). */
 AVX2 static inline __attribute__((always_inline)) void
 row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, int cert,
               hicp__row *o)
@@ -175,84 +240,67 @@ row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, 
   const uint32_t b = m->row[cur], end = m->row[cur + 1];
   /* rows of 8 or fewer whole, as in row_scan_avx512 */
   const uint32_t e = cert || end - b <= 8 ? end : row_end(m, b, end, hicp__row_cut(m, cur, dcur));
-  const __m256 qx = _mm256_set1_ps(q[0]), qy = _mm256_set1_ps(q[1]), qz = _mm256_set1_ps(q[2]);
-  const __m256 bound = _mm256_set1_ps(hicp__tie_bound(dcur));
   const hicp__vtx *v = &m->vtx[cur];
-  const __m256 vx = _mm256_set1_ps(v->x), vy = _mm256_set1_ps(v->y), vz = _mm256_set1_ps(v->z);
-  const __m256 dv = _mm256_set1_ps(dcur), margin = _mm256_set1_ps(2e-6f);
-  const __m256 tiny1 = _mm256_set1_ps(HICP_FLT_MIN), tiny4 = _mm256_set1_ps(4.0f * HICP_FLT_MIN);
-  const __m256 tiny64 = _mm256_set1_ps(64.0f * HICP_FLT_MIN);
   const __m256 inf = _mm256_set1_ps(HICP_FLT_INF);
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  __m256 best_d = inf, rmin = inf, l2min = inf;
-  __m256i best_u = _mm256_set1_epi32(-1);
-  __m256 ties = _mm256_setzero_ps();
-  for (uint32_t k = b; k < e; k += 8) {
-    const int cnt = (int)(e - k);
-    const __m256i mki = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), lane); /* lane < cnt */
-    const __m256 mk = _mm256_castsi256_ps(mki);
-    const __m256i u = _mm256_maskload_epi32((const int *)(m->nbr + k), mki);
-    const __m256 zero = _mm256_setzero_ps();
-    /* a row's last, partial step reads its indices from u (vertex 0 in
-     * the lanes past the row, which mk leaves out): nbr has no padding */
-    uint32_t tail[8];
-    const uint32_t *nb = m->nbr + k;
-    if (cnt < 8) {
-      _mm256_storeu_si256((__m256i *)tail, u);
-      nb = tail;
-    }
-    __m256 x, y, z;
-    vtx8_avx2(m->vtx, nb, &x, &y, &z);
-    const __m256 dx = _mm256_sub_ps(qx, x), dy = _mm256_sub_ps(qy, y), dz = _mm256_sub_ps(qz, z);
-    const __m256 d = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(dx, dx), _mm256_mul_ps(dy, dy)),
-                                   _mm256_mul_ps(dz, dz));
-    const __m256 lt = _mm256_cmp_ps(d, best_d, _CMP_LT_OQ);
-    const __m256 eq = _mm256_and_ps(_mm256_cmp_ps(d, best_d, _CMP_EQ_OQ),
-                                    _mm256_castsi256_ps(lt_epu32(u, best_u)));
-    const __m256 better = _mm256_and_ps(_mm256_or_ps(lt, eq), mk);
-    best_d = _mm256_blendv_ps(best_d, d, better);
-    best_u = _mm256_castps_si256(
-        _mm256_blendv_ps(_mm256_castsi256_ps(best_u), _mm256_castsi256_ps(u), better));
-    ties = _mm256_or_ps(ties, _mm256_and_ps(_mm256_cmp_ps(d, bound, _CMP_LE_OQ), mk));
-    if (cert) { /* hicp__edge2 and hicp__bisector, lane by lane */
-      const __m256 ex = _mm256_sub_ps(x, vx), ey = _mm256_sub_ps(y, vy), ez = _mm256_sub_ps(z, vz);
-      const __m256 l2 = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(ex, ex), _mm256_mul_ps(ey, ey)),
-                                      _mm256_mul_ps(ez, ez));
-      const __m256 num = _mm256_sub_ps(
-          _mm256_sub_ps(_mm256_sub_ps(d, dv), _mm256_mul_ps(margin, _mm256_add_ps(d, dv))), tiny4);
-      const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(num, zero, _CMP_GT_OQ),
-                                      _mm256_cmp_ps(l2, tiny64, _CMP_GE_OQ));
-      /* lanes not ok give 0 (the quotient there may be inf or NaN) */
-      const __m256 q2 = _mm256_and_ps(_mm256_div_ps(_mm256_mul_ps(num, num), l2), ok);
-      const __m256 r = _mm256_and_ps(q2, _mm256_cmp_ps(q2, tiny1, _CMP_GE_OQ));
-      rmin = _mm256_min_ps(rmin, _mm256_blendv_ps(inf, r, mk));
-      l2min = _mm256_min_ps(l2min, _mm256_blendv_ps(inf, l2, mk));
+  scan_avx2 s = {
+      .qx = _mm256_set1_ps(q[0]),
+      .qy = _mm256_set1_ps(q[1]),
+      .qz = _mm256_set1_ps(q[2]),
+      .bound = _mm256_set1_ps(hicp__tie_bound(dcur)),
+      .vx = _mm256_set1_ps(v->x),
+      .vy = _mm256_set1_ps(v->y),
+      .vz = _mm256_set1_ps(v->z),
+      .dv = _mm256_set1_ps(dcur),
+      .best_d = inf,
+      .rmin = inf,
+      .l2min = inf,
+      .ties = _mm256_setzero_ps(),
+      .best_u = _mm256_set1_epi32(-1),
+  };
+  if (e - b >= 8) {
+    for (uint32_t k = b;;) {
+      scan8_avx2(m, m->nbr + k, _mm256_loadu_si256((const __m256i *)(m->nbr + k)), inf, 0, cert,
+                 &s);
+      if (k + 8 >= e)
+        break;
       float thr_r, thr_l; /* as in row_scan_avx512 */
-      if (k + 8 < e &&
+      if (cert &&
           hicp__cert_rest(m, cur, HICP_SQRTF(hicp__tie_bound(dcur)), m->ecode[k + 8], &thr_r,
                           &thr_l) &&
-          _mm256_movemask_ps(_mm256_cmp_ps(rmin, _mm256_set1_ps(thr_r), _CMP_LE_OQ)) != 0 &&
-          _mm256_movemask_ps(_mm256_cmp_ps(l2min, _mm256_set1_ps(thr_l), _CMP_LE_OQ)) != 0)
+          _mm256_movemask_ps(_mm256_cmp_ps(s.rmin, _mm256_set1_ps(thr_r), _CMP_LE_OQ)) != 0 &&
+          _mm256_movemask_ps(_mm256_cmp_ps(s.l2min, _mm256_set1_ps(thr_l), _CMP_LE_OQ)) != 0)
         break;
+      k = k + 16 <= e ? k + 8 : e - 8; /* the last step ends at the row's end */
     }
+  } else if (e > b) {
+    /* fewer than eight: one step, its indices from a masked load (vertex 0
+     * in the lanes past the row, which mk leaves out): nbr has no padding */
+    const __m256i mki = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(e - b)),
+                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i u = _mm256_maskload_epi32((const int *)(m->nbr + b), mki);
+    uint32_t idx[8];
+    _mm256_storeu_si256((__m256i *)idx, u);
+    scan8_avx2(m, idx, u, _mm256_castsi256_ps(mki), 1, cert, &s);
   }
-  o->near_tie = _mm256_movemask_ps(ties) != 0;
+  o->near_tie = _mm256_movemask_ps(s.ties) != 0;
   o->rmin = HICP_FLT_INF;
   o->l2min = HICP_FLT_INF;
   if (!o->near_tie) { /* as in row_scan_avx512 */
     o->next = HICP_NONE;
     o->dnext = HICP_FLT_INF;
     if (cert) {
-      o->rmin = hmin_avx2(rmin);
-      o->l2min = hmin_avx2(l2min);
+      o->rmin = hmin_avx2(s.rmin);
+      o->l2min = hmin_avx2(s.l2min);
     }
     return;
   }
   /* The lexicographic minimum across the lanes: fold halves three times. */
+  __m256 best_d = s.best_d;
+  __m256i best_u = s.best_u;
   static const int perms[3][8] = {{4, 5, 6, 7, 0, 1, 2, 3}, {2, 3, 0, 1, 6, 7, 4, 5},
                                   {1, 0, 3, 2, 5, 4, 7, 6}};
-  for (int s = 0; s < 3; s++) {
-    const __m256i p = _mm256_loadu_si256((const __m256i *)perms[s]);
+  for (int h = 0; h < 3; h++) {
+    const __m256i p = _mm256_loadu_si256((const __m256i *)perms[h]);
     const __m256 od = _mm256_permutevar8x32_ps(best_d, p);
     const __m256i ou = _mm256_permutevar8x32_epi32(best_u, p);
     const __m256 better = _mm256_or_ps(

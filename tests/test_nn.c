@@ -645,7 +645,11 @@ static void whole_row(const hicp__mview *m, const float q[3], uint32_t cur, hicp
  * report the whole row's minima, bit for bit, and the same step.  Queries
  * at many distances from their vertex (from deep inside its cell to far
  * outside), on a random cloud, a wavy surface and a lattice (exact ties);
- * the early stop must actually happen often. */
+ * the early stop must actually happen often.  And on a lattice of whole
+ * numbers, queries at half and quarter steps from a vertex: distances there
+ * are exact, so several neighbours of a row tie for its nearest, and the
+ * step must go to the smallest index of them whichever of the vector lanes
+ * and steps saw them. */
 Test(nn, certifying_scans_report_whole_rows)
 {
   uint64_t seed = th_run_seed();
@@ -653,8 +657,9 @@ Test(nn, certifying_scans_report_whole_rows)
   th_rng_seed(&r, seed);
   static const char *simd[] = {"scalar", "avx2", "avx512"};
   static const double scale[] = {1e-4, 1e-2, 0.1, 0.3, 0.5, 0.8, 3.0};
-  for (int kind = 0; kind < 3; kind++) {
-    const size_t n = kind == 2 ? 10 * 10 * 10 : 3000;
+  size_t exact_ties = 0;
+  for (int kind = 0; kind < 4; kind++) {
+    const size_t n = kind >= 2 ? 10 * 10 * 10 : 3000;
     float *p = malloc(sizeof(float) * 3 * n);
     for (size_t i = 0; i < n; i++) {
       const double u = th_uniform(&r), v = th_uniform(&r), w = th_uniform(&r);
@@ -665,7 +670,8 @@ Test(nn, certifying_scans_report_whole_rows)
         p[3 * i + 2] = (float)(0.1 * sin(6 * u) * cos(5 * v) + 0.002 * th_normal(&r));
       } else {
         for (int d = 0; d < 3; d++)
-          p[3 * i + d] = (float)((i / (d == 0 ? 1 : d == 1 ? 10 : 100)) % 10) * 0.1f;
+          p[3 * i + d] = (float)((i / (d == 0 ? 1 : d == 1 ? 10 : 100)) % 10) *
+                         (kind == 2 ? 0.1f : 1.0f);
       }
     }
     hicp_model *m = build(p, n, 1);
@@ -682,11 +688,21 @@ Test(nn, certifying_scans_report_whole_rows)
         len += dir[d] * dir[d];
       }
       const double go = scale[k % (sizeof scale / sizeof *scale)] * nearest / sqrt(len);
-      const float q[3] = {(float)(v->x + dir[0] * go), (float)(v->y + dir[1] * go),
-                          (float)(v->z + dir[2] * go)};
+      float q[3] = {(float)(v->x + dir[0] * go), (float)(v->y + dir[1] * go),
+                    (float)(v->z + dir[2] * go)};
+      if (kind == 3) { /* v + (a, b, c) / 4, a, b, c in -2 .. 2: exact */
+        for (int d = 0; d < 3; d++)
+          q[d] = (&v->x)[d] + 0.25f * (float)((int)(th_rng_next(&r) % 5) - 2);
+      }
       const float dcur = hicp__d2(q, v);
       hicp__row want;
       whole_row(&view, q, cur, &want);
+      if (kind == 3 && want.near_tie) { /* does another neighbour tie with the step's? */
+        size_t at = 0;
+        for (uint32_t e = view.row[cur]; e < view.row[cur + 1]; e++)
+          at += hicp__d2(q, &view.vtx[view.nbr[e]]) == want.dnext;
+        exact_ties += at > 1;
+      }
       /* would a scan stop after 16 neighbours? */
       const uint32_t b = view.row[cur];
       if (view.row[cur + 1] - b > 16 && !want.near_tie) {
@@ -731,6 +747,7 @@ Test(nn, certifying_scans_report_whole_rows)
     free(p);
     hicp_model_destroy(m);
   }
+  cr_assert_gt(exact_ties, 100, "only %zu steps among tied neighbours", exact_ties);
 }
 
 /* cpu/segments.h, which hands out the points of pass A and the queries of
