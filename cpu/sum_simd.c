@@ -151,15 +151,40 @@ AVX2 static inline __m256d mask_add(__m256d a, __m256d m, __m256d x)
   return _mm256_blendv_pd(a, _mm256_add_pd(a, x), m);
 }
 
-AVX2 static void chunk_sum_avx2(const hicp__mview *view, const hicp__frame *f,
-                                const hicp__select *sel, uint32_t c, hicp__partial *out)
+/* The fields sum_avx2 adds up in double, by its accumulator: those of
+ * every selection, then the sigma filter's window (with want_e only).  The
+ * counts (N_ALL, N_C, N_W, N_IN) are sums of 1.0: exact whole numbers in
+ * any order (a chunk has at most 65,536 points), so they are counted as
+ * integers, and the lane tree's result is that count, the same bits.  A
+ * field nothing is added to (the window's, without want_e) is +0.0, as the
+ * tree of zeros gives.  Fewer accumulators than the 25 fields: AVX2 has 16
+ * vector registers, and the 25 lived on the stack. */
+static const uint8_t sum_field[] = {
+    HICP_PF_E2_ALL,      HICP_PF_E2_C,        HICP_PF_E2_IN,       HICP_PF_SP + 0,
+    HICP_PF_SP + 1,      HICP_PF_SP + 2,      HICP_PF_SY + 0,      HICP_PF_SY + 1,
+    HICP_PF_SY + 2,      HICP_PF_SPY + 0,     HICP_PF_SPY + 1,     HICP_PF_SPY + 2,
+    HICP_PF_SPY + 3,     HICP_PF_SPY + 4,     HICP_PF_SPY + 5,     HICP_PF_SPY + 6,
+    HICP_PF_SPY + 7,     HICP_PF_SPY + 8,     HICP_PF_E_W,         HICP_PF_E2_W};
+enum { SUM_IN = 2, SUM_W = 18, SUM_MAX = 20 }; /* where sum_field's groups begin */
+
+/* Lanes set in mask m. */
+AVX2 static inline uint32_t lanes4(__m256d m)
+{
+  return (uint32_t)__builtin_popcount((unsigned)_mm256_movemask_pd(m));
+}
+
+AVX2 static inline __attribute__((always_inline)) void
+sum_avx2(const hicp__mview *view, const hicp__frame *f, const hicp__select *sel, uint32_t c,
+         hicp__partial *out, const int want_e)
 {
   enum { W = 4, NG = HICP_LANES / W, LOG = 6 };
   _Static_assert(NG == 1 << LOG, "groups");
-  __m256d st[LOG + 1][NF]; /* the group tree's sums waiting, by level */
+  const int ns = want_e ? SUM_MAX : SUM_W; /* accumulators in use */
+  __m256d st[LOG + 1][SUM_MAX]; /* the group tree's sums waiting, by level */
+  uint32_t n_all = 0, n_c = 0, n_w = 0, n_in = 0;
   const uint32_t base = c * f->chunk;
   const uint32_t end = hicp__chunk_end(f, c);
-  const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
+  const __m256d zero = _mm256_setzero_pd();
   const __m256d max_d2 = _mm256_set1_pd(sel->max_d2);
   const __m256d w_lo = _mm256_set1_pd(sel->w_lo), w_hi = _mm256_set1_pd(sel->w_hi);
   const __m256d e_lo = _mm256_set1_pd(sel->e_lo), e_hi = _mm256_set1_pd(sel->e_hi);
@@ -169,9 +194,9 @@ AVX2 static void chunk_sum_avx2(const hicp__mview *view, const hicp__frame *f,
   const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
   for (uint32_t k = 0; k < NG; k++) {
     const uint32_t grp = bitrev(k, LOG);
-    __m256d a[NF];
+    __m256d a[SUM_MAX];
 #pragma GCC unroll 24
-    for (int fld = 0; fld < NF; fld++)
+    for (int fld = 0; fld < ns; fld++)
       a[fld] = zero;
     for (uint32_t i = base + grp * W; i < end; i += HICP_LANES) {
       const __m256i mi = _mm256_cmpgt_epi64(_mm256_set1_epi64x((long long)(end - i)), lane);
@@ -188,19 +213,20 @@ AVX2 static void chunk_sum_avx2(const hicp__mview *view, const hicp__frame *f,
       const __m256d py = _mm256_cvtps_pd(_mm_maskload_ps(ps + n + i, m32));
       const __m256d pz = _mm256_cvtps_pd(_mm_maskload_ps(ps + 2 * n + i, m32));
       const __m256d yx = _mm256_cvtps_pd(vx), yy = _mm256_cvtps_pd(vy), yz = _mm256_cvtps_pd(vz);
-      a[HICP_PF_N_ALL] = mask_add(a[HICP_PF_N_ALL], m, one);
-      a[HICP_PF_E2_ALL] = mask_add(a[HICP_PF_E2_ALL], m, e2);
+      /* hicp__partial_add_pair, with masks for its branches */
+      n_all += lanes4(m);
+      a[0] = mask_add(a[0], m, e2);
       const __m256d cand = _mm256_and_pd(m, _mm256_cmp_pd(e2, max_d2, _CMP_LE_OQ));
-      a[HICP_PF_N_C] = mask_add(a[HICP_PF_N_C], cand, one);
-      a[HICP_PF_E2_C] = mask_add(a[HICP_PF_E2_C], cand, e2);
+      n_c += lanes4(cand);
+      a[1] = mask_add(a[1], cand, e2);
       __m256d e = zero;
-      if (sel->want_e) {
+      if (want_e) {
         e = _mm256_sqrt_pd(e2);
         const __m256d win = _mm256_and_pd(cand, _mm256_and_pd(_mm256_cmp_pd(e, w_lo, _CMP_GE_OQ),
                                                               _mm256_cmp_pd(e, w_hi, _CMP_LE_OQ)));
-        a[HICP_PF_N_W] = mask_add(a[HICP_PF_N_W], win, one);
-        a[HICP_PF_E_W] = mask_add(a[HICP_PF_E_W], win, e);
-        a[HICP_PF_E2_W] = mask_add(a[HICP_PF_E2_W], win, e2);
+        n_w += lanes4(win);
+        a[SUM_W] = mask_add(a[SUM_W], win, e);
+        a[SUM_W + 1] = mask_add(a[SUM_W + 1], win, e2);
       }
       __m256d in = cand;
       if (sel->sigma_on)
@@ -208,34 +234,54 @@ AVX2 static void chunk_sum_avx2(const hicp__mview *view, const hicp__frame *f,
                                              _mm256_cmp_pd(e, e_hi, _CMP_NGT_UQ)));
       if (sel->trim_on)
         in = _mm256_and_pd(in, _mm256_cmp_pd(e2, trim_e2, _CMP_NGT_UQ));
-      const __m256d add[NF - HICP_PF_N_IN] = {
-          one, e2, px, py, pz, yx, yy, yz,
+      n_in += lanes4(in);
+      const __m256d add[SUM_W - SUM_IN] = {
+          e2, px, py, pz, yx, yy, yz,
           _mm256_mul_pd(px, yx), _mm256_mul_pd(px, yy), _mm256_mul_pd(px, yz),
           _mm256_mul_pd(py, yx), _mm256_mul_pd(py, yy), _mm256_mul_pd(py, yz),
           _mm256_mul_pd(pz, yx), _mm256_mul_pd(pz, yy), _mm256_mul_pd(pz, yz)};
       if (_mm256_movemask_pd(in) == 0xf) /* every lane an inlier: no blends */
 #pragma GCC unroll 24
-        for (int fld = HICP_PF_N_IN; fld < NF; fld++)
-          a[fld] = _mm256_add_pd(a[fld], add[fld - HICP_PF_N_IN]);
+        for (int fld = SUM_IN; fld < SUM_W; fld++)
+          a[fld] = _mm256_add_pd(a[fld], add[fld - SUM_IN]);
       else
 #pragma GCC unroll 24
-        for (int fld = HICP_PF_N_IN; fld < NF; fld++)
-          a[fld] = mask_add(a[fld], in, add[fld - HICP_PF_N_IN]);
+        for (int fld = SUM_IN; fld < SUM_W; fld++)
+          a[fld] = mask_add(a[fld], in, add[fld - SUM_IN]);
     }
     uint32_t lv = 0; /* lanes 128 .. 4 apart: carry */
     for (; (k >> lv) & 1u; lv++)
 #pragma GCC unroll 24
-      for (int fld = 0; fld < NF; fld++)
+      for (int fld = 0; fld < ns; fld++)
         a[fld] = _mm256_add_pd(st[lv][fld], a[fld]);
 #pragma GCC unroll 24
-    for (int fld = 0; fld < NF; fld++)
+    for (int fld = 0; fld < ns; fld++)
       st[lv][fld] = a[fld];
   }
-  double g[NF * W] __attribute__((aligned(32)));
-#pragma GCC unroll 24
-  for (int fld = 0; fld < NF; fld++)
-    _mm256_store_pd(&g[fld * W], st[LOG][fld]);
-  lane_tree_tail(g, W, out);
+  /* the lane tree's last steps (lane_tree_tail's), in the vectors */
+  for (int fld = 0; fld < HICP_PF_COUNT; fld++)
+    out->v[fld] = 0.0;
+  for (int fld = 0; fld < ns; fld++) {
+    double g[W] __attribute__((aligned(32)));
+    _mm256_store_pd(g, st[LOG][fld]);
+    for (uint32_t s = W / 2; s >= 1; s /= 2)
+      for (uint32_t e = 0; e < s; e++)
+        g[e] = g[e] + g[e + s];
+    out->v[sum_field[fld]] = g[0];
+  }
+  out->v[HICP_PF_N_ALL] = (double)n_all;
+  out->v[HICP_PF_N_C] = (double)n_c;
+  out->v[HICP_PF_N_W] = (double)n_w;
+  out->v[HICP_PF_N_IN] = (double)n_in;
+}
+
+AVX2 static void chunk_sum_avx2(const hicp__mview *view, const hicp__frame *f,
+                                const hicp__select *sel, uint32_t c, hicp__partial *out)
+{
+  if (sel->want_e)
+    sum_avx2(view, f, sel, c, out, 1);
+  else
+    sum_avx2(view, f, sel, c, out, 0);
 }
 #endif
 
