@@ -258,17 +258,12 @@ sum_avx2(const hicp__mview *view, const hicp__frame *f, const hicp__select *sel,
     for (int fld = 0; fld < ns; fld++)
       st[lv][fld] = a[fld];
   }
-  /* the lane tree's last steps (lane_tree_tail's), in the vectors */
-  for (int fld = 0; fld < HICP_PF_COUNT; fld++)
-    out->v[fld] = 0.0;
-  for (int fld = 0; fld < ns; fld++) {
-    double g[W] __attribute__((aligned(32)));
-    _mm256_store_pd(g, st[LOG][fld]);
-    for (uint32_t s = W / 2; s >= 1; s /= 2)
-      for (uint32_t e = 0; e < s; e++)
-        g[e] = g[e] + g[e + s];
-    out->v[sum_field[fld]] = g[0];
-  }
+  /* the lane tree's last steps; the fields without an accumulator are
+   * zeros there (the counts are written over below) */
+  double g[NF * W] __attribute__((aligned(32))) = {0.0};
+  for (int fld = 0; fld < ns; fld++)
+    _mm256_store_pd(&g[sum_field[fld] * W], st[LOG][fld]);
+  lane_tree_tail(g, W, out);
   out->v[HICP_PF_N_ALL] = (double)n_all;
   out->v[HICP_PF_N_C] = (double)n_c;
   out->v[HICP_PF_N_W] = (double)n_w;
