@@ -103,9 +103,12 @@ int main(int argc, char **argv)
     fprintf(stderr, "aar_approach: out of memory\n");
     goto done;
   }
-  synth_sample_mesh(hicp_cloud_xyz(mesh), hicp_cloud_size(mesh), origin,
-                    hicp_cloud_triangles(mesh), hicp_cloud_triangle_count(mesh), MODEL_POINTS,
-                    &rng, model_d);
+  if (synth_sample_mesh(hicp_cloud_xyz(mesh), hicp_cloud_size(mesh), origin,
+                        hicp_cloud_triangles(mesh), hicp_cloud_triangle_count(mesh),
+                        MODEL_POINTS, &rng, model_d) != 0) {
+    fprintf(stderr, "aar_approach: %s: a mesh with faces of positive area is needed\n", argv[1]);
+    goto done;
+  }
   for (int i = 0; i < 3 * MODEL_POINTS; i++)
     mf[i] = (float)model_d[i];
   free(model_d);
@@ -137,13 +140,19 @@ int main(int argc, char **argv)
      * facing the cameras (the direction from the receiver to the cameras
      * in the body frame is R^T (0 - t)), moved into the camera frame, with
      * stereo noise of sigma = 2e-5 r^2 metres: 7 cm at 60 m, 3 mm at 12 m. */
-    synth_sample_mesh(hicp_cloud_xyz(mesh), hicp_cloud_size(mesh), origin,
-                      hicp_cloud_triangles(mesh), hicp_cloud_triangle_count(mesh), SENSE_POINTS,
-                      &rng, dense);
+    if (synth_sample_mesh(hicp_cloud_xyz(mesh), hicp_cloud_size(mesh), origin,
+                          hicp_cloud_triangles(mesh), hicp_cloud_triangle_count(mesh),
+                          SENSE_POINTS, &rng, dense) != 0) {
+      fprintf(stderr, "aar_approach: out of memory\n");
+      goto done;
+    }
     double view[3];
     for (int i = 0; i < 3; i++)
       view[i] = -(R[i] * t[0] + R[3 + i] * t[1] + R[6 + i] * t[2]);
-    synth_visible(dense, SENSE_POINTS, view, keep);
+    if (synth_visible(dense, SENSE_POINTS, view, keep) == SIZE_MAX) {
+      fprintf(stderr, "aar_approach: out of memory\n");
+      goto done;
+    }
     double range = sqrt(t[0] * t[0] + t[1] * t[1] + t[2] * t[2]);
     double sigma = 2e-5 * range * range;
     size_t n = 0;

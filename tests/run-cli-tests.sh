@@ -31,7 +31,7 @@ json_get() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(
 
 check "--version" 0 "$bin" --version
 grep -q '^hicp [0-9]' "$tmp/out" && ok "--version prints the version" || notok "--version prints the version"
-for c in register nn model perturb devices; do
+for c in register nn model track perturb devices; do
   check "$c --help" 0 "$bin" "$c" --help
 done
 check "unknown command exits 2" 2 "$bin" frobnicate
@@ -51,7 +51,7 @@ check "devices --json" 0 "$bin" devices --json
 
 bunny="$data/meshes/bunny00.off"
 if [ ! -r "$bunny" ] || [ $have_py -eq 0 ]; then
-  for i in $(seq 1 24); do skip "needs libcgal-demo data and python3"; done
+  for i in $(seq 1 33); do skip "needs libcgal-demo data and python3"; done
 else
   check "perturb makes a scan" 0 "$bin" perturb "$bunny" -o "$tmp/scan.ply" --truth "$tmp/truth.txt" \
     --rotate 10,-8,12 --translate-rel 0.02,0,-0.01 --view 0,0,1 --noise 1e-4
@@ -117,6 +117,22 @@ assert all(d['converged'] for d in lines)
   check "track --from-list --independent" 0 "$bin" track "$tmp/bunny.hicpm" --from-list "$tmp/list.txt" --independent --threads 2
   [ "$(wc -l < "$tmp/out")" -eq 3 ] && ok "three frames from the list" || notok "three frames from the list"
   check "track with a missing frame exits 1" 1 "$bin" track "$tmp/bunny.hicpm" "$tmp/f1.ply" "$tmp/missing.ply"
+  printf '%s\n' "$tmp/f1.ply" "$tmp/missing.ply" "$tmp/f2.ply" > "$tmp/list2.txt"
+  check "track --from-list with a missing frame exits 1" 1 "$bin" track "$tmp/bunny.hicpm" --from-list "$tmp/list2.txt"
+  { echo "$tmp/f1.ply"; printf '%05000d\n' 0; } > "$tmp/long.txt"
+  check "track --from-list with an over-long line exits 1" 1 "$bin" track "$tmp/bunny.hicpm" --from-list "$tmp/long.txt"
+  one_line_error "long.txt:2: line longer than"
+  # --independent: every frame starts from --init (with no iteration, the
+  # result is the start)
+  "$bin" perturb "$bunny" -o "$tmp/f0.ply" --rotate 3,2,1 --truth "$tmp/init.txt" >/dev/null 2>&1
+  check "track --independent --init" 0 "$bin" track "$tmp/bunny.hicpm" "$tmp/f1.ply" "$tmp/f2.ply" "$tmp/f3.ply" \
+    --independent --init "$tmp/init.txt" --max-iter 0 --json
+  python3 -c "
+import json
+init=[float(x) for l in open('$tmp/init.txt') if not l.startswith('#') for x in l.split()]
+lines=[json.loads(l) for l in open('$tmp/out')]
+assert len(lines)==3 and all(sum(d['transform'], [])==init for d in lines), (init, lines)
+" && ok "with --independent every frame starts from --init" || notok "with --independent every frame starts from --init"
   # --memory-limit: refused before allocating, one line naming the limit
   check "register over --memory-limit exits 1" 1 "$bin" register "$tmp/bunny.hicpm" "$tmp/scan.ply" --memory-limit 100K
   one_line_error "memory limit"

@@ -52,18 +52,21 @@ static void make_scan(scene *s, const double rpy[3], const double trel[3], doubl
   double *p;
   if (samples > 0) {
     p = malloc(sizeof(double) * 3 * samples);
+    cr_assert_not_null(p);
     cr_assert_eq(synth_sample_mesh(xyz, nv, origin, hicp_cloud_triangles(mc),
                                    hicp_cloud_triangle_count(mc), samples, &rng, p),
                  0);
   } else {
     samples = nv;
     p = malloc(sizeof(double) * 3 * samples);
+    cr_assert_not_null(p);
     for (size_t i = 0; i < nv; i++)
       for (int d = 0; d < 3; d++)
         p[3 * i + d] = origin[d] + xyz[3 * i + d];
   }
   unsigned char *keep = malloc(samples);
-  synth_visible(p, samples, view, keep);
+  cr_assert_not_null(keep);
+  cr_assert_neq(synth_visible(p, samples, view, keep), SIZE_MAX);
   double c[3] = {0, 0, 0};
   for (size_t i = 0; i < nv; i++)
     for (int d = 0; d < 3; d++)

@@ -167,7 +167,10 @@ int cmd_perturb(int argc, char **argv)
       cli_error("out of memory");
       goto done;
     }
-    synth_visible(p, n, view, keep);
+    if (synth_visible(p, n, view, keep) == SIZE_MAX) {
+      cli_error("out of memory");
+      goto done;
+    }
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
       if (keep[i])

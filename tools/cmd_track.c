@@ -24,7 +24,8 @@ static void usage(FILE *f)
           "\n"
           "  --from-list FILE    read frame file names from FILE, one per line\n"
           "  --independent       frames are unrelated: spread them over all workers\n"
-          "  --init FILE         initial transform of the first frame\n"
+          "  --init FILE         initial transform of the first frame (of every frame\n"
+          "                      with --independent)\n"
           "  --max-iter N, --tol T, --nn METHOD, --max-dist D, --trim F,\n"
           "  --filter-start K, --filter-sigma S   as for 'hicp register'\n"
           "  --threads N         CPU threads (default: one per core)\n"
@@ -35,7 +36,17 @@ static void usage(FILE *f)
           "A progress line with frames/s and the time left is shown on a terminal.\n");
 }
 
-/* Frame file names: the arguments, or the lines of a list file. */
+/* Frees the n names of a list read by read_list. */
+static void free_list(char **names, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    free(names[i]);
+  free(names);
+}
+
+/* Frame file names: the lines of a list file, but empty lines and lines
+ * that begin with '#'.  A line longer than a path can be is an error, not
+ * two names. */
 static int read_list(const char *path, char ***names, size_t *n)
 {
   FILE *f = fopen(path, "r");
@@ -43,25 +54,54 @@ static int read_list(const char *path, char ***names, size_t *n)
     cli_error("cannot open %s", path);
     return -1;
   }
-  size_t cap = 64;
-  *names = malloc(sizeof **names * cap);
-  *n = 0;
+  size_t cap = 0, count = 0, lineno = 0;
+  char **list = NULL;
   char line[4096];
+  int rc = 0;
   while (fgets(line, sizeof line, f) != NULL) {
-    line[strcspn(line, "\r\n")] = '\0';
+    lineno++;
+    const size_t len = strcspn(line, "\r\n");
+    if (line[len] == '\0' && !feof(f)) {
+      cli_error("%s:%zu: line longer than %zu characters", path, lineno, sizeof line - 2);
+      rc = -1;
+      break;
+    }
+    line[len] = '\0';
     if (line[0] == '\0' || line[0] == '#')
       continue;
-    if (*n == cap) {
-      cap *= 2;
-      *names = realloc(*names, sizeof **names * cap);
+    if (count == cap) {
+      const size_t ncap = cap == 0 ? 64 : 2 * cap;
+      char **grown = realloc(list, sizeof *grown * ncap);
+      if (grown == NULL) {
+        cli_error("%s: out of memory after %zu frame names", path, count);
+        rc = -1;
+        break;
+      }
+      list = grown;
+      cap = ncap;
     }
-    (*names)[(*n)++] = strdup(line);
+    if ((list[count] = strdup(line)) == NULL) {
+      cli_error("%s: out of memory after %zu frame names", path, count);
+      rc = -1;
+      break;
+    }
+    count++;
+  }
+  if (rc == 0 && ferror(f)) {
+    cli_error("cannot read %s", path);
+    rc = -1;
   }
   fclose(f);
-  if (*n == 0) {
+  if (rc == 0 && count == 0) {
     cli_error("%s lists no frames", path);
+    rc = -1;
+  }
+  if (rc != 0) {
+    free_list(list, count);
     return -1;
   }
+  *names = list;
+  *n = count;
   return 0;
 }
 
@@ -136,23 +176,27 @@ int cmd_track(int argc, char **argv)
     return CLI_USAGE;
   }
   const char *model_path = argv[optind];
+  hicp_transform init;
+  if (init_path != NULL && cli_read_transform(init_path, &init) != 0)
+    return CLI_FAIL;
   char **names = NULL;
-  size_t n = 0;
+  size_t n = 0, nnames = 0; /* n frames to report; nnames read from a list */
   int own_names = 0;
   if (list != NULL) {
-    if (read_list(list, &names, &n) != 0)
+    if (read_list(list, &names, &nnames) != 0)
       return CLI_FAIL;
+    n = nnames;
     own_names = 1;
   } else {
     names = argv + optind + 1;
     n = (size_t)(argc - optind - 1);
   }
-  hicp_transform init;
-  if (init_path != NULL && cli_read_transform(init_path, &init) != 0)
-    return CLI_FAIL;
   hicp_context *ctx = cli_context(&common);
-  if (ctx == NULL)
+  if (ctx == NULL) {
+    if (own_names)
+      free_list(names, nnames);
     return CLI_FAIL;
+  }
   int status = CLI_FAIL, tty = isatty(STDERR_FILENO);
   hicp_model *model = NULL;
   hicp_stream *s = NULL;
@@ -191,7 +235,8 @@ int cmd_track(int argc, char **argv)
         break;
       }
       int rc = hicp_stream_submit(s, hicp_cloud_xyz(cloud), hicp_cloud_size(cloud),
-                                  submitted == 0 && init_path ? &init : NULL, NULL);
+                                  init_path != NULL && (submitted == 0 || !bo.track) ? &init : NULL,
+                                  NULL);
       hicp_cloud_destroy(cloud);
       if (rc != HICP_OK) {
         cli_fail(ctx, names[submitted]);
@@ -256,10 +301,7 @@ done:
   hicp_stream_destroy(s);
   hicp_model_destroy(model);
   hicp_context_destroy(ctx);
-  if (own_names) {
-    for (size_t i = 0; i < n; i++)
-      free(names[i]);
-    free(names);
-  }
+  if (own_names)
+    free_list(names, nnames);
   return status;
 }

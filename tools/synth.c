@@ -154,8 +154,7 @@ size_t synth_visible(const double *p, size_t n, const double toward[3], unsigned
     free(front);
     free(cellof);
     free(depth);
-    memset(keep, 1, n);
-    return n;
+    return SIZE_MAX;
   }
   for (size_t c = 0; c < nu * nvv; c++)
     front[c] = -HUGE_VAL;

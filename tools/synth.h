@@ -29,7 +29,7 @@ int synth_sample_mesh(const float *xyz, size_t nv, const double origin[3], const
  * (from the object towards the camera): an orthographic depth buffer over a
  * grid about two points per occupied cell wide; a point is kept when it lies
  * within one cell size of the nearest depth in its cell.  Returns the number
- * kept; keep[i] is set to 0 or 1. */
+ * kept (keep[i] is set to 0 or 1), or SIZE_MAX when memory ran short. */
 size_t synth_visible(const double *p, size_t n, const double toward[3], unsigned char *keep);
 
 #endif /* HICP_SYNTH_H */
