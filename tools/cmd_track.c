@@ -72,20 +72,18 @@ static int read_list(const char *path, char ***names, size_t *n)
     if (count == cap) {
       const size_t ncap = cap == 0 ? 64 : 2 * cap;
       char **grown = realloc(list, sizeof *grown * ncap);
-      if (grown == NULL) {
-        cli_error("%s: out of memory after %zu frame names", path, count);
-        rc = -1;
-        break;
+      if (grown != NULL) {
+        list = grown;
+        cap = ncap;
       }
-      list = grown;
-      cap = ncap;
     }
-    if ((list[count] = strdup(line)) == NULL) {
+    char *name = count < cap ? strdup(line) : NULL;
+    if (name == NULL) {
       cli_error("%s: out of memory after %zu frame names", path, count);
       rc = -1;
       break;
     }
-    count++;
+    list[count++] = name;
   }
   if (rc == 0 && ferror(f)) {
     cli_error("cannot read %s", path);
