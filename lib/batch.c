@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cloud.h"
 #include "context.h"
 #include "scheduler.h"
 #include "topology.h"
@@ -136,11 +137,10 @@ static int crew_make(hicp_context *ctx, int cpu_threads_each, crew *c)
 /* Runs one frame on a crew member; a device that fails hands the frame to
  * the CPU (same context, one thread) unless the user asked for "cuda". */
 static int run_frame(hicp_context *parent, crew_member *cm, const hicp_model *m, const float *p0,
-                     size_t n, const hicp__plan *plan, const hicp_transform *init,
-                     hicp_result *r)
+                     size_t n, const double origin[3], const hicp__plan *plan,
+                     const hicp_transform *init, hicp_result *r)
 {
-  static const double zero[3] = {0.0, 0.0, 0.0};
-  int rc = hicp__register_frame(cm->ctx, m, p0, n, zero, plan, init, NULL, NULL, NULL, r);
+  int rc = hicp__register_frame(cm->ctx, m, p0, n, origin, plan, init, NULL, NULL, NULL, r);
   if (rc != HICP_OK && cm->gpu && parent->backend != HICP_BACKEND_CUDA &&
       (rc == HICP_EDEVICE || rc == HICP_ENOMEM || rc == HICP_ENODEVICE)) {
     char note[200];
@@ -152,7 +152,7 @@ static int run_frame(hicp_context *parent, crew_member *cm, const hicp_model *m,
     team.nw = 1;
     team.cpu_share = -1.0;
     hicp__clear_error(cm->ctx);
-    rc = hicp__register_frame(cm->ctx, m, p0, n, zero, plan, init, &team, NULL, NULL, r);
+    rc = hicp__register_frame(cm->ctx, m, p0, n, origin, plan, init, &team, NULL, NULL, r);
     if (rc == HICP_OK && r->struct_size >= offsetof(hicp_result, error))
       snprintf(r->note, sizeof r->note, "%.159s", note);
   }
@@ -212,10 +212,11 @@ static void *batch_worker(void *arg)
       continue;
     }
     hicp__clear_error(j->cm->ctx);
+    static const double zero[3] = {0.0, 0.0, 0.0};
     float *p0 = NULL;
     int rc = hicp__copy_points(j->cm->ctx, "scan", j->frames[i], j->counts[i], j->stride, &p0);
     if (rc == HICP_OK)
-      rc = run_frame(j->ctx, j->cm, j->m, p0, j->counts[i], j->plan,
+      rc = run_frame(j->ctx, j->cm, j->m, p0, j->counts[i], zero, j->plan,
                      j->inits != NULL ? &j->inits[i] : NULL, r);
     free(p0);
     if (rc != HICP_OK)
@@ -370,6 +371,7 @@ int hicp_register_batch(hicp_context *ctx, const hicp_model *m, const float *con
 typedef struct entry {
   float *p0;
   size_t n;
+  double origin[3]; /* p0 is relative to it (hicp_stream_submit_cloud) */
   hicp_transform init;
   int has_init;
   int claimed, done;
@@ -410,16 +412,17 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
   hicp_result_init(r);
   int rc;
   if (!s->bo.track) {
-    rc = run_frame(s->ctx, cm, s->m, e->p0, e->n, &s->plan, e->has_init ? &e->init : NULL, r);
+    rc = run_frame(s->ctx, cm, s->m, e->p0, e->n, e->origin, &s->plan,
+                   e->has_init ? &e->init : NULL, r);
   } else {
-    /* Tracking runs in order on the stream's one worker thread. */
-    static const double zero[3] = {0.0, 0.0, 0.0};
+    /* Tracking runs in order on the stream's one worker thread.  Poses
+     * are absolute, so a frame may have another origin than the last. */
     uint32_t *cur = malloc(sizeof *cur * e->n);
     const uint32_t *warm =
         s->bo.reuse_matches && s->prev != NULL && s->prev_n == e->n ? s->prev : NULL;
     const hicp_transform *init = e->has_init ? &e->init : &s->pose;
     rc = cur == NULL ? hicp__fail(cm->ctx, HICP_ENOMEM, "out of memory")
-                     : hicp__register_frame(cm->ctx, s->m, e->p0, e->n, zero, &s->plan, init, NULL,
+                     : hicp__register_frame(cm->ctx, s->m, e->p0, e->n, e->origin, &s->plan, init, NULL,
                                             warm, cur, r);
     if (rc == HICP_OK) {
       s->pose = r->transform;
@@ -526,23 +529,23 @@ int hicp_stream_create(hicp_context *ctx, const hicp_model *m, const hicp_reg_op
   return HICP_OK;
 }
 
-int hicp_stream_submit(hicp_stream *s, const float *xyz, size_t n, const hicp_transform *init,
-                       uint64_t *frame)
+/* Queues n points at xyz (stride bytes apart), relative to origin. */
+static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
+                  const double origin[3], const hicp_transform *init, uint64_t *frame)
 {
-  if (s == NULL)
-    return HICP_EINVAL;
   hicp_context *ctx = s->ctx;
   if (init != NULL && hicp_transform_check(init) != HICP_OK)
     return hicp__fail(ctx, HICP_EINVAL, "the initial transform is not rigid");
   entry *e = calloc(1, sizeof *e);
   if (e == NULL)
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
-  int rc = hicp__copy_points(ctx, "scan", xyz, n, s->stride, &e->p0);
+  int rc = hicp__copy_points(ctx, "scan", xyz, n, stride, &e->p0);
   if (rc != HICP_OK) {
     free(e);
     return rc;
   }
   e->n = n;
+  memcpy(e->origin, origin, sizeof e->origin);
   if (init != NULL) {
     e->init = *init;
     e->has_init = 1;
@@ -567,6 +570,27 @@ int hicp_stream_submit(hicp_stream *s, const float *xyz, size_t n, const hicp_tr
   pthread_cond_signal(&s->work);
   pthread_mutex_unlock(&s->mu);
   return HICP_OK;
+}
+
+int hicp_stream_submit(hicp_stream *s, const float *xyz, size_t n, const hicp_transform *init,
+                       uint64_t *frame)
+{
+  if (s == NULL)
+    return HICP_EINVAL;
+  static const double zero[3] = {0.0, 0.0, 0.0};
+  return submit(s, xyz, n, s->stride, zero, init, frame);
+}
+
+int hicp_stream_submit_cloud(hicp_stream *s, const hicp_cloud *cloud, const hicp_transform *init,
+                             uint64_t *frame)
+{
+  if (s == NULL)
+    return HICP_EINVAL;
+  if (cloud == NULL)
+    return hicp__fail(s->ctx, HICP_EINVAL, "hicp_stream_submit_cloud: NULL cloud");
+  if (s->stride != 3 * sizeof(float))
+    return hicp__fail(s->ctx, HICP_EINVAL, "scan_stride does not apply to a cloud");
+  return submit(s, cloud->xyz, cloud->n, s->stride, cloud->origin, init, frame);
 }
 
 int hicp_stream_receive(hicp_stream *s, hicp_result *result, int wait)

@@ -101,10 +101,37 @@ int hicp_cloud_from_xyz(hicp_context *ctx, const float *xyz, size_t n, size_t st
   return HICP_OK;
 }
 
-int hicp__copy_points(hicp_context *ctx, const char *what, const float *xyz, size_t n,
-                      size_t stride, float **out)
+int hicp_cloud_from_xyz_double(hicp_context *ctx, const double *xyz, size_t n, size_t stride,
+                               hicp_cloud **out)
 {
+  if (out == NULL)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_from_xyz_double: NULL output");
   *out = NULL;
+  if (stride == 0)
+    stride = 3 * sizeof(double);
+  if (stride < 3 * sizeof(double))
+    return hicp__fail(ctx, HICP_EINVAL, "stride %zu is smaller than a point (24 bytes)", stride);
+  int rc = hicp__check_count(ctx, "cloud", xyz, n);
+  if (rc != HICP_OK)
+    return rc;
+  /* the double copy and the cloud's floats live together for a moment */
+  rc = hicp__check_budget(ctx, (uint64_t)n * 36u, "the cloud");
+  if (rc != HICP_OK)
+    return rc;
+  hicp__raw_cloud raw = {0};
+  raw.xyz = malloc(sizeof(double) * 3 * n);
+  if (raw.xyz == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory copying %zu cloud points", n);
+  const unsigned char *base = (const unsigned char *)xyz;
+  for (size_t i = 0; i < n; i++)
+    memcpy(&raw.xyz[3 * i], base + i * stride, 3 * sizeof(double));
+  raw.n = n;
+  /* the readers' origin policy and checks (NaN, Inf, magnitude) */
+  return hicp__cloud_from_raw(ctx, &raw, "cloud", out);
+}
+
+int hicp__check_count(hicp_context *ctx, const char *what, const void *xyz, size_t n)
+{
   if (n == 0)
     return hicp__fail(ctx, HICP_EEMPTY, "the %s has no points", what);
   if (xyz == NULL)
@@ -112,9 +139,19 @@ int hicp__copy_points(hicp_context *ctx, const char *what, const float *xyz, siz
   if (n >= UINT32_MAX)
     return hicp__fail(ctx, HICP_ELIMIT, "%zu %s points: at most %u are supported", n, what,
                       (unsigned)(UINT32_MAX - 1));
+  return HICP_OK;
+}
+
+int hicp__copy_points(hicp_context *ctx, const char *what, const float *xyz, size_t n,
+                      size_t stride, float **out)
+{
+  *out = NULL;
+  int rc = hicp__check_count(ctx, what, xyz, n);
+  if (rc != HICP_OK)
+    return rc;
   char the[32];
   snprintf(the, sizeof the, "the %s", what);
-  int rc = hicp__check_budget(ctx, (uint64_t)n * 12u, the);
+  rc = hicp__check_budget(ctx, (uint64_t)n * 12u, the);
   if (rc != HICP_OK)
     return rc;
   float *p = malloc(sizeof(float) * 3 * n);

@@ -308,10 +308,24 @@ HICP_API int hicp_cloud_read(hicp_context *ctx, const char *path, hicp_format fm
 /**
  * Copies @p n points from memory.  @p stride is the distance in bytes between
  * consecutive points (0 = 3 * sizeof(float)); each point is three floats x, y, z.
- * @return 0, ::HICP_EINVAL, ::HICP_ENONFINITE, ::HICP_EEMPTY, ::HICP_ENOMEM.
+ * @return 0, ::HICP_EINVAL, ::HICP_ENONFINITE, ::HICP_ERANGE (a coordinate
+ *         beyond ::HICP_COORD_MAX), ::HICP_EEMPTY, ::HICP_ELIMIT, ::HICP_ENOMEM.
  */
 HICP_API int hicp_cloud_from_xyz(hicp_context *ctx, const float *xyz, size_t n,
                                  size_t stride, hicp_cloud **out);
+
+/**
+ * Copies @p n points given in double precision, such as georeferenced
+ * (UTM) coordinates that a float cannot hold to the millimetre.  @p stride is
+ * the distance in bytes between consecutive points (0 = 3 * sizeof(double)).
+ * The origin is chosen as hicp_cloud_read() chooses it: zero when every
+ * coordinate is a float already or the coordinates are small next to their
+ * extent, else the bounding-box centre, the points kept relative to it.
+ * @return 0, ::HICP_EINVAL, ::HICP_ENONFINITE, ::HICP_ERANGE (a coordinate
+ *         beyond ::HICP_COORD_MAX), ::HICP_EEMPTY, ::HICP_ELIMIT, ::HICP_ENOMEM.
+ */
+HICP_API int hicp_cloud_from_xyz_double(hicp_context *ctx, const double *xyz, size_t n,
+                                        size_t stride, hicp_cloud **out);
 
 /** Number of points. */
 HICP_API size_t hicp_cloud_size(const hicp_cloud *cloud);
@@ -647,6 +661,19 @@ HICP_API int hicp_stream_create(hicp_context *ctx, const hicp_model *model,
  */
 HICP_API int hicp_stream_submit(hicp_stream *stream, const float *xyz, size_t n,
                                 const hicp_transform *init, uint64_t *frame);
+
+/**
+ * hicp_stream_submit() for the points of a cloud, with its origin taken
+ * into account (frames far from the origin, see hicp_cloud_read()): the
+ * frame's result is the same bits as hicp_register_cloud() of it.  With
+ * tracking, poses are absolute, so consecutive frames may have different
+ * origins.  A cloud's points are packed: the stream's scan_stride must be
+ * 0 (or 3 * sizeof(float)).
+ * @return 0; ::HICP_EINVAL (NULL cloud, or another scan_stride), or
+ *         hicp_stream_submit()'s codes.
+ */
+HICP_API int hicp_stream_submit_cloud(hicp_stream *stream, const hicp_cloud *cloud,
+                                      const hicp_transform *init, uint64_t *frame);
 
 /**
  * The result of the oldest frame not yet received, in submission order.

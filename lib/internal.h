@@ -41,6 +41,11 @@ int hicp__vfail(hicp_context *ctx, int code, const char *fmt, va_list ap) HICP_P
 /* Prefixes the context's message with "what: " (keeps the code). */
 int hicp__fail_prefix(hicp_context *ctx, int code, const char *what);
 
+/* Refuses n points at xyz when there are none, xyz is NULL or n passes
+ * what a uint32_t index holds; `what` ("scan", "model") names them in the
+ * message (cloud.c). */
+int hicp__check_count(hicp_context *ctx, const char *what, const void *xyz, size_t n);
+
 /* Copies n points, `stride` bytes apart, into a new packed float array,
  * refusing an empty or oversized set, one beyond the memory limit, and
  * points hicp__check_point refuses; `what` ("scan", "cloud") names them in

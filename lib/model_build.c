@@ -297,15 +297,11 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
     stride = 3 * sizeof(float);
   if (stride < 3 * sizeof(float))
     return hicp__fail(ctx, HICP_EINVAL, "stride %zu is smaller than a point (12 bytes)", stride);
-  if (n == 0)
-    return hicp__fail(ctx, HICP_EEMPTY, "the model has no points");
-  if (xyz == NULL)
-    return hicp__fail(ctx, HICP_EINVAL, "hicp_model_build: NULL points");
-  if (n >= UINT32_MAX)
-    return hicp__fail(ctx, HICP_ELIMIT, "%zu model points: at most %u are supported", n,
-                      (unsigned)(UINT32_MAX - 1));
+  int rc = hicp__check_count(ctx, "model", xyz, n);
+  if (rc != HICP_OK)
+    return rc;
   /* Sort keys, vertices, maps, kd-tree, and a graph of ~16 neighbours. */
-  int rc = hicp__check_budget(ctx, (uint64_t)n * 200u, "the model");
+  rc = hicp__check_budget(ctx, (uint64_t)n * 200u, "the model");
   if (rc != HICP_OK)
     return rc;
 

@@ -51,7 +51,7 @@ check "devices --json" 0 "$bin" devices --json
 
 bunny="$data/meshes/bunny00.off"
 if [ ! -r "$bunny" ] || [ $have_py -eq 0 ]; then
-  for i in $(seq 1 33); do skip "needs libcgal-demo data and python3"; done
+  for i in $(seq 1 36); do skip "needs libcgal-demo data and python3"; done
 else
   check "perturb makes a scan" 0 "$bin" perturb "$bunny" -o "$tmp/scan.ply" --truth "$tmp/truth.txt" \
     --rotate 10,-8,12 --translate-rel 0.02,0,-0.01 --view 0,0,1 --noise 1e-4
@@ -70,6 +70,7 @@ assert d["translation"] == [r[3] for r in d["transform"][:3]]
 assert d["model_points"] == 37706 and d["converged"] is True
 assert d["error"]["rotation_deg"] < 0.05, d["error"]
 assert d["error"]["translation_rel"] < 1e-3, d["error"]
+assert d["error"]["position_rel"] < 1e-3, d["error"]
 PY
   then ok "JSON has every field and the pose is right"; else notok "JSON has every field and the pose is right"; fi
   check "register (text)" 0 "$bin" register "$bunny" "$tmp/scan.ply" --truth "$tmp/truth.txt"
@@ -133,6 +134,35 @@ init=[float(x) for l in open('$tmp/init.txt') if not l.startswith('#') for x in 
 lines=[json.loads(l) for l in open('$tmp/out')]
 assert len(lines)==3 and all(sum(d['transform'], [])==init for d in lines), (init, lines)
 " && ok "with --independent every frame starts from --init" || notok "with --independent every frame starts from --init"
+  # frames far from the origin (UTM-like): perturb keeps them in double,
+  # track passes each frame's origin on, and every tracked frame is the
+  # bits of registering it alone from the frame before's pose
+  for k in 1 2 3; do
+    "$bin" perturb "$bunny" -o "$tmp/u$k.ply" --rotate "$k,0,$k" --translate 500000.5,4000000.25,100 \
+      --view 0,0,1 --noise 1e-4 --seed $k --truth "$tmp/u$k.txt" >/dev/null 2>&1
+  done
+  head -c 200 "$tmp/u1.ply" | grep -q 'property double x' && ok "perturb writes a far scan in double" ||
+    notok "perturb writes a far scan in double"
+  check "track far frames" 0 "$bin" track "$tmp/bunny.hicpm" "$tmp/u1.ply" "$tmp/u2.ply" "$tmp/u3.ply" \
+    --init "$tmp/u1.txt" --json
+  if python3 - "$bin" "$tmp" <<'PY'
+import json, subprocess, sys
+bin, tmp = sys.argv[1], sys.argv[2]
+frames = [json.loads(l) for l in open(tmp + "/out")]
+assert [d["frame"] for d in frames] == [0, 1, 2], frames
+init = tmp + "/u1.txt"
+for k, d in enumerate(frames, 1):
+    r = json.loads(subprocess.run([bin, "register", tmp + "/bunny.hicpm", "%s/u%d.ply" % (tmp, k),
+                                   "--init", init, "--truth", "%s/u%d.txt" % (tmp, k), "--json"],
+                                  check=True, capture_output=True, text=True).stdout)
+    assert r["transform"] == d["transform"], (k, r["transform"], d["transform"])
+    assert r["error"]["rotation_deg"] < 0.05 and r["error"]["position_rel"] < 1e-3, (k, r["error"])
+    init = "%s/chain%d.txt" % (tmp, k)
+    with open(init, "w") as f:
+        for row in d["transform"]:
+            f.write(" ".join("%.17g" % x for x in row) + "\n")
+PY
+  then ok "far frames: tracked poses are register's bits and right"; else notok "far frames: tracked poses are register's bits and right"; fi
   # --memory-limit: refused before allocating, one line naming the limit
   check "register over --memory-limit exits 1" 1 "$bin" register "$tmp/bunny.hicpm" "$tmp/scan.ply" --memory-limit 100K
   one_line_error "memory limit"

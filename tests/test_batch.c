@@ -281,6 +281,99 @@ Test(batch, stream_answers_in_order)
   hicp_model_destroy(m);
 }
 
+/* Frames far from the origin (UTM-like coordinates, given in double):
+ * each cloud has its own origin, and a streamed frame is the bits of
+ * hicp_register_cloud() of it, independent or tracked.  Tracking carries
+ * absolute poses from one frame's origin to the next's. */
+static hicp_cloud *far_cloud(hicp_context *ctx, const float *p, size_t n, const double off[3])
+{
+  double *d = malloc(sizeof(double) * 3 * n);
+  cr_assert_not_null(d);
+  for (size_t i = 0; i < 3 * n; i++)
+    d[i] = (double)p[i] + off[i % 3];
+  hicp_cloud *c;
+  cr_assert_eq(hicp_cloud_from_xyz_double(ctx, d, n, 0, &c), 0, "%s", hicp_context_error(ctx));
+  free(d);
+  double o[3];
+  hicp_cloud_origin(c, o);
+  cr_assert(fabs(o[0] - off[0]) < 10.0 && fabs(o[1] - off[1]) < 10.0, "the origin follows the data");
+  return c;
+}
+
+Test(batch, stream_frames_far_from_the_origin)
+{
+  const double off[3] = {512345.678, 4234567.891, 123.4};
+  hicp_context *ctx = ctx_threads(2, HICP_BACKEND_CPU);
+  hicp_model *plain = make_model(); /* fills model_pts */
+  hicp_model_destroy(plain);
+  hicp_cloud *mc = far_cloud(ctx, model_pts, MODEL_N, off);
+  hicp_model *m;
+  cr_assert_eq(hicp_model_build_cloud(ctx, mc, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  enum { FN = 4 };
+  hicp_cloud *fc[FN];
+  for (int k = 0; k < FN; k++) {
+    size_t n;
+    float *f = make_frame(k, &n);
+    /* every frame a little elsewhere: its own origin */
+    const double fo[3] = {off[0] + 0.01 * k, off[1] - 0.02 * k, off[2]};
+    fc[k] = far_cloud(ctx, f, n, fo);
+    free(f);
+  }
+  hicp_reg_options o = reg_opts();
+  /* poses are absolute: the frames are the model's points moved a little,
+   * at the same place, so the identity is a good start */
+  hicp_transform ident;
+  hicp_transform_identity(&ident);
+  hicp_result alone[FN], chain[FN];
+  hicp_transform pose = ident;
+  for (int k = 0; k < FN; k++) {
+    hicp_result_init(&alone[k]);
+    cr_assert_eq(hicp_register_cloud(ctx, m, fc[k], &o, &ident, &alone[k]), 0, "%s",
+                 hicp_context_error(ctx));
+    hicp_result_init(&chain[k]);
+    cr_assert_eq(hicp_register_cloud(ctx, m, fc[k], &o, &pose, &chain[k]), 0);
+    pose = chain[k].transform;
+    /* the fit is as good as near the origin: the model surface is reached */
+    cr_assert_lt(alone[k].rmse, 0.02, "frame %d rmse %g", k, alone[k].rmse);
+  }
+  for (int track = 0; track <= 1; track++) {
+    hicp_context *sctx = ctx_threads(2, HICP_BACKEND_CPU);
+    hicp_batch_options bo;
+    hicp_batch_options_init(&bo);
+    bo.track = track;
+    hicp_stream *s;
+    cr_assert_eq(hicp_stream_create(sctx, m, &o, &bo, &s), 0);
+    for (int k = 0; k < FN; k++)
+      cr_assert_eq(hicp_stream_submit_cloud(s, fc[k], track && k > 0 ? NULL : &ident, NULL), 0,
+                   "%s", hicp_context_error(sctx));
+    cr_assert_eq(hicp_stream_submit_cloud(s, NULL, NULL, NULL), HICP_EINVAL);
+    for (int k = 0; k < FN; k++) {
+      hicp_result r;
+      hicp_result_init(&r);
+      cr_assert_eq(hicp_stream_receive(s, &r, 1), 0);
+      cr_assert_eq(r.error, 0, "%s", r.note);
+      const hicp_result *want = track ? &chain[k] : &alone[k];
+      cr_assert(memcmp(&r.transform, &want->transform, sizeof r.transform) == 0,
+                "track %d: far frame %d differs from hicp_register_cloud", track, k);
+    }
+    hicp_stream_destroy(s);
+    hicp_context_destroy(sctx);
+  }
+  /* a cloud's points are packed: a stream with a stride cannot take one */
+  hicp_reg_options strided = o;
+  strided.scan_stride = 16;
+  hicp_stream *s;
+  cr_assert_eq(hicp_stream_create(ctx, m, &strided, NULL, &s), 0);
+  cr_assert_eq(hicp_stream_submit_cloud(s, fc[0], NULL, NULL), HICP_EINVAL);
+  cr_assert(strstr(hicp_context_error(ctx), "scan_stride") != NULL);
+  hicp_stream_destroy(s);
+  for (int k = 0; k < FN; k++)
+    hicp_cloud_destroy(fc[k]);
+  hicp_model_destroy(m);
+  hicp_cloud_destroy(mc);
+  hicp_context_destroy(ctx);
+}
+
 typedef struct cancel_arg {
   hicp_context *ctx;
   int delay_us;

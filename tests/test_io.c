@@ -607,6 +607,47 @@ Test(io, origin_policy)
   hicp_context_destroy(ctx);
 }
 
+/* Points given in double: the readers' origin policy, the same checks. */
+Test(io, from_xyz_double)
+{
+  hicp_context *ctx = ctx_new();
+  hicp_cloud *c;
+  /* UTM-like, interleaved with a fourth value (a stride of 32 bytes) */
+  double p[16] = {5000000.001, 4200000.002, 300.003, -1, 5000010.004, 4200000.005, 300.006, -1,
+                  5000000.007, 4200010.008, 301.009, -1, 5000005.010, 4200005.011, 305.012, -1};
+  cr_assert_eq(hicp_cloud_from_xyz_double(ctx, p, 4, 4 * sizeof(double), &c), 0, "%s",
+               hicp_context_error(ctx));
+  cr_assert_eq(hicp_cloud_size(c), 4);
+  double o[3];
+  hicp_cloud_origin(c, o);
+  cr_assert(o[0] == 0.5 * (5000000.001 + 5000010.004) && o[1] != 0.0, "origin %f %f", o[0], o[1]);
+  for (int i = 0; i < 4; i++)
+    for (int d = 0; d < 3; d++)
+      cr_assert(fabs(o[d] + hicp_cloud_xyz(c)[3 * i + d] - p[4 * i + d]) < 1e-6,
+                "point %d axis %d off by %g", i, d, o[d] + hicp_cloud_xyz(c)[3 * i + d] - p[4 * i + d]);
+  hicp_cloud_destroy(c);
+  /* float-exact values keep a zero origin, and the very floats */
+  double q[6] = {1000000, 2000000, 3000000, 1000001, 2000000, 3000000.5};
+  cr_assert_eq(hicp_cloud_from_xyz_double(ctx, q, 2, 0, &c), 0);
+  hicp_cloud_origin(c, o);
+  cr_assert(o[0] == 0 && o[1] == 0 && o[2] == 0);
+  for (int i = 0; i < 6; i++)
+    cr_assert_eq(hicp_cloud_xyz(c)[i], (float)q[i]);
+  hicp_cloud_destroy(c);
+  /* the same refusals as every other way in */
+  double bad[6] = {0, 0, 0, 1, NAN, 0};
+  cr_assert_eq(hicp_cloud_from_xyz_double(ctx, bad, 2, 0, &c), HICP_ENONFINITE);
+  cr_assert(strstr(hicp_context_error(ctx), "point 1") != NULL, "%s", hicp_context_error(ctx));
+  cr_assert_null(c);
+  double huge[3] = {1e18, 0, 0};
+  cr_assert_eq(hicp_cloud_from_xyz_double(ctx, huge, 1, 0, &c), HICP_ERANGE);
+  cr_assert_eq(hicp_cloud_from_xyz_double(ctx, q, 0, 0, &c), HICP_EEMPTY);
+  cr_assert_eq(hicp_cloud_from_xyz_double(ctx, q, 1, 16, &c), HICP_EINVAL);
+  cr_assert_eq(hicp_cloud_from_xyz_double(ctx, NULL, 1, 0, &c), HICP_EINVAL);
+  cr_assert_eq(hicp_cloud_from_xyz_double(ctx, q, 1, 0, NULL), HICP_EINVAL);
+  hicp_context_destroy(ctx);
+}
+
 Test(io, from_xyz_checks)
 {
   hicp_context *ctx = ctx_new();

@@ -53,9 +53,13 @@ int cli_write_transform(const char *path, const hicp_transform *t);
 
 /* Rotation angle (degrees) and axis of a transform's rotation part. */
 void cli_rotation_angle_axis(const hicp_transform *t, double *deg, double axis[3]);
-/* Angle (degrees) of Ra Rb^T and |ta - tb|. */
-void cli_transform_error(const hicp_transform *a, const hicp_transform *b, double *rot_deg,
-                         double *trans);
+/* Angle (degrees) of Ra Rb^T, |ta - tb|, and how far apart a and b put the
+ * point `at` (the scan's centroid: unlike |ta - tb|, it does not grow with
+ * the scan's distance from the coordinate origin). */
+void cli_transform_error(const hicp_transform *a, const hicp_transform *b, const double at[3],
+                         double *rot_deg, double *trans, double *pos);
+/* The centroid of a cloud, in absolute coordinates. */
+void cli_cloud_centroid(const hicp_cloud *c, double out[3]);
 
 /* Minimal JSON writer: numbers round-trip (17 significant digits), NaN and
  * infinities become null. */

@@ -260,8 +260,8 @@ void cli_rotation_angle_axis(const hicp_transform *t, double *deg, double axis[3
     axis[i] = n > 0 ? a[i] / n : (i == 2);
 }
 
-void cli_transform_error(const hicp_transform *a, const hicp_transform *b, double *rot_deg,
-                         double *trans)
+void cli_transform_error(const hicp_transform *a, const hicp_transform *b, const double at[3],
+                         double *rot_deg, double *trans, double *pos)
 {
   double tr = 0.0;
   for (int i = 0; i < 3; i++)
@@ -274,6 +274,27 @@ void cli_transform_error(const hicp_transform *a, const hicp_transform *b, doubl
   for (int i = 0; i < 3; i++)
     d[i] = a->m[4 * i + 3] - b->m[4 * i + 3];
   *trans = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+  /* (A - B) at, row by row: the difference first, so that two poses that
+   * agree give 0 however far `at` is */
+  for (int i = 0; i < 3; i++) {
+    d[i] = a->m[4 * i + 3] - b->m[4 * i + 3];
+    for (int j = 0; j < 3; j++)
+      d[i] += (a->m[4 * i + j] - b->m[4 * i + j]) * at[j];
+  }
+  *pos = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+}
+
+void cli_cloud_centroid(const hicp_cloud *c, double out[3])
+{
+  const float *p = hicp_cloud_xyz(c);
+  const size_t n = hicp_cloud_size(c);
+  double s[3] = {0.0, 0.0, 0.0};
+  for (size_t i = 0; i < n; i++)
+    for (int d = 0; d < 3; d++)
+      s[d] += p[3 * i + d];
+  hicp_cloud_origin(c, out);
+  for (int d = 0; d < 3; d++)
+    out[d] += n > 0 ? s[d] / (double)n : 0.0;
 }
 
 /* ---- JSON ---- */

@@ -133,7 +133,7 @@ int cmd_perturb(int argc, char **argv)
   hicp_cloud *src = NULL, *dst = NULL;
   double *p = NULL;
   unsigned char *keep = NULL;
-  float *f = NULL;
+  double *f = NULL;
   if (hicp_cloud_read(ctx, in, HICP_FORMAT_AUTO, &src) != HICP_OK) {
     cli_fail(ctx, in);
     goto done;
@@ -227,7 +227,7 @@ int cmd_perturb(int argc, char **argv)
   for (int d = 0; d < 3; d++)
     t[d] = tr[d] + trel[d] * diag;
   size_t nout = (size_t)floor(outliers * (double)n + 0.5);
-  f = malloc(sizeof(float) * 3 * (n + nout + 1));
+  f = malloc(sizeof(double) * 3 * (n + nout + 1));
   if (f == NULL) {
     cli_error("out of memory");
     goto done;
@@ -241,7 +241,7 @@ int cmd_perturb(int argc, char **argv)
       double x = R[3 * d] * q[0] + R[3 * d + 1] * q[1] + R[3 * d + 2] * q[2] + centre[d] + t[d];
       if (noise > 0.0)
         x += noise * diag * synth_normal(&rng);
-      f[3 * i + d] = (float)x;
+      f[3 * i + d] = x;
       mlo[d] = fmin(mlo[d], x);
       mhi[d] = fmax(mhi[d], x);
     }
@@ -249,13 +249,15 @@ int cmd_perturb(int argc, char **argv)
   for (size_t i = n; i < n + nout; i++)
     for (int d = 0; d < 3; d++) {
       double span = mhi[d] - mlo[d];
-      f[3 * i + d] = (float)(mlo[d] - 0.25 * span + 1.5 * span * synth_uniform(&rng));
+      f[3 * i + d] = mlo[d] - 0.25 * span + 1.5 * span * synth_uniform(&rng);
     }
   if (n + nout == 0) {
     cli_error("%s: no points left to write", in);
     goto done;
   }
-  if (hicp_cloud_from_xyz(ctx, f, n + nout, 0, &dst) != HICP_OK ||
+  /* in double: a scan far from the origin keeps its detail (the cloud
+   * gets an origin, and the file doubles) */
+  if (hicp_cloud_from_xyz_double(ctx, f, n + nout, 0, &dst) != HICP_OK ||
       hicp_cloud_write_ply(ctx, dst, NULL, out, ascii ? HICP_PLY_ASCII : HICP_PLY_BINARY) !=
           HICP_OK) {
     cli_fail(ctx, out);

@@ -92,7 +92,7 @@ static const struct option long_opts[] = {
 
 static void print_text(const char *model_path, const hicp_model_info *mi, double build_ms,
                        const char *scan_path, const hicp_result *r, int threads,
-                       const hicp_transform *truth)
+                       const hicp_transform *truth, const double centroid[3])
 {
   printf("model        %s: %llu points", model_path, (unsigned long long)mi->points);
   if (mi->has_delaunay)
@@ -120,20 +120,21 @@ static void print_text(const char *model_path, const hicp_model_info *mi, double
   else
     printf("search       %s\n", hicp_nn_method_name(r->nn));
   if (truth != NULL) {
-    double er, et;
-    cli_transform_error(&r->transform, truth, &er, &et);
+    double er, et, ep;
+    cli_transform_error(&r->transform, truth, centroid, &er, &et, &ep);
     double diag = 0.0;
     for (int i = 0; i < 3; i++)
       diag += (mi->bbox_max[i] - mi->bbox_min[i]) * (mi->bbox_max[i] - mi->bbox_min[i]);
     diag = sqrt(diag);
-    printf("error        rotation %.3g deg, translation %.3g (%.3g of the model diagonal)\n", er,
-           et, diag > 0 ? et / diag : 0.0);
+    printf("error        rotation %.3g deg, translation %.3g (%.3g of the model diagonal), "
+           "at the scan's centroid %.3g (%.3g)\n",
+           er, et, diag > 0 ? et / diag : 0.0, ep, diag > 0 ? ep / diag : 0.0);
   }
 }
 
 static void print_json(const char *model_path, const hicp_model_info *mi, double build_ms,
                        const char *scan_path, const hicp_result *r, int threads,
-                       const hicp_transform *truth)
+                       const hicp_transform *truth, const double centroid[3])
 {
   json j;
   json_begin(&j, stdout);
@@ -174,8 +175,8 @@ static void print_json(const char *model_path, const hicp_model_info *mi, double
   json_array_end(&j);
   json_object_end(&j);
   if (truth != NULL) {
-    double er, et, diag = 0.0;
-    cli_transform_error(&r->transform, truth, &er, &et);
+    double er, et, ep, diag = 0.0;
+    cli_transform_error(&r->transform, truth, centroid, &er, &et, &ep);
     for (int i = 0; i < 3; i++)
       diag += (mi->bbox_max[i] - mi->bbox_min[i]) * (mi->bbox_max[i] - mi->bbox_min[i]);
     diag = sqrt(diag);
@@ -183,6 +184,8 @@ static void print_json(const char *model_path, const hicp_model_info *mi, double
     json_num(&j, "rotation_deg", er);
     json_num(&j, "translation", et);
     json_num(&j, "translation_rel", diag > 0 ? et / diag : 0.0);
+    json_num(&j, "position", ep);
+    json_num(&j, "position_rel", diag > 0 ? ep / diag : 0.0);
     json_object_end(&j);
   }
   json_end(&j);
@@ -333,12 +336,14 @@ int cmd_register(int argc, char **argv)
     cli_fail(ctx, out_path);
     goto done;
   }
+  double centroid[3];
+  cli_cloud_centroid(scan, centroid);
   if (as_json)
     print_json(model_path, &mi, build_ms, scan_path, &r, hicp_context_threads(ctx),
-               truth_path ? &truth : NULL);
+               truth_path ? &truth : NULL, centroid);
   else
     print_text(model_path, &mi, build_ms, scan_path, &r, hicp_context_threads(ctx),
-               truth_path ? &truth : NULL);
+               truth_path ? &truth : NULL, centroid);
   status = fflush(stdout) == 0 ? CLI_OK : CLI_FAIL;
 done:
   hicp_cloud_destroy(scan);

@@ -222,19 +222,9 @@ int cmd_track(int argc, char **argv)
         n = submitted; /* stop reading; report what was queued */
         break;
       }
-      double org[3];
-      hicp_cloud_origin(cloud, org);
-      if (org[0] != 0 || org[1] != 0 || org[2] != 0) {
-        cli_error("%s: coordinates far from the origin are not supported by track yet",
-                  names[submitted]);
-        hicp_cloud_destroy(cloud);
-        status = CLI_FAIL;
-        n = submitted;
-        break;
-      }
-      int rc = hicp_stream_submit(s, hicp_cloud_xyz(cloud), hicp_cloud_size(cloud),
-                                  init_path != NULL && (submitted == 0 || !bo.track) ? &init : NULL,
-                                  NULL);
+      /* the cloud's origin goes with it: frames far from the origin */
+      int rc = hicp_stream_submit_cloud(
+          s, cloud, init_path != NULL && (submitted == 0 || !bo.track) ? &init : NULL, NULL);
       hicp_cloud_destroy(cloud);
       if (rc != HICP_OK) {
         cli_fail(ctx, names[submitted]);
