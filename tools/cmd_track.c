@@ -273,7 +273,7 @@ int cmd_track(int argc, char **argv)
     } else {
       double deg, axis[3];
       cli_rotation_angle_axis(&r.transform, &deg, axis);
-      printf("%llu %s: rotation %.4f deg, translation %.6g %.6g %.6g, rmse %.6g, %d it, %.2f ms\n",
+      printf("%llu %s: rotation %.4f deg, translation %.9g %.9g %.9g, rmse %.6g, %d it, %.2f ms\n",
              (unsigned long long)r.frame, name, deg, r.transform.m[3], r.transform.m[7],
              r.transform.m[11], r.rmse, r.iterations, r.time_ms);
     }
