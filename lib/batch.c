@@ -422,8 +422,8 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
         s->bo.reuse_matches && s->prev != NULL && s->prev_n == e->n ? s->prev : NULL;
     const hicp_transform *init = e->has_init ? &e->init : &s->pose;
     rc = cur == NULL ? hicp__fail(cm->ctx, HICP_ENOMEM, "out of memory")
-                     : hicp__register_frame(cm->ctx, s->m, e->p0, e->n, e->origin, &s->plan, init, NULL,
-                                            warm, cur, r);
+                     : hicp__register_frame(cm->ctx, s->m, e->p0, e->n, e->origin, &s->plan, init,
+                                            NULL, warm, cur, r);
     if (rc == HICP_OK) {
       s->pose = r->transform;
       free(s->prev);

@@ -296,7 +296,8 @@ static hicp_cloud *far_cloud(hicp_context *ctx, const float *p, size_t n, const 
   free(d);
   double o[3];
   hicp_cloud_origin(c, o);
-  cr_assert(fabs(o[0] - off[0]) < 10.0 && fabs(o[1] - off[1]) < 10.0, "the origin follows the data");
+  cr_assert(fabs(o[0] - off[0]) < 10.0 && fabs(o[1] - off[1]) < 10.0,
+            "the origin follows the data");
   return c;
 }
 

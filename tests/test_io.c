@@ -622,9 +622,10 @@ Test(io, from_xyz_double)
   hicp_cloud_origin(c, o);
   cr_assert(o[0] == 0.5 * (5000000.001 + 5000010.004) && o[1] != 0.0, "origin %f %f", o[0], o[1]);
   for (int i = 0; i < 4; i++)
-    for (int d = 0; d < 3; d++)
-      cr_assert(fabs(o[d] + hicp_cloud_xyz(c)[3 * i + d] - p[4 * i + d]) < 1e-6,
-                "point %d axis %d off by %g", i, d, o[d] + hicp_cloud_xyz(c)[3 * i + d] - p[4 * i + d]);
+    for (int d = 0; d < 3; d++) {
+      const double off = o[d] + hicp_cloud_xyz(c)[3 * i + d] - p[4 * i + d];
+      cr_assert(fabs(off) < 1e-6, "point %d axis %d off by %g", i, d, off);
+    }
   hicp_cloud_destroy(c);
   /* float-exact values keep a zero origin, and the very floats */
   double q[6] = {1000000, 2000000, 3000000, 1000001, 2000000, 3000000.5};
