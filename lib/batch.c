@@ -169,6 +169,7 @@ typedef struct batch_job {
   const hicp_model *m;
   const float *const *frames;
   const size_t *counts;
+  const double (*origins)[3]; /* NULL: every frame's origin is zero */
   size_t nframes, stride;
   const hicp__plan *plan;
   const hicp_transform *inits;
@@ -197,6 +198,13 @@ static void bind_member(const crew_member *cm, int slot)
     hicp__bind_thread_core(slot);
 }
 
+/* Frame i's origin: origins[i], or zero without origins. */
+static const double *frame_origin(const double (*origins)[3], size_t i)
+{
+  static const double zero[3] = {0.0, 0.0, 0.0};
+  return origins != NULL ? origins[i] : zero;
+}
+
 static void *batch_worker(void *arg)
 {
   batch_job *j = arg;
@@ -212,11 +220,10 @@ static void *batch_worker(void *arg)
       continue;
     }
     hicp__clear_error(j->cm->ctx);
-    static const double zero[3] = {0.0, 0.0, 0.0};
     float *p0 = NULL;
     int rc = hicp__copy_points(j->cm->ctx, "scan", j->frames[i], j->counts[i], j->stride, &p0);
     if (rc == HICP_OK)
-      rc = run_frame(j->ctx, j->cm, j->m, p0, j->counts[i], zero, j->plan,
+      rc = run_frame(j->ctx, j->cm, j->m, p0, j->counts[i], frame_origin(j->origins, i), j->plan,
                      j->inits != NULL ? &j->inits[i] : NULL, r);
     free(p0);
     if (rc != HICP_OK)
@@ -228,8 +235,8 @@ static void *batch_worker(void *arg)
 }
 
 static int batch_independent(hicp_context *ctx, const hicp_model *m, const float *const *frames,
-                             const size_t *counts, size_t nframes, size_t stride,
-                             const hicp__plan *plan, const hicp_transform *inits,
+                             const size_t *counts, const double (*origins)[3], size_t nframes,
+                             size_t stride, const hicp__plan *plan, const hicp_transform *inits,
                              hicp_result *results)
 {
   crew c;
@@ -242,7 +249,8 @@ static int batch_independent(hicp_context *ctx, const hicp_model *m, const float
   pthread_t tid[64];
   int started[64] = {0};
   for (int i = 0; i < c.n; i++) {
-    batch_job j = {ctx, &c.m[i], i, m, frames, counts, nframes, stride, plan, inits, results, &next};
+    batch_job j = {ctx,    &c.m[i], i,    m,     frames,  counts, origins,
+                   nframes, stride, plan, inits, results, &next};
     jobs[i] = j;
   }
   for (int i = 1; i < c.n; i++)
@@ -283,17 +291,13 @@ static int track_team(hicp_context *ctx, const hicp_batch_options *bo, hicp__wor
   return HICP_OK;
 }
 
-int hicp_register_batch(hicp_context *ctx, const hicp_model *m, const float *const *frames,
-                        const size_t *counts, size_t nframes, const hicp_reg_options *opts,
-                        const hicp_batch_options *bopts, const hicp_transform *inits,
-                        hicp_result *results)
+/* hicp_register_batch, and with origins (one per frame, or NULL) that of
+ * clouds. */
+static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const *frames,
+                     const size_t *counts, const double (*origins)[3], size_t nframes,
+                     const hicp_reg_options *opts, const hicp_batch_options *bopts,
+                     const hicp_transform *inits, hicp_result *results)
 {
-  if (ctx == NULL)
-    return HICP_EINVAL;
-  hicp__clear_error(ctx);
-  atomic_store(&ctx->cancel, 0);
-  if (m == NULL || (nframes > 0 && (frames == NULL || counts == NULL || results == NULL)))
-    return hicp__fail(ctx, HICP_EINVAL, "hicp_register_batch: NULL argument");
   for (size_t i = 0; i < nframes; i++)
     if (results[i].struct_size < offsetof(hicp_result, frame) + sizeof(uint64_t))
       return hicp__fail(ctx, HICP_EINVAL,
@@ -308,9 +312,12 @@ int hicp_register_batch(hicp_context *ctx, const hicp_model *m, const float *con
   rc = hicp__make_plan(ctx, m, opts, &plan, &stride);
   if (rc != HICP_OK)
     return rc;
+  if (origins != NULL && stride != 3 * sizeof(float))
+    return hicp__fail(ctx, HICP_EINVAL, "scan_stride does not apply to a cloud");
 
   if (!bo.track) {
-    rc = batch_independent(ctx, m, frames, counts, nframes, stride, &plan, inits, results);
+    rc = batch_independent(ctx, m, frames, counts, origins, nframes, stride, &plan, inits,
+                           results);
   } else {
     hicp__worker ws[HICP_TEAM_MAX];
     hicp__team team;
@@ -334,9 +341,8 @@ int hicp_register_batch(hicp_context *ctx, const hicp_model *m, const float *con
       if (frc == HICP_OK && cur == NULL)
         frc = hicp__fail(ctx, HICP_ENOMEM, "out of memory");
       if (frc == HICP_OK) {
-        static const double zero[3] = {0.0, 0.0, 0.0};
         const uint32_t *warm = bo.reuse_matches && prev != NULL && prev_n == counts[i] ? prev : NULL;
-        frc = hicp__register_frame(ctx, m, p0, counts[i], zero, &plan, &pose,
+        frc = hicp__register_frame(ctx, m, p0, counts[i], frame_origin(origins, i), &plan, &pose,
                                    team.nw > 0 ? &team : NULL, warm, cur, r);
       }
       free(p0);
@@ -363,6 +369,57 @@ int hicp_register_batch(hicp_context *ctx, const hicp_model *m, const float *con
     if (results[i].error != HICP_OK)
       return hicp__fail(ctx, results[i].error, "frame %zu: %s", i, results[i].note);
   return HICP_OK;
+}
+
+int hicp_register_batch(hicp_context *ctx, const hicp_model *m, const float *const *frames,
+                        const size_t *counts, size_t nframes, const hicp_reg_options *opts,
+                        const hicp_batch_options *bopts, const hicp_transform *inits,
+                        hicp_result *results)
+{
+  if (ctx == NULL)
+    return HICP_EINVAL;
+  hicp__clear_error(ctx);
+  atomic_store(&ctx->cancel, 0);
+  if (m == NULL || (nframes > 0 && (frames == NULL || counts == NULL || results == NULL)))
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_register_batch: NULL argument");
+  return batch_run(ctx, m, frames, counts, NULL, nframes, opts, bopts, inits, results);
+}
+
+int hicp_register_batch_clouds(hicp_context *ctx, const hicp_model *m,
+                               const hicp_cloud *const *clouds, size_t nframes,
+                               const hicp_reg_options *opts, const hicp_batch_options *bopts,
+                               const hicp_transform *inits, hicp_result *results)
+{
+  if (ctx == NULL)
+    return HICP_EINVAL;
+  hicp__clear_error(ctx);
+  atomic_store(&ctx->cancel, 0);
+  if (m == NULL || (nframes > 0 && (clouds == NULL || results == NULL)))
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_register_batch_clouds: NULL argument");
+  for (size_t i = 0; i < nframes; i++)
+    if (clouds[i] == NULL)
+      return hicp__fail(ctx, HICP_EINVAL, "hicp_register_batch_clouds: cloud %zu is NULL", i);
+  if (nframes == 0)
+    return batch_run(ctx, m, NULL, NULL, NULL, 0, opts, bopts, inits, results);
+  const float **frames = malloc(sizeof *frames * nframes);
+  size_t *counts = malloc(sizeof *counts * nframes);
+  double(*origins)[3] = malloc(sizeof *origins * nframes);
+  int rc;
+  if (frames == NULL || counts == NULL || origins == NULL) {
+    rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+  } else {
+    for (size_t i = 0; i < nframes; i++) {
+      frames[i] = clouds[i]->xyz;
+      counts[i] = clouds[i]->n;
+      memcpy(origins[i], clouds[i]->origin, sizeof origins[i]);
+    }
+    rc = batch_run(ctx, m, frames, counts, (const double(*)[3])origins, nframes, opts, bopts,
+                   inits, results);
+  }
+  free(frames);
+  free(counts);
+  free(origins);
+  return rc;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -641,6 +641,22 @@ HICP_API int hicp_register_batch(hicp_context *ctx, const hicp_model *model,
                                  const hicp_reg_options *opts, const hicp_batch_options *bopts,
                                  const hicp_transform *inits, hicp_result *results);
 
+/**
+ * hicp_register_batch() for clouds, each with its origin taken into account
+ * (frames far from the origin, see hicp_cloud_read()): result i is the same
+ * bits as hicp_register_cloud() of cloud i (with tracking, from the frame
+ * before's pose; poses are absolute, so the clouds' origins need not
+ * agree).  A cloud's points are packed: opts->scan_stride must be 0 (or
+ * 3 * sizeof(float)).
+ * @return as hicp_register_batch(); ::HICP_EINVAL also for a NULL cloud or
+ *         another scan_stride.
+ */
+HICP_API int hicp_register_batch_clouds(hicp_context *ctx, const hicp_model *model,
+                                        const hicp_cloud *const *clouds, size_t nframes,
+                                        const hicp_reg_options *opts,
+                                        const hicp_batch_options *bopts,
+                                        const hicp_transform *inits, hicp_result *results);
+
 /** A stream of frames against one model, answered in submission order. */
 typedef struct hicp_stream hicp_stream;
 

@@ -282,8 +282,8 @@ Test(batch, stream_answers_in_order)
 }
 
 /* Frames far from the origin (UTM-like coordinates, given in double):
- * each cloud has its own origin, and a streamed frame is the bits of
- * hicp_register_cloud() of it, independent or tracked.  Tracking carries
+ * each cloud has its own origin, and a streamed or batched frame is the
+ * bits of hicp_register_cloud() of it, independent or tracked.  Tracking carries
  * absolute poses from one frame's origin to the next's. */
 static hicp_cloud *far_cloud(hicp_context *ctx, const float *p, size_t n, const double off[3])
 {
@@ -301,7 +301,7 @@ static hicp_cloud *far_cloud(hicp_context *ctx, const float *p, size_t n, const 
   return c;
 }
 
-Test(batch, stream_frames_far_from_the_origin)
+Test(batch, frames_far_from_the_origin)
 {
   const double off[3] = {512345.678, 4234567.891, 123.4};
   hicp_context *ctx = ctx_threads(2, HICP_BACKEND_CPU);
@@ -360,6 +360,31 @@ Test(batch, stream_frames_far_from_the_origin)
     hicp_stream_destroy(s);
     hicp_context_destroy(sctx);
   }
+  /* a batch of the same clouds: the same bits again */
+  hicp_transform inits[FN];
+  for (int k = 0; k < FN; k++)
+    inits[k] = ident;
+  for (int track = 0; track <= 1; track++) {
+    hicp_batch_options bo;
+    hicp_batch_options_init(&bo);
+    bo.track = track;
+    hicp_result res[FN];
+    for (int k = 0; k < FN; k++)
+      hicp_result_init(&res[k]);
+    cr_assert_eq(hicp_register_batch_clouds(ctx, m, (const hicp_cloud *const *)fc, FN, &o, &bo,
+                                            inits, res),
+                 0, "%s", hicp_context_error(ctx));
+    for (int k = 0; k < FN; k++)
+      cr_assert(memcmp(&res[k].transform, track ? &chain[k].transform : &alone[k].transform,
+                       sizeof res[k].transform) == 0,
+                "batch, track %d: far frame %d differs from hicp_register_cloud", track, k);
+  }
+  const hicp_cloud *with_null[2] = {fc[0], NULL};
+  hicp_result two[2];
+  hicp_result_init(&two[0]);
+  hicp_result_init(&two[1]);
+  cr_assert_eq(hicp_register_batch_clouds(ctx, m, with_null, 2, &o, NULL, NULL, two), HICP_EINVAL);
+  cr_assert(strstr(hicp_context_error(ctx), "cloud 1") != NULL);
   /* a cloud's points are packed: a stream with a stride cannot take one */
   hicp_reg_options strided = o;
   strided.scan_stride = 16;
@@ -368,6 +393,10 @@ Test(batch, stream_frames_far_from_the_origin)
   cr_assert_eq(hicp_stream_submit_cloud(s, fc[0], NULL, NULL), HICP_EINVAL);
   cr_assert(strstr(hicp_context_error(ctx), "scan_stride") != NULL);
   hicp_stream_destroy(s);
+  cr_assert_eq(hicp_register_batch_clouds(ctx, m, (const hicp_cloud *const *)fc, 1, &strided,
+                                          NULL, NULL, two),
+               HICP_EINVAL);
+  cr_assert(strstr(hicp_context_error(ctx), "scan_stride") != NULL);
   for (int k = 0; k < FN; k++)
     hicp_cloud_destroy(fc[k]);
   hicp_model_destroy(m);
