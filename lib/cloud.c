@@ -82,12 +82,10 @@ int hicp_cloud_from_xyz(hicp_context *ctx, const float *xyz, size_t n, size_t st
   if (out == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_from_xyz: NULL output");
   *out = NULL;
-  if (stride == 0)
-    stride = 3 * sizeof(float);
-  if (stride < 3 * sizeof(float))
-    return hicp__fail(ctx, HICP_EINVAL, "stride %zu is smaller than a point (12 bytes)", stride);
   float *p;
-  int rc = hicp__copy_points(ctx, "cloud", xyz, n, stride, &p);
+  int rc = hicp__point_stride(ctx, "cloud", stride, 3 * sizeof(float), &stride);
+  if (rc == HICP_OK)
+    rc = hicp__copy_points(ctx, "cloud", xyz, n, stride, &p);
   if (rc != HICP_OK)
     return rc;
   hicp_cloud *c = calloc(1, sizeof *c);
@@ -107,11 +105,9 @@ int hicp_cloud_from_xyz_double(hicp_context *ctx, const double *xyz, size_t n, s
   if (out == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_from_xyz_double: NULL output");
   *out = NULL;
-  if (stride == 0)
-    stride = 3 * sizeof(double);
-  if (stride < 3 * sizeof(double))
-    return hicp__fail(ctx, HICP_EINVAL, "stride %zu is smaller than a point (24 bytes)", stride);
-  int rc = hicp__check_count(ctx, "cloud", xyz, n);
+  int rc = hicp__point_stride(ctx, "cloud", stride, 3 * sizeof(double), &stride);
+  if (rc == HICP_OK)
+    rc = hicp__check_count(ctx, "cloud", xyz, n);
   if (rc != HICP_OK)
     return rc;
   /* the double copy and the cloud's floats live together for a moment */
@@ -128,6 +124,16 @@ int hicp_cloud_from_xyz_double(hicp_context *ctx, const double *xyz, size_t n, s
   raw.n = n;
   /* the readers' origin policy and checks (NaN, Inf, magnitude) */
   return hicp__cloud_from_raw(ctx, &raw, "cloud", out);
+}
+
+int hicp__point_stride(hicp_context *ctx, const char *what, size_t given, size_t point,
+                       size_t *stride)
+{
+  *stride = given != 0 ? given : point;
+  if (*stride < point)
+    return hicp__fail(ctx, HICP_EINVAL, "%s stride %zu is smaller than a point (%zu bytes)", what,
+                      *stride, point);
+  return HICP_OK;
 }
 
 int hicp__check_count(hicp_context *ctx, const char *what, const void *xyz, size_t n)

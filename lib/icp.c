@@ -402,11 +402,8 @@ int hicp__make_plan(hicp_context *ctx, const hicp_model *m, const hicp_reg_optio
                                        "hicp_reg_options", ctx) != 0)
     return HICP_EINVAL;
   int rc = make_plan(ctx, m, &o, plan);
-  if (rc == HICP_OK && scan_stride != NULL) {
-    *scan_stride = o.scan_stride ? o.scan_stride : 3 * sizeof(float);
-    if (*scan_stride < 3 * sizeof(float))
-      rc = hicp__fail(ctx, HICP_EINVAL, "scan stride %zu is smaller than a point", *scan_stride);
-  }
+  if (rc == HICP_OK && scan_stride != NULL)
+    rc = hicp__point_stride(ctx, "scan", o.scan_stride, 3 * sizeof(float), scan_stride);
   return rc;
 }
 

@@ -41,6 +41,12 @@ int hicp__vfail(hicp_context *ctx, int code, const char *fmt, va_list ap) HICP_P
 /* Prefixes the context's message with "what: " (keeps the code). */
 int hicp__fail_prefix(hicp_context *ctx, int code, const char *what);
 
+/* The distance in bytes between points of `point` bytes, given as `given`
+ * (0: packed): *stride, or HICP_EINVAL for a stride shorter than a point;
+ * `what` ("scan", "query", "cloud", "model") names the points (cloud.c). */
+int hicp__point_stride(hicp_context *ctx, const char *what, size_t given, size_t point,
+                       size_t *stride);
+
 /* Refuses n points at xyz when there are none, xyz is NULL or n passes
  * what a uint32_t index holds; `what` ("scan", "model") names them in the
  * message (cloud.c). */

@@ -293,11 +293,9 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
     return HICP_EINVAL;
   if (o.flags != 0 || (o.delaunay != 0 && o.delaunay != 1) || (o.validate != 0 && o.validate != 1))
     return hicp__fail(ctx, HICP_EINVAL, "hicp_model_options: delaunay and validate must be 0 or 1, flags 0");
-  if (stride == 0)
-    stride = 3 * sizeof(float);
-  if (stride < 3 * sizeof(float))
-    return hicp__fail(ctx, HICP_EINVAL, "stride %zu is smaller than a point (12 bytes)", stride);
-  int rc = hicp__check_count(ctx, "model", xyz, n);
+  int rc = hicp__point_stride(ctx, "model", stride, 3 * sizeof(float), &stride);
+  if (rc == HICP_OK)
+    rc = hicp__check_count(ctx, "model", xyz, n);
   if (rc != HICP_OK)
     return rc;
   /* Sort keys, vertices, maps, kd-tree, and a graph of ~16 neighbours. */

@@ -112,9 +112,10 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
     return hicp__fail(ctx, HICP_EINVAL, "hicp_nn_query: NULL argument");
   if ((unsigned)o.method > HICP_NN_PNN || o.flags != 0 || (o.warm_start != 0 && o.warm_start != 1))
     return hicp__fail(ctx, HICP_EINVAL, "hicp_nn_query: invalid options");
-  size_t stride = o.query_stride ? o.query_stride : 3 * sizeof(float);
-  if (stride < 3 * sizeof(float))
-    return hicp__fail(ctx, HICP_EINVAL, "query stride %zu is smaller than a point", stride);
+  size_t stride;
+  int rc = hicp__point_stride(ctx, "query", o.query_stride, 3 * sizeof(float), &stride);
+  if (rc != HICP_OK)
+    return rc;
   if (n > (size_t)INT64_MAX / 2)
     return hicp__fail(ctx, HICP_ELIMIT, "too many queries");
   const unsigned char *base = (const unsigned char *)queries;
