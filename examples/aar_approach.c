@@ -103,10 +103,16 @@ int main(int argc, char **argv)
     fprintf(stderr, "aar_approach: out of memory\n");
     goto done;
   }
-  if (synth_sample_mesh(hicp_cloud_xyz(mesh), hicp_cloud_size(mesh), origin,
-                        hicp_cloud_triangles(mesh), hicp_cloud_triangle_count(mesh),
-                        MODEL_POINTS, &rng, model_d) != 0) {
-    fprintf(stderr, "aar_approach: %s: a mesh with faces of positive area is needed\n", argv[1]);
+  const int sampled = synth_sample_mesh(hicp_cloud_xyz(mesh), hicp_cloud_size(mesh), origin,
+                                        hicp_cloud_triangles(mesh),
+                                        hicp_cloud_triangle_count(mesh), MODEL_POINTS, &rng,
+                                        model_d);
+  if (sampled != 0) {
+    if (sampled == -2)
+      fprintf(stderr, "aar_approach: out of memory\n");
+    else
+      fprintf(stderr, "aar_approach: %s: a mesh with faces of positive area is needed\n",
+              argv[1]);
     goto done;
   }
   for (int i = 0; i < 3 * MODEL_POINTS; i++)

@@ -270,18 +270,17 @@ void cli_transform_error(const hicp_transform *a, const hicp_transform *b, const
   double c = (tr - 1.0) / 2.0;
   c = c > 1.0 ? 1.0 : c < -1.0 ? -1.0 : c;
   *rot_deg = acos(c) * 180.0 / M_PI;
-  double d[3];
-  for (int i = 0; i < 3; i++)
-    d[i] = a->m[4 * i + 3] - b->m[4 * i + 3];
-  *trans = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
-  /* (A - B) at, row by row: the difference first, so that two poses that
-   * agree give 0 however far `at` is */
+  /* d = ta - tb, and e = (A - B) at, row by row: the difference first, so
+   * that two poses that agree give 0 however far `at` is */
+  double d[3], e[3];
   for (int i = 0; i < 3; i++) {
     d[i] = a->m[4 * i + 3] - b->m[4 * i + 3];
+    e[i] = d[i];
     for (int j = 0; j < 3; j++)
-      d[i] += (a->m[4 * i + j] - b->m[4 * i + j]) * at[j];
+      e[i] += (a->m[4 * i + j] - b->m[4 * i + j]) * at[j];
   }
-  *pos = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+  *trans = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+  *pos = sqrt(e[0] * e[0] + e[1] * e[1] + e[2] * e[2]);
 }
 
 void cli_cloud_centroid(const hicp_cloud *c, double out[3])

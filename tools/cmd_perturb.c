@@ -151,9 +151,13 @@ int cmd_perturb(int argc, char **argv)
     goto done;
   }
   if (samples > 0) {
-    if (synth_sample_mesh(xyz, nv, origin, hicp_cloud_triangles(src),
-                          hicp_cloud_triangle_count(src), n, &rng, p) != 0) {
-      cli_error("%s: --samples needs a mesh with faces of positive area", in);
+    const int sampled = synth_sample_mesh(xyz, nv, origin, hicp_cloud_triangles(src),
+                                         hicp_cloud_triangle_count(src), n, &rng, p);
+    if (sampled != 0) {
+      if (sampled == -2)
+        cli_error("out of memory");
+      else
+        cli_error("%s: --samples needs a mesh with faces of positive area", in);
       goto done;
     }
   } else {

@@ -69,7 +69,7 @@ int synth_sample_mesh(const float *xyz, size_t nv, const double origin[3], const
 {
   double *cum = malloc(sizeof(double) * (ntri + 1));
   if (cum == NULL)
-    return -1;
+    return -2;
   cum[0] = 0.0;
   for (size_t t = 0; t < ntri; t++) {
     const float *a = &xyz[3 * (size_t)tri[3 * t]], *b = &xyz[3 * (size_t)tri[3 * t + 1]],
