@@ -78,6 +78,7 @@ static int child_context(hicp_context *parent, int threads, hicp_backend backend
   if (rc != HICP_OK)
     return hicp__fail(parent, rc, "cannot create a worker context");
   (*out)->parent = parent;
+  hicp__cancel_begin_child(*out, parent->cancel_seen); /* a batch's: the call's requests */
   return HICP_OK;
 }
 
@@ -326,7 +327,7 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
     size_t prev_n = 0;
     hicp_transform pose;
     hicp_transform_identity(&pose);
-    if (inits != NULL)
+    if (inits != NULL && nframes > 0)
       pose = inits[0];
     for (size_t i = 0; i < nframes && rc == HICP_OK; i++) {
       hicp_result *r = &results[i];
@@ -363,8 +364,13 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
     for (int i = 0; i < team.nw; i++)
       team.w[i]->ops->destroy(team.w[i]);
   }
-  if (rc != HICP_OK)
+  if (rc != HICP_OK) {
+    /* The batch could not start (no workers, no device): no frame ran, and
+     * each result says so as a failed frame's would. */
+    for (size_t i = 0; i < nframes; i++)
+      set_failed(&results[i], i, rc, hicp_context_error(ctx));
     return rc;
+  }
   for (size_t i = 0; i < nframes; i++)
     if (results[i].error != HICP_OK)
       return hicp__fail(ctx, results[i].error, "frame %zu: %s", i, results[i].note);
@@ -379,7 +385,7 @@ int hicp_register_batch(hicp_context *ctx, const hicp_model *m, const float *con
   if (ctx == NULL)
     return HICP_EINVAL;
   hicp__clear_error(ctx);
-  atomic_store(&ctx->cancel, 0);
+  hicp__cancel_begin(ctx);
   if (m == NULL || (nframes > 0 && (frames == NULL || counts == NULL || results == NULL)))
     return hicp__fail(ctx, HICP_EINVAL, "hicp_register_batch: NULL argument");
   return batch_run(ctx, m, frames, counts, NULL, nframes, opts, bopts, inits, results);
@@ -393,7 +399,7 @@ int hicp_register_batch_clouds(hicp_context *ctx, const hicp_model *m,
   if (ctx == NULL)
     return HICP_EINVAL;
   hicp__clear_error(ctx);
-  atomic_store(&ctx->cancel, 0);
+  hicp__cancel_begin(ctx);
   if (m == NULL || (nframes > 0 && (clouds == NULL || results == NULL)))
     return hicp__fail(ctx, HICP_EINVAL, "hicp_register_batch_clouds: NULL argument");
   for (size_t i = 0; i < nframes; i++)
@@ -431,6 +437,7 @@ typedef struct entry {
   double origin[3]; /* p0 is relative to it (hicp_stream_submit_cloud) */
   hicp_transform init;
   int has_init;
+  unsigned cancel_seen; /* the context's cancel requests before it was submitted */
   int claimed, done;
   hicp_result result;
 } entry;
@@ -468,7 +475,12 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
   hicp_result *r = &e->result;
   hicp_result_init(r);
   int rc;
-  if (!s->bo.track) {
+  /* A cancel request stops the frames submitted before it: this one now,
+   * or at its next iteration boundary once it runs. */
+  hicp__cancel_begin_child(cm->ctx, e->cancel_seen);
+  if (hicp__canceled(cm->ctx)) {
+    rc = hicp__fail(cm->ctx, HICP_ECANCELED, "canceled before it started");
+  } else if (!s->bo.track) {
     rc = run_frame(s->ctx, cm, s->m, e->p0, e->n, e->origin, &s->plan,
                    e->has_init ? &e->init : NULL, r);
   } else {
@@ -489,6 +501,14 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
     } else {
       free(cur);
     }
+  }
+  if (rc != HICP_OK && s->bo.track) {
+    /* As in a tracked batch, the next frame starts afresh from the last
+     * good pose, or from this frame's own init, the caller's word for
+     * where the sensor was. */
+    if (e->has_init)
+      s->pose = e->init;
+    s->prev_n = 0;
   }
   if (rc != HICP_OK)
     set_failed(r, index, rc, hicp_context_error(cm->ctx));
@@ -602,6 +622,7 @@ static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
     return rc;
   }
   e->n = n;
+  e->cancel_seen = hicp__cancel_count(ctx);
   memcpy(e->origin, origin, sizeof e->origin);
   if (init != NULL) {
     e->init = *init;
@@ -654,12 +675,14 @@ int hicp_stream_receive(hicp_stream *s, hicp_result *result, int wait)
 {
   if (s == NULL || result == NULL)
     return HICP_EINVAL;
+  /* Receiving writes no message to the context: the submitter may be
+   * using it on another thread.  A failed frame's message is its note. */
   if (result->struct_size < offsetof(hicp_result, frame) + sizeof(uint64_t))
-    return hicp__fail(s->ctx, HICP_EINVAL, "prepare the result with hicp_result_init()");
+    return HICP_EINVAL; /* not prepared with hicp_result_init() */
   pthread_mutex_lock(&s->mu);
   if (s->len == 0) {
     pthread_mutex_unlock(&s->mu);
-    return hicp__fail(s->ctx, HICP_EINVAL, "no frame is outstanding");
+    return HICP_EINVAL; /* no frame is outstanding */
   }
   entry *e = s->q[0];
   while (!e->done) {
@@ -676,10 +699,7 @@ int hicp_stream_receive(hicp_stream *s, hicp_result *result, int wait)
   size_t size = result->struct_size;
   memcpy(result, &e->result, size < sizeof e->result ? size : sizeof e->result);
   result->struct_size = size;
-  int rc = e->result.error;
   free(e);
-  if (rc != HICP_OK)
-    hicp__fail(s->ctx, rc, "frame %llu: %s", (unsigned long long)result->frame, result->note);
   return HICP_OK;
 }
 

@@ -100,7 +100,7 @@ int hicp_context_threads(const hicp_context *ctx)
 void hicp_context_cancel(hicp_context *ctx)
 {
   if (ctx != NULL)
-    atomic_store(&ctx->cancel, 1);
+    atomic_fetch_add(&ctx->cancel, 1u);
 }
 
 struct hicp__gpu **hicp__context_gpu_slot(hicp_context *ctx)
@@ -108,12 +108,28 @@ struct hicp__gpu **hicp__context_gpu_slot(hicp_context *ctx)
   return &ctx->gpu;
 }
 
+unsigned hicp__cancel_count(const hicp_context *ctx)
+{
+  return atomic_load(&((hicp_context *)ctx)->cancel);
+}
+
+void hicp__cancel_begin(hicp_context *ctx)
+{
+  ctx->cancel_seen = hicp__cancel_count(ctx);
+}
+
+void hicp__cancel_begin_child(hicp_context *child, unsigned seen)
+{
+  child->parent_seen = seen;
+}
+
 int hicp__canceled(const hicp_context *ctx)
 {
-  for (; ctx != NULL; ctx = ctx->parent)
-    if (atomic_load(&((hicp_context *)ctx)->cancel) != 0)
-      return 1;
-  return 0;
+  if (ctx == NULL)
+    return 0;
+  if (hicp__cancel_count(ctx) != ctx->cancel_seen)
+    return 1;
+  return ctx->parent != NULL && hicp__cancel_count(ctx->parent) != ctx->parent_seen;
 }
 
 int hicp__context_first_device(const hicp_context *ctx)

@@ -12,10 +12,15 @@ struct hicp_context {
   int *devices;
   int ndevices;
   uint64_t memory_limit;
-  atomic_int cancel;          /* set by hicp_context_cancel() from any thread */
+  /* Cancellation counts requests rather than setting a flag, so that a
+   * request can be dated: a call is cancelled by the requests made after it
+   * began, a stream's frame by those made after it was submitted. */
+  atomic_uint cancel;         /* hicp_context_cancel() requests so far, any thread */
+  unsigned cancel_seen;       /* requests made before the current call began */
   char err[HICP_ERRMSG_MAX];  /* last error message */
   struct hicp__gpu *gpu;      /* created on first GPU use, NULL otherwise */
-  struct hicp_context *parent; /* a batch worker's context: cancelled with it */
+  struct hicp_context *parent; /* a batch or stream worker's context: cancelled with it */
+  unsigned parent_seen;        /* the parent's requests before this worker's frame */
 };
 
 #endif /* HICP_CONTEXT_H */

@@ -194,7 +194,11 @@ HICP_API int hicp_context_threads(const hicp_context *ctx);
  * Asks the registration or batch running on @p ctx to stop at its next
  * iteration boundary; it returns what it completed, with ::HICP_STOP_CANCELED.
  * Safe to call from any thread, also when nothing is running (then the next
- * call starts normally: the request is cleared when a call begins).
+ * call starts normally: a request applies only to the calls running when it
+ * is made).  On a stream's context it stops the frames submitted before it:
+ * the running ones at their next iteration boundary, the others before they
+ * start (their results fail with ::HICP_ECANCELED); frames submitted later
+ * run normally.
  */
 HICP_API void hicp_context_cancel(hicp_context *ctx);
 
@@ -696,7 +700,13 @@ HICP_API int hicp_stream_submit_cloud(hicp_stream *stream, const hicp_cloud *clo
  * @param wait 1: block until it is ready; 0: return ::HICP_EAGAIN if it is
  *        not ready yet.  ::HICP_EINVAL when nothing is outstanding.
  * @param result prepared with hicp_result_init(); its `frame` and `error`
- *        fields say which frame and whether it failed.
+ *        fields say which frame and whether it failed, and a failed frame's
+ *        `note` says why.
+ * @return 0 when a result was received (also for a failed frame),
+ *         ::HICP_EAGAIN, or ::HICP_EINVAL (a NULL argument, a result not
+ *         prepared, nothing outstanding).  Receiving sets no message on the
+ *         stream's context, which the submitter may be using on another
+ *         thread.
  */
 HICP_API int hicp_stream_receive(hicp_stream *stream, hicp_result *result, int wait);
 

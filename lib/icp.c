@@ -588,7 +588,7 @@ static int check_common(hicp_context *ctx, const hicp_model *m, hicp_result *res
   if (ctx == NULL)
     return HICP_EINVAL;
   hicp__clear_error(ctx);
-  atomic_store(&ctx->cancel, 0);
+  hicp__cancel_begin(ctx);
   if (m == NULL || result == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_register: NULL model or result");
   if (result->struct_size < offsetof(hicp_result, walk))

@@ -31,8 +31,16 @@ int hicp__context_first_device(const hicp_context *ctx);
 /* The device of the context's logical device `logical` (the listed one, or
  * the ordinal itself when none were listed). */
 int hicp__context_device(const hicp_context *ctx, int logical);
-/* 1 if hicp_context_cancel() was called since the current call began. */
+/* 1 if hicp_context_cancel() was called since the current call began (on a
+ * worker's context: or on its parent since the worker's frame began). */
 int hicp__canceled(const hicp_context *ctx);
+/* A call begins on ctx: earlier cancel requests no longer apply. */
+void hicp__cancel_begin(hicp_context *ctx);
+/* A worker's frame begins: the parent's requests before `seen` (a value of
+ * hicp__cancel_count(parent)) do not apply to it. */
+void hicp__cancel_begin_child(hicp_context *child, unsigned seen);
+/* The number of cancel requests made on ctx so far. */
+unsigned hicp__cancel_count(const hicp_context *ctx);
 
 /* Records a printf-style message in ctx (when ctx is not NULL) and returns
  * code, so that callers can write `return hicp__fail(ctx, HICP_EINVAL, ...)`. */

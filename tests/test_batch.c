@@ -461,6 +461,147 @@ Test(batch, cancel_accounts_for_every_frame)
   hicp_model_destroy(m);
 }
 
+/* Cancelling a stream's context stops the frames submitted before the
+ * request, and only those: a request made while nothing ran, or before
+ * later frames were submitted, leaves them alone. */
+Test(batch, stream_cancel_applies_to_earlier_frames)
+{
+  hicp_model *m = make_model();
+  enum { N = 10, BEFORE = 8 };
+  const float *frames[N];
+  size_t counts[N];
+  for (int k = 0; k < N; k++)
+    frames[k] = make_frame(k, &counts[k]);
+  hicp_reg_options o = reg_opts();
+  o.max_iter = 200; /* long frames, so the request finds some unfinished */
+  o.tol = 0;
+  hicp_context *ref_ctx = ctx_threads(2, HICP_BACKEND_CPU);
+  hicp_result ref[N];
+  for (int k = 0; k < N; k++) {
+    hicp_result_init(&ref[k]);
+    cr_assert_eq(hicp_register(ref_ctx, m, frames[k], counts[k], &o, NULL, &ref[k]), 0);
+  }
+  hicp_context_destroy(ref_ctx);
+  hicp_transform ident;
+  hicp_transform_identity(&ident);
+  for (int track = 0; track <= 1; track++) {
+    hicp_context *ctx = ctx_threads(2, HICP_BACKEND_CPU);
+    hicp_context_cancel(ctx); /* nothing is running: no frame is stopped by it */
+    hicp_batch_options bo;
+    hicp_batch_options_init(&bo);
+    bo.track = track;
+    hicp_stream *s;
+    cr_assert_eq(hicp_stream_create(ctx, m, &o, &bo, &s), 0, "%s", hicp_context_error(ctx));
+    hicp_result r;
+    hicp_result_init(&r);
+    cr_assert_eq(hicp_stream_submit(s, frames[0], counts[0], &ident, NULL), 0);
+    cr_assert_eq(hicp_stream_receive(s, &r, 1), 0);
+    cr_assert_eq(r.error, 0, "track %d: %s", track, r.note);
+    cr_assert_neq(r.stop, HICP_STOP_CANCELED, "track %d: an old request stopped a frame", track);
+    cr_assert(memcmp(&r.transform, &ref[0].transform, sizeof r.transform) == 0);
+
+    /* Each frame starts from the identity, so every result compares. */
+    for (int k = 0; k < BEFORE; k++)
+      cr_assert_eq(hicp_stream_submit(s, frames[k], counts[k], &ident, NULL), 0);
+    hicp_context_cancel(ctx);
+    for (int k = BEFORE; k < N; k++)
+      cr_assert_eq(hicp_stream_submit(s, frames[k], counts[k], &ident, NULL), 0);
+    int hit = 0;
+    for (int k = 0; k < N; k++) {
+      hicp_result_init(&r);
+      cr_assert_eq(hicp_stream_receive(s, &r, 1), 0);
+      cr_assert_eq(r.frame, (uint64_t)k + 1);
+      if (k < BEFORE) {
+        if (r.error == HICP_ECANCELED || r.stop == HICP_STOP_CANCELED)
+          hit++;
+        else
+          cr_assert_eq(r.error, 0, "track %d frame %d: %s", track, k, r.note);
+      } else {
+        cr_assert_eq(r.error, 0, "track %d frame %d: %s", track, k, r.note);
+        cr_assert_neq(r.stop, HICP_STOP_CANCELED, "track %d: frame %d submitted after the "
+                      "request was stopped by it", track, k);
+        cr_assert(memcmp(&r.transform, &ref[k].transform, sizeof r.transform) == 0,
+                  "track %d: frame %d differs", track, k);
+      }
+    }
+    cr_assert_gt(hit, 0, "track %d: the request stopped none of the frames before it", track);
+    hicp_stream_destroy(s);
+    hicp_context_destroy(ctx);
+  }
+  for (int k = 0; k < N; k++)
+    free((void *)frames[k]);
+  hicp_model_destroy(m);
+}
+
+/* A tracked frame that fails hands on what a tracked batch hands on: its
+ * own init when it had one, and no warm matches. */
+Test(batch, tracked_stream_after_a_failed_frame)
+{
+  hicp_model *m = make_model();
+  size_t n1, n2;
+  float *f1 = make_frame(1, &n1), *f2 = make_frame(2, &n2);
+  /* frame 0: too big for the memory limit below, so it fails when it runs */
+  size_t nbig = 16 * n1;
+  float *big = malloc(sizeof(float) * 3 * nbig);
+  for (size_t c = 0; c < 16; c++)
+    memcpy(big + 3 * n1 * c, f1, sizeof(float) * 3 * n1);
+  hicp_context_options co;
+  hicp_context_options_init(&co);
+  co.threads = 2;
+  co.backend = HICP_BACKEND_CPU;
+  co.memory_limit = 2u << 20;
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(&co, &ctx), 0);
+  double R[9];
+  th_rotation(2.0, -1.5, 3.0, R);
+  hicp_transform init;
+  hicp_transform_identity(&init);
+  for (int i = 0; i < 3; i++) {
+    for (int j = 0; j < 3; j++)
+      init.m[4 * i + j] = R[3 * i + j];
+    init.m[4 * i + 3] = 0.01 * (i + 1);
+  }
+  hicp_reg_options o = reg_opts();
+  hicp_batch_options bo;
+  hicp_batch_options_init(&bo);
+  bo.track = 1;
+  const float *frames[3] = {big, f1, f2};
+  size_t counts[3] = {nbig, n1, n2};
+  hicp_transform inits[3] = {init, init, init}; /* tracking reads only the first */
+  hicp_result batch[3];
+  for (int k = 0; k < 3; k++)
+    hicp_result_init(&batch[k]);
+  cr_assert_eq(hicp_register_batch(ctx, m, frames, counts, 3, &o, &bo, inits, batch), HICP_ELIMIT,
+               "%s", hicp_context_error(ctx));
+  cr_assert_eq(batch[0].error, HICP_ELIMIT);
+  cr_assert_eq(batch[1].error, 0);
+  hicp_result solo;
+  hicp_result_init(&solo);
+  cr_assert_eq(hicp_register(ctx, m, f1, n1, &o, &init, &solo), 0);
+  cr_assert(memcmp(&batch[1].transform, &solo.transform, sizeof solo.transform) == 0);
+
+  hicp_stream *s;
+  cr_assert_eq(hicp_stream_create(ctx, m, &o, &bo, &s), 0);
+  cr_assert_eq(hicp_stream_submit(s, big, nbig, &init, NULL), 0);
+  cr_assert_eq(hicp_stream_submit(s, f1, n1, NULL, NULL), 0);
+  cr_assert_eq(hicp_stream_submit(s, f2, n2, NULL, NULL), 0);
+  for (int k = 0; k < 3; k++) {
+    hicp_result r;
+    hicp_result_init(&r);
+    cr_assert_eq(hicp_stream_receive(s, &r, 1), 0);
+    cr_assert_eq(r.error, batch[k].error, "frame %d: %s", k, r.note);
+    cr_assert(memcmp(&r.transform, &batch[k].transform, sizeof r.transform) == 0,
+              "streamed frame %d differs from the tracked batch's", k);
+    cr_assert_eq(r.walk.steps, batch[k].walk.steps, "frame %d: other walks", k);
+  }
+  hicp_stream_destroy(s);
+  hicp_context_destroy(ctx);
+  free(big);
+  free(f1);
+  free(f2);
+  hicp_model_destroy(m);
+}
+
 Test(batch, bad_arguments)
 {
   hicp_model *m = make_model();
@@ -477,6 +618,13 @@ Test(batch, bad_arguments)
   cr_assert_eq(hicp_register_batch(ctx, m, f, &n, 1, NULL, &bo, NULL, &r), HICP_EINVAL);
   cr_assert_eq(hicp_register_batch(ctx, m, NULL, &n, 1, NULL, NULL, NULL, &r), HICP_EINVAL);
   cr_assert_eq(hicp_register_batch(ctx, m, f, &n, 0, NULL, NULL, NULL, NULL), 0);
+  /* no frames to track: the inits are not read (one past the end here) */
+  hicp_transform one[1];
+  hicp_transform_identity(&one[0]);
+  bo.cpu_share = -1.0;
+  bo.track = 1;
+  cr_assert_eq(hicp_register_batch(ctx, m, NULL, NULL, 0, NULL, &bo, one + 1, NULL), 0);
+  bo.track = 0;
   /* a bad frame fails alone */
   float bad[3] = {NAN, 0, 0};
   const float *two[2] = {bad, f[0]};
@@ -488,6 +636,25 @@ Test(batch, bad_arguments)
   cr_assert_eq(rr[0].error, HICP_ENONFINITE);
   cr_assert_eq(rr[1].error, 0);
   cr_assert_gt(rr[1].iterations, 0);
+  /* a batch that cannot start says so in every result */
+  hicp_context_options co;
+  hicp_context_options_init(&co);
+  co.backend = HICP_BACKEND_CUDA;
+  int dev = 99;
+  co.devices = &dev;
+  co.ndevices = 1;
+  hicp_context *nodev;
+  cr_assert_eq(hicp_context_create(&co, &nodev), 0);
+  const float *twice[2] = {f[0], f[0]};
+  size_t nn2[2] = {n, n};
+  rr[0].error = rr[1].error = 0;
+  cr_assert_eq(hicp_register_batch(nodev, m, twice, nn2, 2, NULL, NULL, NULL, rr), HICP_ENODEVICE);
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(rr[k].error, HICP_ENODEVICE, "result %d", k);
+    cr_assert_eq(rr[k].frame, (uint64_t)k);
+    cr_assert(rr[k].note[0] != '\0');
+  }
+  hicp_context_destroy(nodev);
   free((void *)f[0]);
   hicp_context_destroy(ctx);
   hicp_model_destroy(m);
