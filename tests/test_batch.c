@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -585,6 +586,13 @@ Test(batch, tracked_stream_after_a_failed_frame)
   cr_assert_eq(hicp_stream_submit(s, big, nbig, &init, NULL), 0);
   cr_assert_eq(hicp_stream_submit(s, f1, n1, NULL, NULL), 0);
   cr_assert_eq(hicp_stream_submit(s, f2, n2, NULL, NULL), 0);
+  /* The context's message is the submitter's: receiving, also a failed
+   * frame, leaves it as it is (the receiver may be another thread). */
+  const float nan_pt[3] = {NAN, 0.0f, 0.0f};
+  cr_assert_eq(hicp_stream_submit(s, nan_pt, 1, NULL, NULL), HICP_ENONFINITE);
+  char said[512];
+  snprintf(said, sizeof said, "%s", hicp_context_error(ctx));
+  cr_assert(said[0] != '\0');
   for (int k = 0; k < 3; k++) {
     hicp_result r;
     hicp_result_init(&r);
@@ -594,6 +602,7 @@ Test(batch, tracked_stream_after_a_failed_frame)
               "streamed frame %d differs from the tracked batch's", k);
     cr_assert_eq(r.walk.steps, batch[k].walk.steps, "frame %d: other walks", k);
   }
+  cr_assert_str_eq(hicp_context_error(ctx), said);
   hicp_stream_destroy(s);
   hicp_context_destroy(ctx);
   free(big);

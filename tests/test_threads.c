@@ -8,7 +8,9 @@
  *  2. a registration cancelled from another thread stops, and its context
  *     works normally afterwards;
  *  3. a stream fed by one thread and drained by another answers in order,
- *     bit for bit as single registrations;
+ *     bit for bit as single registrations, and the two threads share no
+ *     writes (the submitter's refusals set the context's message, the
+ *     receiver's calls set none);
  *  4. a batch on several worker threads cancelled from another thread
  *     accounts for every frame exactly once.
  *
@@ -236,9 +238,16 @@ static void *submitter(void *p)
 {
   stream_arg *a = p;
   a->rc = 0;
+  /* A refused frame between good ones: the submitter's failures write the
+   * context's message while the receiver works on the other thread. */
+  const float bad[3] = {0.0f, NAN, 0.0f};
   for (int k = 0; k < NF && a->rc == 0; k++) {
     uint64_t id = 0;
-    a->rc = hicp_stream_submit(a->s, a->frames[k], FN, NULL, &id);
+    for (int b = 0; b < 8 && a->rc == 0; b++)
+      if (hicp_stream_submit(a->s, bad, 1, NULL, NULL) != HICP_ENONFINITE)
+        a->rc = -2;
+    if (a->rc == 0)
+      a->rc = hicp_stream_submit(a->s, a->frames[k], FN, NULL, &id);
     if (a->rc == 0 && id != (uint64_t)k)
       a->rc = -1;
   }
