@@ -48,8 +48,10 @@ hicp_format hicp__detect_format(const char *name, const unsigned char *buf, size
 int hicp__read_file(hicp_context *ctx, const char *path, unsigned char **buf, size_t *len);
 
 /* Writes a file atomically: `write` fills a temporary file in the target's
- * directory, which is then flushed, synced and renamed over `path`.  On any
- * failure the temporary file is removed and `path` is left as it was. */
+ * directory, which is then flushed, synced and renamed over `path` (over the
+ * file a symbolic link names; a FIFO or a device is written in place: see
+ * io/outfile.h).  On any failure the temporary file is removed and `path` is
+ * left as it was. */
 typedef int (*hicp__writer_fn)(hicp_context *ctx, FILE *f, void *arg);
 int hicp__atomic_write(hicp_context *ctx, const char *path, hicp__writer_fn write, void *arg);
 

@@ -94,7 +94,9 @@ sys.exit(0 if a['transform']==b['transform'] else 1)" && ok "prebuilt model and 
   if [ -w "$tmp" ]; then
     chmod 0755 "$tmp"; skip "running as a user that can write anywhere"
   else
-    "$bin" register "$bunny" "$tmp/scan.ply" --output "$tmp/keep.ply" >/dev/null 2>"$tmp/err2"; st=$?
+    # (stderr not into $tmp: the shell could not create the file, and the
+    # command would not run)
+    "$bin" register "$bunny" "$tmp/scan.ply" --output "$tmp/keep.ply" >/dev/null 2>&1; st=$?
     chmod 0755 "$tmp"
     [ $st -eq 1 ] && [ "$(cat "$tmp/keep.ply")" = precious ] && ok "failed write keeps the old file" || notok "failed write keeps the old file"
   fi
@@ -216,6 +218,182 @@ done
 [ "$(cat "$tmp/existing.out")" = precious ] && ok "failed runs left the existing output alone" \
   || notok "failed runs left the existing output alone"
 ls "$tmp" | grep -q '\.tmp' && notok "no temporary files left behind" || ok "no temporary files left behind"
+
+# Outputs that are not plain files, or that are inputs too.  Nothing here
+# touches the real /dev/null or /dev/full as an output: device nodes are made
+# (mknod, as root) in $tmp, and checked to be devices still afterwards.
+o="$tmp/outputs"
+g="$tmp/good.xyz"
+mkdir -p "$o"
+"$bin" register "$g" "$g" --output "$o/ref.ply" >/dev/null 2>&1
+if mkfifo "$o/fifo" 2>/dev/null; then
+  cat "$o/fifo" >"$o/fifo.out" & reader=$!
+  check "register --output to a FIFO" 0 "$bin" register "$g" "$g" --output "$o/fifo"
+  # a FIFO replaced by a file leaves its reader waiting for ever
+  if [ -p "$o/fifo" ] && [ "$got" -eq 0 ]; then wait $reader; else kill $reader 2>/dev/null; fi
+  [ -p "$o/fifo" ] && cmp -s "$o/fifo.out" "$o/ref.ply" && ok "the scan went through the FIFO, which is one still" ||
+    notok "the scan went through the FIFO, which is one still"
+  cat "$o/fifo" >"$o/fifo.out" & reader=$!
+  check "perturb --truth to a FIFO" 0 "$bin" perturb "$g" -o "$o/p0.ply" --truth "$o/fifo"
+  if [ -p "$o/fifo" ] && [ "$got" -eq 0 ]; then wait $reader; else kill $reader 2>/dev/null; fi
+  [ -p "$o/fifo" ] && [ "$(grep -c '^ ' "$o/fifo.out")" -eq 4 ] && ok "the truth went through the FIFO" ||
+    notok "the truth went through the FIFO"
+else
+  skip "mkfifo failed"; skip "mkfifo failed"; skip "mkfifo failed"; skip "mkfifo failed"
+fi
+if mknod "$o/null" c 1 3 2>/dev/null && mknod "$o/full" c 1 7 2>/dev/null &&
+   (echo x >"$o/null") 2>/dev/null; then
+  check "register --output to a null device" 0 "$bin" register "$g" "$g" --output "$o/null"
+  check "register --output to a full device exits 1" 1 "$bin" register "$g" "$g" --output "$o/full"
+  one_line_error "cannot write .*full: No space left on device"
+  check "model build -o to a full device exits 1" 1 "$bin" model build "$g" -o "$o/full"
+  one_line_error "No space left on device"
+  echo precious >"$o/t.txt"
+  check "perturb -o to a full device exits 1" 1 "$bin" perturb "$g" -o "$o/full" --truth "$o/t.txt"
+  one_line_error "No space left on device"
+  [ "$(cat "$o/t.txt")" = precious ] && ok "a scan that fails leaves --truth alone" ||
+    notok "a scan that fails leaves --truth alone"
+  check "perturb --truth to a full device exits 1" 1 "$bin" perturb "$g" -o "$o/p1.ply" --truth "$o/full"
+  one_line_error "No space left on device"
+  [ ! -e "$o/p1.ply" ] && ok "a truth that fails leaves no scan" || notok "a truth that fails leaves no scan"
+  [ -c "$o/null" ] && [ -c "$o/full" ] && ok "the devices are devices still" ||
+    notok "the devices are devices still"
+else
+  for i in 1 2 3 4 5 6 7 8 9 10 11 12; do skip "cannot make device nodes (not root?)"; done
+fi
+echo precious >"$o/real.ply"
+ln -s real.ply "$o/link.ply"
+check "register --output to a symbolic link" 0 "$bin" register "$g" "$g" --output "$o/link.ply"
+[ -L "$o/link.ply" ] && cmp -s "$o/real.ply" "$o/ref.ply" && ok "the link stays, the file it names is written" ||
+  notok "the link stays, the file it names is written"
+ln -s missing.txt "$o/dangling.txt"
+check "perturb --truth to a dangling link exits 1" 1 "$bin" perturb "$g" -o "$o/p2.ply" --truth "$o/dangling.txt"
+one_line_error "dangling.txt: a symbolic link to a missing file"
+[ -L "$o/dangling.txt" ] && [ ! -e "$o/missing.txt" ] && [ ! -e "$o/p2.ply" ] &&
+  ok "nothing written through the dangling link, no scan" || notok "nothing written through the dangling link, no scan"
+mkdir "$o/dir.ply"
+check "register --output to a directory exits 1" 1 "$bin" register "$g" "$g" --output "$o/dir.ply"
+one_line_error "Is a directory"
+check "perturb --truth in a missing folder exits 1" 1 "$bin" perturb "$g" -o "$o/p3.ply" --truth "$o/nodir/t.txt"
+one_line_error "nodir/t.txt"
+[ ! -e "$o/p3.ply" ] && ok "a bad --truth path leaves no scan" || notok "a bad --truth path leaves no scan"
+mkdir "$o/ro"
+echo precious >"$o/ro/t.txt"
+chmod 0555 "$o/ro"
+if [ -w "$o/ro" ]; then
+  skip "running as a user that can write anywhere"; skip "running as a user that can write anywhere"
+else
+  check "perturb --truth in a read-only folder exits 1" 1 "$bin" perturb "$g" -o "$o/p4.ply" --truth "$o/ro/t.txt"
+  [ "$(cat "$o/ro/t.txt")" = precious ] && [ ! -e "$o/p4.ply" ] && ok "neither the truth nor the scan replaced" ||
+    notok "neither the truth nor the scan replaced"
+fi
+chmod 0755 "$o/ro"
+# an output that is an input (or the other output) is refused up front
+echo precious >"$o/t.txt"
+cp "$g" "$o/in.xyz"
+cp "$o/ref.ply" "$o/s.ply"
+ln "$o/s.ply" "$o/hard.ply"
+for cmd in "model build $o/in.xyz -o $o/in.xyz" "register $o/in.xyz $o/s.ply --output $o/s.ply" \
+           "register $o/in.xyz $o/s.ply --output $o/hard.ply" "register $o/in.xyz $o/s.ply --output $o/in.xyz" \
+           "register $o/in.xyz $o/s.ply --init $o/t.txt --output $o/t.txt" \
+           "perturb $o/in.xyz -o $o/new.ply --truth $o/../outputs/new.ply" "perturb $o/in.xyz -o $o/s.ply --truth $o/s.ply"; do
+  # shellcheck disable=SC2086
+  check "hicp ${cmd%% *} naming one file twice exits 2" 2 "$bin" $cmd
+  one_line_error "are the same file"
+done
+cmp -s "$o/in.xyz" "$g" && cmp -s "$o/s.ply" "$o/ref.ply" && [ "$(cat "$o/t.txt")" = precious ] && [ ! -e "$o/new.ply" ] &&
+  ok "the inputs are as they were" || notok "the inputs are as they were"
+ls "$o" | grep -q '\.tmp' && notok "no temporary files left behind in $o" || ok "no temporary files left behind in $o"
+
+# Standard output that cannot be written: exit 1, one line saying so.
+if [ -c /dev/full ]; then
+  for cmd in "register $g $g" "register $g $g --json" "nn $g $g" "model info $g" "model build $g -o $o/m.hicpm" \
+             "perturb $g -o $o/p5.ply" "devices" "track $g $g $g" "--version"; do
+    # shellcheck disable=SC2086
+    "$bin" $cmd >/dev/full 2>"$tmp/err"; st=$?
+    if [ $st -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q '^hicp: cannot write standard output: ' "$tmp/err"; then
+      ok "hicp $cmd >/dev/full: exit 1, one line"
+    else
+      notok "hicp $cmd >/dev/full: exit $st"
+    fi
+  done
+else
+  for i in 1 2 3 4 5 6 7 8 9; do skip "no /dev/full"; done
+fi
+
+# JSON is UTF-8 whatever the file names: a byte that is not UTF-8 becomes
+# U+FFFD, a well-formed name comes through as it is.
+bad=$(printf 'sc\377an.xyz')
+good=$(printf 'sc\303\251an.xyz')
+cp "$g" "$o/$bad"
+cp "$g" "$o/$good"
+if [ $have_py -eq 1 ]; then
+  "$bin" register "$g" "$o/$bad" --json >"$o/bad.json" 2>/dev/null
+  "$bin" register "$g" "$o/$good" --json >"$o/good.json" 2>/dev/null
+  python3 -c "
+import json, sys
+bad = json.loads(open(sys.argv[1], 'rb').read().decode('utf-8'))
+good = json.loads(open(sys.argv[2], 'rb').read().decode('utf-8'))
+assert bad['scan'].endswith('/sc\ufffdan.xyz'), bad['scan']
+assert good['scan'].endswith('/sc\u00e9an.xyz'), good['scan']
+" "$o/bad.json" "$o/good.json" && ok "--json names files in valid UTF-8" || notok "--json names files in valid UTF-8"
+else
+  skip "needs python3"
+fi
+
+# Command lines: one line, exit 2.
+for c in register nn "model build" track perturb; do
+  # shellcheck disable=SC2086
+  check "hicp $c --foo exits 2" 2 "$bin" $c --foo
+  one_line_error "${c%% *}: unrecognized option '--foo'"
+done
+check "an option without its value exits 2" 2 "$bin" register a b --init
+one_line_error "option '--init' needs a value"
+check "--devices with 65 devices exits 2" 2 "$bin" register a b --devices "$(seq -s, 0 64)"
+one_line_error "at most 64"
+"$bin" perturb "$g" -o "$o/seed10.ply" --noise 0.01 --seed 10 >/dev/null 2>&1
+"$bin" perturb "$g" -o "$o/seed010.ply" --noise 0.01 --seed 010 >/dev/null 2>&1
+cmp -s "$o/seed10.ply" "$o/seed010.ply" && ok "--seed 010 is ten" || notok "--seed 010 is ten"
+check "--seed 08 is eight" 0 "$bin" perturb "$g" -o "$o/seed08.ply" --seed 08
+for v in 0x10 " -1" +1 ""; do
+  check "--seed '$v' exits 2" 2 "$bin" perturb "$g" -o "$o/p6.ply" --seed "$v"
+  one_line_error "seed"
+done
+check "--memory-limit ' -1' exits 2" 2 "$bin" register a b --memory-limit " -1"
+one_line_error "memory-limit"
+for opt in "--rotate 10,,5,0" "--rotate ,10,5,0" "--translate 1,2,3," "--view 0,0,1,"; do
+  # shellcheck disable=SC2086
+  check "perturb $opt (an empty field) exits 2" 2 "$bin" perturb "$g" -o "$o/p7.ply" $opt
+  opt=${opt#--}; one_line_error "${opt%% *}"
+done
+for opt in "--min-step 1,,2" "--devices 0,,1" "--devices 0,"; do
+  # shellcheck disable=SC2086
+  check "register $opt (an empty field) exits 2" 2 "$bin" register a b $opt
+  opt=${opt#--}; one_line_error "${opt%% *}"
+done
+check "--min-step 1 exits 2" 2 "$bin" register a b --min-step 1
+one_line_error "min-step: expected T,DEG"
+check "--tol 1e-400 (underflow) is taken" 0 "$bin" register "$g" "$g" --tol 1e-400
+check "--tol 1e400 (overflow) exits 2" 2 "$bin" register a b --tol 1e400
+one_line_error "tol"
+check "--max-dist 0x1p-4 (hexadecimal) exits 2" 2 "$bin" register a b --max-dist 0x1p-4
+one_line_error "max-dist"
+check "model info -o exits 2" 2 "$bin" model info "$g" -o "$o/info.hicpm"
+one_line_error "model build"
+[ ! -e "$o/info.hicpm" ] && ok "model info -o writes nothing" || notok "model info -o writes nothing"
+check "model info --no-delaunay exits 2" 2 "$bin" model info "$g" --no-delaunay
+one_line_error "no-delaunay"
+if [ $have_py -eq 1 ]; then
+  check "perturb --outliers --json" 0 "$bin" perturb "$g" -o "$o/out.ply" --outliers 0.5 --json
+  python3 -c "
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+n = int(re.search(rb'element vertex (\d+)', open(sys.argv[2], 'rb').read(300)).group(1))
+assert d['points'] == n and d['outliers'] == 3, (d, n)
+" "$tmp/out" "$o/out.ply" && ok "perturb --json counts the points written" || notok "perturb --json counts the points written"
+else
+  skip "needs python3"; skip "needs python3"
+fi
 
 # --backend cuda on a host without a device: a clear error, exit 1.
 if "$bin" devices 2>/dev/null | grep -q '^cuda *none'; then

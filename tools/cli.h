@@ -2,9 +2,11 @@
 #ifndef HICP_CLI_H
 #define HICP_CLI_H
 
+#include <getopt.h>
 #include <stdio.h>
 
 #include "hicp.h"
+#include "io/outfile.h"
 
 /* Exit codes: 0 the job ran; 1 it failed (bad file, no device, ...);
  * 2 the command line was wrong. */
@@ -14,9 +16,36 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "hicp: WHAT: <context message>" and returns CLI_FAIL. */
 int cli_fail(hicp_context *ctx, const char *what);
+/* For getopt_long's '?' or ':' (the commands set opterr = 0 and start their
+ * option strings with ':'): one line naming the option, e.g. "hicp: nn:
+ * unrecognized option '--foo' (see 'hicp nn --help')"; returns CLI_USAGE. */
+int cli_bad_option(const char *cmd, int c, int argc, char *const argv[],
+                   const struct option *opts);
+
+/* Flushes standard output: 0, or -1 when this or an earlier write to it
+ * failed (the first error is remembered for cli_finish). */
+int cli_flush_stdout(void);
+/* What the tool exits with: STATUS, or CLI_FAIL with "hicp: cannot write
+ * standard output: ..." when STATUS is CLI_OK but standard output failed (a
+ * command that failed already said why, in its one line). */
+int cli_finish(int status);
+
+/* Files named on a command line, in and out. */
+typedef struct cli_file {
+  const char *what; /* how the user named it: "--output", "SCAN" */
+  const char *path; /* NULL: not given */
+  int output;
+} cli_file;
+/* Refuses, with one line and -1, an output that names the same file as
+ * another file of the list (an input it would destroy, or another output):
+ * compared by device and inode, so hard links and other spellings count. */
+int cli_check_outputs(const cli_file *files, int n);
 
 /* Strict number parsing of option values; on error prints
- * "hicp: OPTION: ..." and returns -1. */
+ * "hicp: OPTION: ..." and returns -1.  Decimal only: no blanks, no '+', no
+ * hexadecimal (so "010" is ten, as a user means it), no inf or nan; a
+ * number too small for a double reads as what strtod makes of it (0 or a
+ * subnormal), one too large is refused. */
 int cli_int(const char *opt, const char *s, long lo, long hi, int *out);
 int cli_u64(const char *opt, const char *s, unsigned long long *out);
 /* A size in bytes with an optional K, M, G or T suffix (powers of 1024). */
@@ -26,9 +55,12 @@ int cli_size(const char *opt, const char *s, unsigned long long *out);
   "  --memory-limit SIZE most memory one step may take, e.g. 512M, 8G\n" \
   "                      (default: 3/4 of physical memory)\n"
 int cli_double(const char *opt, const char *s, double lo, double hi, double *out);
+/* Exactly n comma-separated numbers (no empty field); FORM says what was
+ * expected, as in "OPT: expected FORM, got 'S'". */
+int cli_numbers(const char *opt, const char *s, double *out, int n, const char *form);
 /* "x,y,z" */
 int cli_vec3(const char *opt, const char *s, double out[3]);
-/* "0,1,3" -> devices; returns the count or -1. */
+/* "0,1,3" -> devices (at most max, no empty field); returns the count or -1. */
 int cli_int_list(const char *opt, const char *s, int *out, int max);
 
 /* A context for the common options. */
@@ -49,7 +81,13 @@ hicp_context *cli_context(const cli_common *c);
  * spaces, commas or newlines; '#' starts a comment. */
 int cli_read_transform(const char *path, hicp_transform *t);
 void cli_print_transform(FILE *f, const hicp_transform *t, const char *indent);
-int cli_write_transform(const char *path, const hicp_transform *t);
+/* Writes a transform file in full under a temporary name (see
+ * io/outfile.h), left for cli_commit_output to rename into place, so that it
+ * can wait for the other outputs of the command; -1 (one line said) if not. */
+int cli_write_transform(hicp__outfile *o, const char *path, const hicp_transform *t);
+/* Renames an output written by cli_write_transform into place; -1 (one
+ * line said) if not. */
+int cli_commit_output(hicp__outfile *o, const char *path);
 
 /* Rotation angle (degrees) and axis of a transform's rotation part. */
 void cli_rotation_angle_axis(const hicp_transform *t, double *deg, double axis[3]);

@@ -1,11 +1,13 @@
 /* cli_util.c: option parsing, transforms, JSON for the hicp tool. */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -32,12 +34,189 @@ int cli_fail(hicp_context *ctx, const char *what)
   return CLI_FAIL;
 }
 
+/* How many long options begin with name[0..len): more than one makes an
+ * abbreviation ambiguous. */
+static int prefix_matches(const struct option *opts, const char *name, size_t len)
+{
+  int n = 0;
+  for (; opts->name != NULL; opts++)
+    if (strncmp(opts->name, name, len) == 0)
+      n++;
+  return n;
+}
+
+int cli_bad_option(const char *cmd, int c, int argc, char *const argv[],
+                   const struct option *opts)
+{
+  /* getopt has moved past a long option (and a finished cluster of short
+   * ones); a short one is in optopt, which is 0 for an unknown long one. */
+  const char *arg = optind >= 1 && optind <= argc ? argv[optind - 1] : "";
+  const int is_long = strncmp(arg, "--", 2) == 0;
+  const size_t len = strcspn(arg, "="); /* without "=VALUE" */
+  char name[128];
+  if (is_long)
+    snprintf(name, sizeof name, "%.*s", (int)(len < 100 ? len : 100), arg);
+  else
+    snprintf(name, sizeof name, "-%c", optopt > ' ' && optopt < 127 ? optopt : '?');
+  char msg[256];
+  if (c == ':')
+    snprintf(msg, sizeof msg, "option '%s' needs a value", name);
+  else if (is_long && optopt == 0)
+    snprintf(msg, sizeof msg, "%s option '%s'",
+             prefix_matches(opts, arg + 2, len - 2) > 1 ? "ambiguous" : "unrecognized", name);
+  else if (is_long && arg[len] == '=')
+    snprintf(msg, sizeof msg, "option '%s' takes no value", name);
+  else
+    snprintf(msg, sizeof msg, "unrecognized option '%s'", name);
+  cli_error("%s: %s (see 'hicp %s --help')", cmd, msg, cmd);
+  return CLI_USAGE;
+}
+
+/* The first error writing standard output: a later fflush may succeed, its
+ * buffer gone, while the output is incomplete. */
+static int stdout_errno;
+
+int cli_flush_stdout(void)
+{
+  errno = 0;
+  if (fflush(stdout) != 0 && stdout_errno == 0)
+    stdout_errno = errno != 0 ? errno : EIO;
+  if (ferror(stdout) && stdout_errno == 0)
+    stdout_errno = EIO;
+  return stdout_errno != 0 ? -1 : 0;
+}
+
+int cli_finish(int status)
+{
+  if (cli_flush_stdout() == 0 || status != CLI_OK)
+    return status;
+  cli_error("cannot write standard output: %s", strerror(stdout_errno));
+  return CLI_FAIL;
+}
+
+/* What a name leads to, to tell whether two names are one file: an
+ * existing file's device and inode; for a missing one, its directory's and
+ * its last component (two outputs not yet written can still collide). */
+typedef struct file_id {
+  int exists, regular;
+  dev_t dev;
+  ino_t ino;
+  const char *base;
+} file_id;
+
+static int identify(const char *path, file_id *id)
+{
+  struct stat st;
+  memset(id, 0, sizeof *id);
+  if (stat(path, &st) == 0) {
+    id->exists = 1;
+    id->regular = S_ISREG(st.st_mode);
+  } else {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (slash == NULL)
+      snprintf(dir, sizeof dir, ".");
+    else
+      snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    id->base = slash != NULL ? slash + 1 : path;
+    if (id->base[0] == '\0' || stat(dir, &st) != 0)
+      return -1; /* the write will fail, and say why */
+  }
+  id->dev = st.st_dev;
+  id->ino = st.st_ino;
+  return 0;
+}
+
+/* Whether writing output a destroys b: both the same regular file, or both
+ * missing names of one directory entry.  A FIFO or a device is written in
+ * place, which destroys nothing. */
+static int collide(const file_id *a, const file_id *b)
+{
+  if (a->dev != b->dev || a->ino != b->ino || a->exists != b->exists)
+    return 0;
+  return a->exists ? a->regular : strcmp(a->base, b->base) == 0;
+}
+
+int cli_check_outputs(const cli_file *files, int n)
+{
+  for (int i = 0; i < n; i++) {
+    file_id a, b;
+    if (!files[i].output || files[i].path == NULL || identify(files[i].path, &a) != 0)
+      continue;
+    for (int k = 0; k < n; k++) {
+      /* a missing input fails on its own; only two outputs can collide
+       * before either exists */
+      if (k == i || (files[k].output && k < i) || files[k].path == NULL ||
+          (!a.exists && !files[k].output) || identify(files[k].path, &b) != 0 ||
+          !collide(&a, &b))
+        continue;
+      cli_error("%s '%s' and %s '%s' are the same file (refusing to overwrite it)",
+                files[i].what, files[i].path, files[k].what, files[k].path);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Decimal digits, after a '-' where a sign is allowed: strtol and strtoull
+ * would also take blanks, '+', and (in base 0) octal and hexadecimal. */
+static int is_decimal_integer(const char *s, int sign)
+{
+  if (sign && *s == '-')
+    s++;
+  if (!isdigit((unsigned char)*s))
+    return 0;
+  while (isdigit((unsigned char)*s))
+    s++;
+  return *s == '\0';
+}
+
+/* [-]digits[.digits][e[+-]digits], a digit before or after the point: the
+ * numbers --help shows, not strtod's blanks, hexadecimal, inf or nan. */
+static int is_decimal_number(const char *s)
+{
+  if (*s == '-')
+    s++;
+  size_t digits = 0;
+  for (; isdigit((unsigned char)*s); s++)
+    digits++;
+  if (*s == '.')
+    for (s++; isdigit((unsigned char)*s); s++)
+      digits++;
+  if (digits == 0)
+    return 0;
+  if (*s == 'e' || *s == 'E') {
+    s++;
+    if (*s == '+' || *s == '-')
+      s++;
+    if (!isdigit((unsigned char)*s))
+      return 0;
+    while (isdigit((unsigned char)*s))
+      s++;
+  }
+  return *s == '\0';
+}
+
+/* 0 and the value, or -1.  strtod's ERANGE is not checked: on underflow it
+ * returns the nearest double (0 or a subnormal), which is the number meant;
+ * overflow gives HUGE_VAL, which isfinite refuses. */
+static int parse_number(const char *s, double *out)
+{
+  if (!is_decimal_number(s))
+    return -1;
+  const double v = strtod(s, NULL);
+  if (!isfinite(v))
+    return -1;
+  *out = v;
+  return 0;
+}
+
 int cli_int(const char *opt, const char *s, long lo, long hi, int *out)
 {
-  char *end;
+  const int decimal = is_decimal_integer(s, 1);
   errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+  const long v = decimal ? strtol(s, NULL, 10) : 0;
+  if (!decimal || errno != 0 || v < lo || v > hi) {
     cli_error("%s: expected an integer from %ld to %ld, got '%s'", opt, lo, hi, s);
     return -1;
   }
@@ -47,11 +226,11 @@ int cli_int(const char *opt, const char *s, long lo, long hi, int *out)
 
 int cli_u64(const char *opt, const char *s, unsigned long long *out)
 {
-  char *end;
+  const int decimal = is_decimal_integer(s, 0);
   errno = 0;
-  unsigned long long v = strtoull(s, &end, 0);
-  if (errno != 0 || end == s || *end != '\0' || s[0] == '-') {
-    cli_error("%s: expected a non-negative integer, got '%s'", opt, s);
+  const unsigned long long v = decimal ? strtoull(s, NULL, 10) : 0;
+  if (!decimal || errno != 0) {
+    cli_error("%s: expected a non-negative decimal integer below 2^64, got '%s'", opt, s);
     return -1;
   }
   *out = v;
@@ -60,11 +239,14 @@ int cli_u64(const char *opt, const char *s, unsigned long long *out)
 
 int cli_size(const char *opt, const char *s, unsigned long long *out)
 {
-  char *end;
+  char *end = NULL;
+  unsigned long long v = 0;
   errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
+  /* a digit first: strtoull would skip blanks and take " -1" as 2^64 - 1 */
+  if (isdigit((unsigned char)s[0]))
+    v = strtoull(s, &end, 10);
   int shift = 0;
-  if (errno == 0 && end != s && s[0] != '-' && end[0] != '\0' && end[1] == '\0') {
+  if (end != NULL && errno == 0 && end[0] != '\0' && end[1] == '\0') {
     switch (end[0]) {
     case 'K': case 'k': shift = 10; end++; break;
     case 'M': case 'm': shift = 20; end++; break;
@@ -73,7 +255,7 @@ int cli_size(const char *opt, const char *s, unsigned long long *out)
     default: break;
     }
   }
-  if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v == 0 || (v << shift) >> shift != v) {
+  if (end == NULL || errno != 0 || *end != '\0' || v == 0 || (v << shift) >> shift != v) {
     cli_error("%s: expected a size in bytes such as 1048576, 512M or 8G, got '%s'", opt, s);
     return -1;
   }
@@ -83,10 +265,8 @@ int cli_size(const char *opt, const char *s, unsigned long long *out)
 
 int cli_double(const char *opt, const char *s, double lo, double hi, double *out)
 {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || v < lo || v > hi) {
+  double v;
+  if (parse_number(s, &v) != 0 || v < lo || v > hi) {
     cli_error("%s: expected a number from %g to %g, got '%s'", opt, lo, hi, s);
     return -1;
   }
@@ -94,48 +274,63 @@ int cli_double(const char *opt, const char *s, double lo, double hi, double *out
   return 0;
 }
 
+/* The next field of a comma-separated list, copied into field[size]: its
+ * length, or 0 when it is empty or too long ("1,,2" has an empty field,
+ * which strtok would have skipped). */
+static size_t next_field(const char *p, char *field, size_t size)
+{
+  const size_t len = strcspn(p, ",");
+  if (len == 0 || len >= size)
+    return 0;
+  memcpy(field, p, len);
+  field[len] = '\0';
+  return len;
+}
+
+int cli_numbers(const char *opt, const char *s, double *out, int n, const char *form)
+{
+  const char *p = s;
+  for (int k = 0; k < n; k++) {
+    char field[128];
+    const size_t len = next_field(p, field, sizeof field);
+    if (len == 0 || parse_number(field, &out[k]) != 0)
+      break;
+    if (p[len] == '\0') {
+      if (k == n - 1)
+        return 0;
+      break;
+    }
+    p += len + 1;
+  }
+  cli_error("%s: expected %s, got '%s'", opt, form, s);
+  return -1;
+}
+
 int cli_vec3(const char *opt, const char *s, double out[3])
 {
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", s);
-  char *save = NULL, *tok = strtok_r(buf, ",", &save);
-  int k = 0;
-  while (tok != NULL && k < 4) {
-    char *end;
-    errno = 0;
-    double v = strtod(tok, &end);
-    if (errno != 0 || end == tok || *end != '\0' || !isfinite(v))
-      break;
-    if (k < 3)
-      out[k] = v;
-    k++;
-    tok = strtok_r(NULL, ",", &save);
-  }
-  if (k != 3 || tok != NULL) {
-    cli_error("%s: expected three numbers X,Y,Z, got '%s'", opt, s);
-    return -1;
-  }
-  return 0;
+  return cli_numbers(opt, s, out, 3, "three numbers X,Y,Z");
 }
 
 int cli_int_list(const char *opt, const char *s, int *out, int max)
 {
-  char buf[512];
-  snprintf(buf, sizeof buf, "%s", s);
-  char *save = NULL, *tok = strtok_r(buf, ",", &save);
-  int n = 0;
-  while (tok != NULL) {
-    int v;
-    if (n >= max || cli_int(opt, tok, 0, 1023, &v) != 0)
+  const char *p = s;
+  for (int n = 0;; n++) {
+    char field[32];
+    const size_t len = next_field(p, field, sizeof field);
+    if (len == 0) {
+      cli_error("%s: expected a comma-separated list of device numbers, got '%s'", opt, s);
       return -1;
-    out[n++] = v;
-    tok = strtok_r(NULL, ",", &save);
+    }
+    if (n == max) {
+      cli_error("%s: at most %d devices can be listed", opt, max);
+      return -1;
+    }
+    if (cli_int(opt, field, 0, 1023, &out[n]) != 0)
+      return -1;
+    if (p[len] == '\0')
+      return n + 1;
+    p += len + 1;
   }
-  if (n == 0) {
-    cli_error("%s: expected a comma-separated list of device numbers", opt);
-    return -1;
-  }
-  return n;
 }
 
 void cli_common_init(cli_common *c)
@@ -232,17 +427,26 @@ void cli_print_transform(FILE *f, const hicp_transform *t, const char *indent)
             t->m[4 * i + 2], t->m[4 * i + 3]);
 }
 
-int cli_write_transform(const char *path, const hicp_transform *t)
+int cli_write_transform(hicp__outfile *o, const char *path, const hicp_transform *t)
 {
-  FILE *f = fopen(path, "w");
-  if (f == NULL) {
-    cli_error("cannot write %s: %s", path, strerror(errno));
+  const char *why = hicp__outfile_open(o, path);
+  if (why == NULL) {
+    fprintf(o->f, "# rigid transform, 4x4 row-major (scan -> model: x = R p + t)\n");
+    cli_print_transform(o->f, t, "");
+    why = hicp__outfile_close(o);
+  }
+  if (why != NULL) {
+    cli_error("cannot write %s: %s", path, why);
     return -1;
   }
-  fprintf(f, "# rigid transform, 4x4 row-major (scan -> model: x = R p + t)\n");
-  cli_print_transform(f, t, "");
-  if (fclose(f) != 0) {
-    cli_error("cannot write %s: %s", path, strerror(errno));
+  return 0;
+}
+
+int cli_commit_output(hicp__outfile *o, const char *path)
+{
+  const char *why = hicp__outfile_commit(o);
+  if (why != NULL) {
+    cli_error("cannot write %s: %s", path, why);
     return -1;
   }
   return 0;
@@ -318,17 +522,54 @@ void json_end(json *j)
   fputs("}\n", j->f);
 }
 
-static void put_string(FILE *f, const char *s)
+/* The length of the well-formed UTF-8 sequence at s, 0 if there is none
+ * (Unicode's table 3-7: no overlong forms, no surrogates, nothing above
+ * U+10FFFF; a sequence cut short meets a byte that does not continue it, at
+ * the latest the terminating NUL). */
+static int utf8_length(const unsigned char *s)
 {
+  unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range */
+  int n;
+  if (s[0] < 0x80)
+    return 1;
+  if (s[0] >= 0xC2 && s[0] <= 0xDF) {
+    n = 2;
+  } else if (s[0] >= 0xE0 && s[0] <= 0xEF) {
+    n = 3;
+    lo = s[0] == 0xE0 ? 0xA0 : lo;
+    hi = s[0] == 0xED ? 0x9F : hi;
+  } else if (s[0] >= 0xF0 && s[0] <= 0xF4) {
+    n = 4;
+    lo = s[0] == 0xF0 ? 0x90 : lo;
+    hi = s[0] == 0xF4 ? 0x8F : hi;
+  } else {
+    return 0;
+  }
+  if (s[1] < lo || s[1] > hi)
+    return 0;
+  for (int i = 2; i < n; i++)
+    if (s[i] < 0x80 || s[i] > 0xBF)
+      return 0;
+  return n;
+}
+
+/* JSON text must be UTF-8, but file names are bytes: each byte that is not
+ * part of a well-formed sequence becomes U+FFFD. */
+static void put_string(FILE *f, const char *str)
+{
+  const unsigned char *s = (const unsigned char *)str;
   fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
+  while (*s != '\0') {
+    const int n = utf8_length(s);
+    if (n == 0)
+      fputs("\\ufffd", f);
+    else if (*s == '"' || *s == '\\')
+      fprintf(f, "\\%c", *s);
+    else if (*s < 0x20)
+      fprintf(f, "\\u%04x", *s);
     else
-      fputc(c, f);
+      fwrite(s, 1, (size_t)n, f);
+    s += n > 0 ? n : 1;
   }
   fputc('"', f);
 }

@@ -116,18 +116,23 @@ int cmd_model(int argc, char **argv)
   cli_common common;
   cli_common_init(&common);
   const char *out = NULL;
+  const char *build_only = NULL; /* an option of build given to info */
   int as_json = 0, c;
   optind = 0;
-  while ((c = getopt_long(argc - 1, argv + 1, "ho:", opts, NULL)) != -1) {
+  opterr = 0;
+  while ((c = getopt_long(argc - 1, argv + 1, ":ho:", opts, NULL)) != -1) {
     switch (c) {
     case 'o':
       out = optarg;
+      build_only = "-o/--output";
       break;
     case 'n':
       mo.delaunay = 0;
+      build_only = "--no-delaunay";
       break;
     case 'v':
       mo.validate = 1;
+      build_only = "--validate";
       break;
     case 'j':
       as_json = 1;
@@ -140,8 +145,7 @@ int cmd_model(int argc, char **argv)
       usage(stdout);
       return CLI_OK;
     default:
-      fprintf(stderr, "hicp: see 'hicp model --help'\n");
-      return CLI_USAGE;
+      return cli_bad_option("model", c, argc - 1, argv + 1, opts);
     }
   }
   if (argc - 1 - optind != 1) {
@@ -154,6 +158,16 @@ int cmd_model(int argc, char **argv)
     cli_error("model build needs -o FILE");
     return CLI_USAGE;
   }
+  /* info takes what its usage says, --json and --memory-limit: -o would
+   * write nothing, and for a model file the build options would be ignored
+   * (its graph is saved in it) */
+  if (!build && build_only != NULL) {
+    cli_error("model info: %s applies to 'model build' only", build_only);
+    return CLI_USAGE;
+  }
+  const cli_file files[] = {{"MODEL", path, 0}, {"-o", out, 1}};
+  if (cli_check_outputs(files, 2) != 0)
+    return CLI_USAGE;
   hicp_context *ctx = cli_context(&common);
   if (ctx == NULL)
     return CLI_FAIL;
@@ -175,7 +189,7 @@ int cmd_model(int argc, char **argv)
       printf("saved        %s\n", out);
   }
   print_info(path, &mi, as_json);
-  status = fflush(stdout) == 0 ? CLI_OK : CLI_FAIL;
+  status = CLI_OK; /* main checks that standard output took it all */
 done:
   hicp_model_destroy(m);
   hicp_context_destroy(ctx);

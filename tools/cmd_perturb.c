@@ -61,7 +61,8 @@ int cmd_perturb(int argc, char **argv)
   cli_common common;
   cli_common_init(&common);
   optind = 0;
-  while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
     int bad = 0;
     switch (c) {
     case 'o':
@@ -115,8 +116,7 @@ int cmd_perturb(int argc, char **argv)
       usage(stdout);
       return CLI_OK;
     default:
-      fprintf(stderr, "hicp: see 'hicp perturb --help'\n");
-      return CLI_USAGE;
+      return cli_bad_option("perturb", c, argc, argv, opts);
     }
     if (bad)
       return CLI_USAGE;
@@ -126,10 +126,14 @@ int cmd_perturb(int argc, char **argv)
     return CLI_USAGE;
   }
   const char *in = argv[optind];
+  const cli_file files[] = {{"INPUT", in, 0}, {"-o", out, 1}, {"--truth", truth_path, 1}};
+  if (cli_check_outputs(files, 3) != 0)
+    return CLI_USAGE;
   hicp_context *ctx = cli_context(&common);
   if (ctx == NULL)
     return CLI_FAIL;
   int status = CLI_FAIL;
+  hicp__outfile truth_out = {0};
   hicp_cloud *src = NULL, *dst = NULL;
   double *p = NULL;
   unsigned char *keep = NULL;
@@ -259,14 +263,6 @@ int cmd_perturb(int argc, char **argv)
     cli_error("%s: no points left to write", in);
     goto done;
   }
-  /* in double: a scan far from the origin keeps its detail (the cloud
-   * gets an origin, and the file doubles) */
-  if (hicp_cloud_from_xyz_double(ctx, f, n + nout, 0, &dst) != HICP_OK ||
-      hicp_cloud_write_ply(ctx, dst, NULL, out, ascii ? HICP_PLY_ASCII : HICP_PLY_BINARY) !=
-          HICP_OK) {
-    cli_fail(ctx, out);
-    goto done;
-  }
   /* Truth: the inverse motion, x = R^T (p - centre - t) + centre. */
   hicp_transform truth;
   hicp_transform_identity(&truth);
@@ -278,13 +274,27 @@ int cmd_perturb(int argc, char **argv)
     }
     truth.m[4 * i + 3] = centre[i] - s;
   }
-  if (truth_path != NULL && cli_write_transform(truth_path, &truth) != 0)
+  /* The truth goes in full to a temporary file first, renamed only once the
+   * scan is written: a failure of either replaces neither.  (Only the final
+   * rename could still fail after the scan's, and renaming within one
+   * directory hardly does.) */
+  if (truth_path != NULL && cli_write_transform(&truth_out, truth_path, &truth) != 0)
+    goto done;
+  /* in double: a scan far from the origin keeps its detail (the cloud
+   * gets an origin, and the file doubles) */
+  if (hicp_cloud_from_xyz_double(ctx, f, n + nout, 0, &dst) != HICP_OK ||
+      hicp_cloud_write_ply(ctx, dst, NULL, out, ascii ? HICP_PLY_ASCII : HICP_PLY_BINARY) !=
+          HICP_OK) {
+    cli_fail(ctx, out);
+    goto done;
+  }
+  if (truth_path != NULL && cli_commit_output(&truth_out, truth_path) != 0)
     goto done;
   if (as_json) {
     json j;
     json_begin(&j, stdout);
     json_str(&j, "output", out);
-    json_int(&j, "points", (long long)n);
+    json_int(&j, "points", (long long)(n + nout)); /* as written, outliers included */
     json_int(&j, "outliers", (long long)nout);
     json_num(&j, "diagonal", diag);
     json_transform(&j, "truth", &truth);
@@ -294,8 +304,9 @@ int cmd_perturb(int argc, char **argv)
     printf("truth        scan -> model:\n");
     cli_print_transform(stdout, &truth, "  ");
   }
-  status = fflush(stdout) == 0 ? CLI_OK : CLI_FAIL;
+  status = CLI_OK; /* main checks that standard output took it all */
 done:
+  hicp__outfile_abort(&truth_out); /* nothing left to do once committed */
   free(p);
   free(keep);
   free(f);

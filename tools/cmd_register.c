@@ -199,9 +199,10 @@ int cmd_register(int argc, char **argv)
   cli_common_init(&common);
   const char *init_path = NULL, *truth_path = NULL, *out_path = NULL;
   int as_json = 0, ascii = 0, c;
-  double step[3];
+  double step[2];
   optind = 0;
-  while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
     int bad = 0;
     switch (c) {
     case OPT_MAX_ITER:
@@ -214,11 +215,10 @@ int cmd_register(int argc, char **argv)
       bad = cli_double("--mse-abs", optarg, 0, HUGE_VAL, &o.mse_abs);
       break;
     case OPT_MIN_STEP: {
-      char buf[128];
-      snprintf(buf, sizeof buf, "%s,0", optarg);
-      bad = cli_vec3("--min-step", buf, step);
+      const char *form = "T,DEG with T >= 0 and 0 <= DEG <= 180";
+      bad = cli_numbers("--min-step", optarg, step, 2, form);
       if (!bad && (step[0] < 0 || step[1] < 0 || step[1] > 180)) {
-        cli_error("--min-step: expected T,DEG with T >= 0 and 0 <= DEG <= 180");
+        cli_error("--min-step: expected %s, got '%s'", form, optarg);
         bad = -1;
       }
       o.min_step_trans = step[0];
@@ -285,8 +285,7 @@ int cmd_register(int argc, char **argv)
       usage(stdout);
       return CLI_OK;
     default:
-      fprintf(stderr, "hicp: see 'hicp register --help'\n");
-      return CLI_USAGE;
+      return cli_bad_option("register", c, argc, argv, long_opts);
     }
     if (bad)
       return CLI_USAGE;
@@ -296,6 +295,11 @@ int cmd_register(int argc, char **argv)
     return CLI_USAGE;
   }
   const char *model_path = argv[optind], *scan_path = argv[optind + 1];
+  const cli_file files[] = {{"MODEL", model_path, 0},    {"SCAN", scan_path, 0},
+                            {"--init", init_path, 0},    {"--truth", truth_path, 0},
+                            {"--output", out_path, 1}};
+  if (cli_check_outputs(files, (int)(sizeof files / sizeof files[0])) != 0)
+    return CLI_USAGE;
   hicp_transform init, truth;
   if (init_path != NULL && cli_read_transform(init_path, &init) != 0)
     return CLI_FAIL;
@@ -344,7 +348,7 @@ int cmd_register(int argc, char **argv)
   else
     print_text(model_path, &mi, build_ms, scan_path, &r, hicp_context_threads(ctx),
                truth_path ? &truth : NULL, centroid);
-  status = fflush(stdout) == 0 ? CLI_OK : CLI_FAIL;
+  status = CLI_OK; /* main checks that standard output took it all */
 done:
   hicp_cloud_destroy(scan);
   hicp_model_destroy(model);

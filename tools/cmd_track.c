@@ -140,7 +140,8 @@ int cmd_track(int argc, char **argv)
   const char *list = NULL, *init_path = NULL;
   int as_json = 0, c;
   optind = 0;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     int bad = 0;
     switch (c) {
     case 'L': list = optarg; break;
@@ -164,7 +165,7 @@ int cmd_track(int argc, char **argv)
     case 'M': bad = cli_common_option(&common, "memory-limit", optarg) < 0; break;
     case 'j': as_json = 1; break;
     case 'h': usage(stdout); return CLI_OK;
-    default: fprintf(stderr, "hicp: see 'hicp track --help'\n"); return CLI_USAGE;
+    default: return cli_bad_option("track", c, argc, argv, opts);
     }
     if (bad)
       return CLI_USAGE;
@@ -239,7 +240,9 @@ int cmd_track(int argc, char **argv)
     hicp_result r;
     hicp_result_init(&r);
     if (hicp_stream_receive(s, &r, 1) != HICP_OK) {
-      cli_fail(ctx, "track");
+      /* only misuse fails here (a frame is outstanding, r is prepared), and
+       * receiving sets no message on the context */
+      cli_error("track: cannot receive frame %zu's result", received);
       status = CLI_FAIL;
       break;
     }
@@ -277,7 +280,9 @@ int cmd_track(int argc, char **argv)
              (unsigned long long)r.frame, name, deg, r.transform.m[3], r.transform.m[7],
              r.transform.m[11], r.rmse, r.iterations, r.time_ms);
     }
-    fflush(stdout);
+    /* frames nobody can read are not worth registering: main says why */
+    if (cli_flush_stdout() != 0)
+      break;
     if (tty)
       progress(received, n, t0);
   }

@@ -36,11 +36,11 @@ int main(int argc, char **argv)
   const char *cmd = argv[1];
   if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
     printf("hicp %s (library %s)\n", HICP_VERSION_STRING, hicp_version());
-    return CLI_OK;
+    return cli_finish(CLI_OK);
   }
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
     usage(stdout);
-    return CLI_OK;
+    return cli_finish(CLI_OK);
   }
   static const struct {
     const char *name;
@@ -50,7 +50,7 @@ int main(int argc, char **argv)
                {"track", cmd_track}};
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
     if (strcmp(cmd, table[i].name) == 0)
-      return table[i].fn(argc - 1, argv + 1);
+      return cli_finish(table[i].fn(argc - 1, argv + 1));
   cli_error("unknown command '%s' (try 'hicp --help')", cmd);
   return CLI_USAGE;
 }
