@@ -519,7 +519,9 @@ typedef struct hicp_reg_options {
   double mse_abs;        /**< stop when MSE < this; default 0 (off) */
   double min_step_trans; /**< stop when the translation increment is below
                               this and the rotation increment below
-                              min_step_rot_deg; default 0 (off) */
+                              min_step_rot_deg; default 0 (off).  A
+                              threshold of 0 takes no part: the other one
+                              alone decides. */
   double min_step_rot_deg;
   double max_dist;       /**< ignore pairs farther apart than this; 0 = off */
   double trim;           /**< keep the best fraction (0, 1] of pairs; 1 = off */

@@ -556,6 +556,57 @@ Test(register, degenerate_scans_and_options)
   hicp_model_destroy(m);
 }
 
+/* Each increment threshold works alone (0 is off and takes no part), and
+ * the sigma filter keeps a scan whose pair distances are all equal, for
+ * every count (the mean of equal values rounds to a neighbour of them). */
+Test(register, one_step_threshold_and_equal_distances)
+{
+  float pts[3 * 2000];
+  hicp_model *m = small_model(pts, 2000);
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  hicp_result r;
+  hicp_result_init(&r);
+  hicp_transform init;
+  hicp_transform_identity(&init);
+  init.m[3] = 0.05;
+  init.m[7] = -0.03;
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.tol = 0;
+  o.max_iter = 40;
+  o.min_step_trans = 1e9; /* any move is smaller; no rotation threshold */
+  cr_assert_eq(hicp_register(ctx, m, pts, 500, &o, &init, &r), 0);
+  cr_assert_eq(r.stop, HICP_STOP_INCREMENT, "translation alone: stop %d after %d", (int)r.stop,
+               r.iterations);
+  cr_assert_eq(r.iterations, 1);
+  hicp_reg_options_init(&o);
+  o.tol = 0;
+  o.max_iter = 40;
+  o.min_step_rot_deg = 180.0; /* any turn is smaller; no translation threshold */
+  cr_assert_eq(hicp_register(ctx, m, pts, 500, &o, &init, &r), 0);
+  cr_assert_eq(r.stop, HICP_STOP_INCREMENT, "rotation alone: stop %d after %d", (int)r.stop,
+               r.iterations);
+  cr_assert_eq(r.iterations, 1);
+
+  float same[3 * 64];
+  for (int i = 0; i < 64; i++) {
+    same[3 * i] = 0.1f;
+    same[3 * i + 1] = 0.2f;
+    same[3 * i + 2] = 0.3f;
+  }
+  hicp_reg_options_init(&o);
+  o.filter_start = 0;
+  for (size_t n = 1; n <= 64; n++) {
+    cr_assert_eq(hicp_register(ctx, m, same, n, &o, NULL, &r), 0);
+    cr_assert_neq(r.stop, HICP_STOP_NO_PAIRS, "%zu equal points: the filter dropped them all (iteration %d, rmse %.17g)", n, r.iterations, r.rmse);
+    cr_assert_eq(r.inliers, n, "%zu equal points: %llu kept", n, (unsigned long long)r.inliers);
+    cr_assert(isfinite(r.inlier_rmse));
+  }
+  hicp_context_destroy(ctx);
+  hicp_model_destroy(m);
+}
+
 Test(register, strided_scan_and_time_budget)
 {
   float pts[3 * 2000];

@@ -24,6 +24,7 @@ static void usage(FILE *f)
           "                      0 never stops early)\n"
           "  --mse-abs E         stop when MSE < E\n"
           "  --min-step T,DEG    stop when an update moves less than T and turns less than DEG\n"
+          "                      (0 for either: that one takes no part)\n"
           "  --nn METHOD         brute, kdtree, zero, kdann, pnn, pnn-opt (default)\n"
           "  --max-dist D        ignore pairs farther apart than D\n"
           "  --trim F            keep the best fraction F of pairs (trimmed ICP)\n"
@@ -108,7 +109,11 @@ static void print_text(const char *model_path, const hicp_model_info *mi, double
   printf("rotation     %.6f deg about (%.6f, %.6f, %.6f)\n", deg, axis[0], axis[1], axis[2]);
   printf("translation  %.9g %.9g %.9g\n", r->transform.m[3], r->transform.m[7],
          r->transform.m[11]);
-  printf("rmse         %.9g (inliers %.9g, fitness %.4f)\n", r->rmse, r->inlier_rmse, r->fitness);
+  if (isfinite(r->inlier_rmse))
+    printf("rmse         %.9g (inliers %.9g, fitness %.4f)\n", r->rmse, r->inlier_rmse,
+           r->fitness);
+  else /* no pair was left: no inlier error to give */
+    printf("rmse         %.9g (no inliers, fitness %.4f)\n", r->rmse, r->fitness);
   printf("iterations   %d, %s (%s)%s\n", r->iterations, r->converged ? "converged" : "not converged",
          hicp_stop_name(r->stop), r->degenerate ? ", rotation not fully determined by the scan" : "");
   printf("time         %.3f ms on %s, %d thread%s (correspond %.3f, reduce %.3f, solve %.3f)\n",

@@ -200,8 +200,11 @@ HICP_PP int hicp__check_stop(const hicp__conv *c, int k, double mse, double mse_
   }
   if (c->mse_abs > 0.0 && mse < c->mse_abs)
     return 2; /* HICP_STOP_MSE_ABS */
+  /* A threshold of 0 is off and takes no part: the other one alone decides
+   * (a 0 would otherwise need a step of exactly 0, or a rounding below it). */
   if (k >= 1 && (c->step_t > 0.0 || c->step_c > 0.0) &&
-      hicp__trans_step(T->t, T_prev->t) < c->step_t && hicp__rot_step(T->r, T_prev->r) < c->step_c)
+      (c->step_t <= 0.0 || hicp__trans_step(T->t, T_prev->t) < c->step_t) &&
+      (c->step_c <= 0.0 || hicp__rot_step(T->r, T_prev->r) < c->step_c))
     return 3; /* HICP_STOP_INCREMENT */
   if (k >= c->max_iter)
     return 0; /* HICP_STOP_MAX_ITER */
@@ -216,12 +219,25 @@ HICP_PP int hicp__check_stop(const hicp__conv *c, int k, double mse, double mse_
 HICP_PP void hicp__sigma_bounds(const hicp__partial *tot, double sigma, hicp__select *s)
 {
   double n = tot->v[HICP_PF_N_W];
+  s->sigma_on = 1;
+  if (!(n > 0.0)) {
+    /* The window caught no pair: the pairs moved past it (equal distances
+     * give a window of no width), or it shrank away (S below about 2).
+     * Start it afresh: keep every candidate now, and take the next
+     * statistics over them all, rather than stop for want of pairs. */
+    s->e_lo = -1.0e308;
+    s->e_hi = 1.0e308;
+    return;
+  }
   double mean = n > 0.0 ? tot->v[HICP_PF_E_W] / n : 0.0;
   double var = n > 0.0 ? tot->v[HICP_PF_E2_W] / n - mean * mean : 0.0;
   double sd = var > 0.0 ? HICP_SQRT(var) : 0.0;
-  s->e_lo = mean - sigma * sd;
-  s->e_hi = mean + sigma * sd;
-  s->sigma_on = 1;
+  /* The mean of equal distances rounds to a neighbour of their value, and
+   * then a window of zero width (var <= 0) would drop every pair: widen it
+   * by far more than the sum's rounding, far less than any real spread. */
+  double slack = 1e-12 * mean;
+  s->e_lo = mean - sigma * sd - slack;
+  s->e_hi = mean + sigma * sd + slack;
 }
 
 #endif /* HICP_PP_SOLVE_H */
