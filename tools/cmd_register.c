@@ -26,7 +26,7 @@ static void usage(FILE *f)
           "  --min-step T,DEG    stop when an update moves less than T and turns less than DEG\n"
           "                      (0 for either: that one takes no part)\n"
           "  --nn METHOD         brute, kdtree, zero, kdann, pnn, pnn-opt (default)\n"
-          "  --max-dist D        ignore pairs farther apart than D\n"
+          "  --max-dist D        ignore pairs farther apart than D (0: no limit, the default)\n"
           "  --trim F            keep the best fraction F of pairs (trimmed ICP)\n"
           "  --filter-start K    from iteration K drop pairs more than --filter-sigma S\n"
           "  --filter-sigma S    standard deviations from the mean distance (default 3)\n"
