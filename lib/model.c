@@ -139,8 +139,25 @@ int hicp_model_open(hicp_context *ctx, const char *path, const hicp_model_option
     got = fread(head, 1, sizeof head, f);
     fclose(f);
   }
-  if (hicp__model_is_file(head, got))
-    return hicp_model_load(ctx, path, out);
+  if (hicp__model_is_file(head, got)) {
+    /* A saved model carries the graph it was built with: the options can
+     * ask for a check, but not for a different build. */
+    hicp_model_options o;
+    if (hicp__model_options_read(ctx, opts, &o) != HICP_OK)
+      return HICP_EINVAL;
+    hicp_model *m = NULL;
+    int rc = hicp_model_load(ctx, path, &m);
+    if (rc == HICP_OK && !o.delaunay && m->has_delaunay)
+      rc = hicp__fail(ctx, HICP_EINVAL, "%s: a saved model keeps its Delaunay graph; build from the point cloud for a model without one", path);
+    if (rc == HICP_OK && o.validate && (rc = hicp__model_validate(ctx, m)) != HICP_OK)
+      hicp__fail_prefix(ctx, rc, path);
+    if (rc != HICP_OK) {
+      hicp_model_destroy(m);
+      return rc;
+    }
+    *out = m;
+    return HICP_OK;
+  }
   hicp_cloud *cloud = NULL;
   int rc = hicp_cloud_read(ctx, path, HICP_FORMAT_AUTO, &cloud);
   if (rc != HICP_OK)

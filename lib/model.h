@@ -99,6 +99,10 @@ double hicp__kdtree_nearest_other(const hicp_model *m, uint32_t v);
  * original index; kd-tree leaves covering every vertex once.  0 or
  * HICP_EINTERNAL with a message. */
 int hicp__model_validate(hicp_context *ctx, const hicp_model *m);
+/* Copies the caller's options (NULL = defaults) into @p o and checks them;
+ * shared by building and by opening a saved model. */
+int hicp__model_options_read(hicp_context *ctx, const hicp_model_options *user,
+                             hicp_model_options *o);
 
 /* Loads or saves the model file format (model_file.c). */
 int hicp__model_is_file(const unsigned char *buf, size_t len);

@@ -281,18 +281,26 @@ static int check_graph(hicp_context *ctx, const hicp_model *m, double resolution
   return HICP_OK;
 }
 
+int hicp__model_options_read(hicp_context *ctx, const hicp_model_options *user,
+                             hicp_model_options *o)
+{
+  hicp_model_options_init(o);
+  if (user != NULL && hicp__copy_sized(o, sizeof *o, user, offsetof(hicp_model_options, flags) + sizeof(unsigned), "hicp_model_options", ctx) != 0)
+    return HICP_EINVAL;
+  if (o->flags != 0 || (o->delaunay != 0 && o->delaunay != 1) || (o->validate != 0 && o->validate != 1))
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_model_options: delaunay and validate must be 0 or 1, flags 0");
+  return HICP_OK;
+}
+
 int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t stride,
                      const hicp_model_options *user, hicp_model **out)
 {
   hicp_model_options o;
-  hicp_model_options_init(&o);
   if (out == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_model_build: NULL output");
   *out = NULL;
-  if (user != NULL && hicp__copy_sized(&o, sizeof o, user, offsetof(hicp_model_options, flags) + sizeof(unsigned), "hicp_model_options", ctx) != 0)
+  if (hicp__model_options_read(ctx, user, &o) != HICP_OK)
     return HICP_EINVAL;
-  if (o.flags != 0 || (o.delaunay != 0 && o.delaunay != 1) || (o.validate != 0 && o.validate != 1))
-    return hicp__fail(ctx, HICP_EINVAL, "hicp_model_options: delaunay and validate must be 0 or 1, flags 0");
   int rc = hicp__point_stride(ctx, "model", stride, 3 * sizeof(float), &stride);
   if (rc == HICP_OK)
     rc = hicp__check_count(ctx, "model", xyz, n);

@@ -383,6 +383,14 @@ one_line_error "model build"
 [ ! -e "$o/info.hicpm" ] && ok "model info -o writes nothing" || notok "model info -o writes nothing"
 check "model info --no-delaunay exits 2" 2 "$bin" model info "$g" --no-delaunay
 one_line_error "no-delaunay"
+# a saved model keeps its graph: --no-delaunay on one is refused, not ignored
+awk 'BEGIN { for (i = 1; i <= 200; i++) printf "%.6f %.6f %.6f\n", (i * 0.6180339) % 1, (i * 0.4142136) % 1, (i * 0.7320508) % 1 }' >"$o/g.xyz"
+check "model build of a point file" 0 "$bin" model build "$o/g.xyz" -o "$o/g.hicpm"
+grep -q 'Delaunay' "$tmp/out" && ok "the saved model has a Delaunay graph" || notok "the saved model has a Delaunay graph"
+check "model build --validate of a saved model" 0 "$bin" model build "$o/g.hicpm" -o "$o/g2.hicpm" --validate
+check "model build --no-delaunay of a saved model exits 1" 1 "$bin" model build "$o/g.hicpm" -o "$o/g3.hicpm" --no-delaunay
+one_line_error "keeps its Delaunay graph"
+[ ! -e "$o/g3.hicpm" ] && ok "the refused build writes nothing" || notok "the refused build writes nothing"
 if [ $have_py -eq 1 ]; then
   check "perturb --outliers --json" 0 "$bin" perturb "$g" -o "$o/out.ply" --outliers 0.5 --json
   python3 -c "

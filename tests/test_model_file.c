@@ -91,6 +91,52 @@ Test(model_file, round_trip_bitwise)
   }
 }
 
+/* hicp_model_open on a saved model: the options ask for a check, never for
+ * another build; what cannot be honoured is refused, not ignored. */
+Test(model_file, open_honours_options)
+{
+  const char *dir = th_tmpdir();
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  for (int g = 0; g <= 1; g++) {
+    hicp_model *m = random_model(1500, g);
+    const char *path = th_path(dir, g ? "open-graph.hicpm" : "open-kd.hicpm");
+    cr_assert_eq(hicp_model_save(ctx, m, path), 0, "%s", hicp_context_error(ctx));
+    hicp_model_options o;
+    hicp_model *l = NULL;
+    /* validate: loads and checks */
+    hicp_model_options_init(&o);
+    o.validate = 1;
+    cr_assert_eq(hicp_model_open(ctx, path, &o, &l), 0, "%s", hicp_context_error(ctx));
+    assert_same_model(m, l);
+    hicp_model_destroy(l);
+    l = NULL;
+    /* no graph: fine for a file without one, refused for a file with one */
+    hicp_model_options_init(&o);
+    o.delaunay = 0;
+    int rc = hicp_model_open(ctx, path, &o, &l);
+    if (g) {
+      cr_assert_eq(rc, HICP_EINVAL);
+      cr_assert_null(l);
+      cr_assert_not_null(strstr(hicp_context_error(ctx), "keeps its Delaunay graph"), "%s",
+                         hicp_context_error(ctx));
+      cr_assert_not_null(strstr(hicp_context_error(ctx), path));
+    } else {
+      cr_assert_eq(rc, 0, "%s", hicp_context_error(ctx));
+      assert_same_model(m, l);
+      hicp_model_destroy(l);
+      l = NULL;
+    }
+    /* options a build would refuse are refused here too */
+    hicp_model_options_init(&o);
+    o.flags = 1;
+    cr_assert_eq(hicp_model_open(ctx, path, &o, &l), HICP_EINVAL);
+    cr_assert_null(l);
+    hicp_model_destroy(m);
+  }
+  hicp_context_destroy(ctx);
+}
+
 Test(model_file, corrupted_files_are_refused)
 {
   const char *dir = th_tmpdir();

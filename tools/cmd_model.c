@@ -19,6 +19,8 @@ static void usage(FILE *f)
           "info   points, edges, degree histogram, memory and build time of a model\n"
           "       (a model file, or a point cloud, which is built first).\n"
           "\n"
+          "  --no-delaunay        build the kd-tree only (a saved model keeps its graph)\n"
+          "  --validate           check the graph (symmetry, reachability, duplicates)\n"
           "  --memory-limit SIZE  most memory one step may take, e.g. 512M, 8G\n"
           "                       (default: 3/4 of physical memory)\n");
 }
