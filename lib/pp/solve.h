@@ -229,8 +229,8 @@ HICP_PP void hicp__sigma_bounds(const hicp__partial *tot, double sigma, hicp__se
     s->e_hi = 1.0e308;
     return;
   }
-  double mean = n > 0.0 ? tot->v[HICP_PF_E_W] / n : 0.0;
-  double var = n > 0.0 ? tot->v[HICP_PF_E2_W] / n - mean * mean : 0.0;
+  double mean = tot->v[HICP_PF_E_W] / n;
+  double var = tot->v[HICP_PF_E2_W] / n - mean * mean;
   double sd = var > 0.0 ? HICP_SQRT(var) : 0.0;
   /* The mean of equal distances rounds to a neighbour of their value, and
    * then a window of zero width (var <= 0) would drop every pair: widen it
