@@ -5,6 +5,7 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "cloud.h"
 #include "io/lzf.h"
+#include "io/outfile.h"
 #include "testhelp.h"
 
 static hicp_context *ctx_new(void)
@@ -561,6 +563,45 @@ Test(io, atomic_write)
   cr_assert(len == 8 && memcmp(got, "precious", 8) == 0);
   free(got);
   cr_assert_eq(count_files(dir), 1);
+  hicp_cloud_destroy(c);
+  hicp_context_destroy(ctx);
+}
+
+/* Outputs get the permissions a user expects: a new file the umask's (the
+ * library never sets the umask to learn it: that is the whole process's),
+ * a replaced file its old ones less set-user-ID, and no file descriptor
+ * leaks into a program another thread starts. */
+Test(io, output_permissions)
+{
+  const char *dir = th_tmpdir();
+  hicp_context *ctx = ctx_new();
+  float pts[3] = {1, 2, 3};
+  hicp_cloud *c;
+  cr_assert_eq(hicp_cloud_from_xyz(ctx, pts, 1, 0, &c), 0);
+  mode_t old_mask = umask(027);
+  const char *fresh = th_path(dir, "new.ply");
+  cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, fresh, HICP_PLY_ASCII), 0);
+  struct stat st;
+  cr_assert_eq(stat(fresh, &st), 0);
+  cr_assert_eq(st.st_mode & 07777, 0640, "new file: %o", (unsigned)(st.st_mode & 07777));
+  cr_assert_eq(umask(027), 027, "the umask was changed");
+  const char *kept = th_path(dir, "kept.ply");
+  th_write(kept, "old", 3);
+  cr_assert_eq(chmod(kept, 0604), 0);
+  cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, kept, HICP_PLY_ASCII), 0);
+  cr_assert_eq(stat(kept, &st), 0);
+  cr_assert_eq(st.st_mode & 07777, 0604, "replaced file: %o", (unsigned)(st.st_mode & 07777));
+  cr_assert_eq(chmod(kept, 04755), 0);
+  cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, kept, HICP_PLY_ASCII), 0);
+  cr_assert_eq(stat(kept, &st), 0);
+  cr_assert_eq(st.st_mode & 07777, 0755, "set-user-ID kept: %o", (unsigned)(st.st_mode & 07777));
+  umask(old_mask);
+  hicp__outfile o;
+  cr_assert_null(hicp__outfile_open(&o, th_path(dir, "exec.ply")));
+  int flags = fcntl(fileno(o.f), F_GETFD);
+  cr_assert(flags >= 0 && (flags & FD_CLOEXEC), "the output is inherited by exec");
+  hicp__outfile_abort(&o);
+  cr_assert_eq(count_files(dir), 2, "the temporary file was left");
   hicp_cloud_destroy(c);
   hicp_context_destroy(ctx);
 }

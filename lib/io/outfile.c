@@ -6,22 +6,44 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "io/outfile.h"
 
 static const char *out_of_memory = "out of memory";
 
-/* The mode a new file gets (0666 less the umask): mkstemp makes it 0600. */
-static mode_t new_file_mode(void)
+/* A name for the temporary file that no one else is likely to pick: the
+ * target's name, ".tmp" and six letters drawn from the process, the time
+ * and a counter (splitmix64 mixes them). */
+static void temporary_name(char *tmp, size_t len, const char *target, unsigned attempt)
 {
-  mode_t mask = umask(0);
-  umask(mask);
-  return 0666 & ~mask;
+  static _Atomic unsigned long long counter;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  unsigned long long x = (unsigned long long)getpid() * 0x9e3779b97f4a7c15ull ^
+                         (unsigned long long)ts.tv_nsec ^ ((unsigned long long)ts.tv_sec << 30) ^
+                         (counter++ << 20) ^ attempt;
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  static const char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  memcpy(tmp, target, len);
+  memcpy(tmp + len, ".tmp", 4);
+  for (int i = 0; i < 6; i++, x /= 62)
+    tmp[len + 4 + i] = letters[x % 62];
+  tmp[len + 10] = '\0';
 }
 
-/* A temporary file beside `target`, which it will replace. */
-static const char *open_temporary(hicp__outfile *o, const char *target, mode_t mode)
+/* A temporary file beside `target`, which it will replace.  keep_mode < 0:
+ * a new file, created with mode 0666 for the kernel to apply the umask to
+ * (reading the umask would mean setting it, which a library must not do: it
+ * is the whole process's, and another thread could create a file meanwhile);
+ * otherwise the mode of the file it replaces.  Close-on-exec, so that a
+ * thread that forks and runs a program meanwhile does not hand it the file. */
+static const char *open_temporary(hicp__outfile *o, const char *target, int keep_mode)
 {
   const size_t len = strlen(target);
   o->target = malloc(len + 1);
@@ -31,9 +53,14 @@ static const char *open_temporary(hicp__outfile *o, const char *target, mode_t m
     return out_of_memory;
   }
   memcpy(o->target, target, len + 1);
-  memcpy(o->tmp, target, len);
-  memcpy(o->tmp + len, ".tmpXXXXXX", sizeof ".tmpXXXXXX");
-  int fd = mkstemp(o->tmp);
+  int fd = -1;
+  for (unsigned attempt = 0; fd < 0 && attempt < 100; attempt++) {
+    temporary_name(o->tmp, len, target, attempt);
+    fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY,
+              keep_mode < 0 ? 0666 : 0600);
+    if (fd < 0 && errno != EEXIST)
+      break;
+  }
   if (fd < 0) {
     const int e = errno;
     free(o->tmp);
@@ -41,7 +68,12 @@ static const char *open_temporary(hicp__outfile *o, const char *target, mode_t m
     hicp__outfile_abort(o);
     return strerror(e);
   }
-  fchmod(fd, mode);
+  if (keep_mode >= 0 && fchmod(fd, (mode_t)keep_mode) != 0) {
+    const int e = errno;
+    close(fd);
+    hicp__outfile_abort(o);
+    return strerror(e);
+  }
   o->f = fdopen(fd, "wb");
   if (o->f == NULL) {
     const int e = errno;
@@ -57,7 +89,7 @@ static const char *open_temporary(hicp__outfile *o, const char *target, mode_t m
  * for its reader here, as a shell's redirection does. */
 static const char *open_in_place(hicp__outfile *o, const char *path)
 {
-  int fd = open(path, O_WRONLY | O_NOCTTY);
+  int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
   if (fd < 0)
     return strerror(errno);
   o->f = fdopen(fd, "wb");
@@ -75,20 +107,21 @@ static const char *open_new(hicp__outfile *o, const char *path)
   struct stat lst;
   if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode))
     return "a symbolic link to a missing file (not written through)";
-  return open_temporary(o, path, new_file_mode());
+  return open_temporary(o, path, -1);
 }
 
-/* An existing regular file: replaced with its mode kept.  Through a link,
+/* An existing regular file: replaced with its permissions kept (not a
+ * set-user-ID or set-group-ID bit: the new file is ours).  Through a link,
  * the file the link names is replaced, so that the link stays one. */
 static const char *open_regular(hicp__outfile *o, const char *path, const struct stat *st)
 {
   struct stat lst;
   if (lstat(path, &lst) != 0 || !S_ISLNK(lst.st_mode))
-    return open_temporary(o, path, st->st_mode & 07777);
+    return open_temporary(o, path, (int)(st->st_mode & 0777));
   char *real = realpath(path, NULL);
   if (real == NULL)
     return errno == ENOMEM ? out_of_memory : strerror(errno);
-  const char *why = open_temporary(o, real, st->st_mode & 07777);
+  const char *why = open_temporary(o, real, (int)(st->st_mode & 0777));
   free(real);
   return why;
 }
