@@ -417,6 +417,36 @@ Test(io, ply_element_without_properties, .timeout = 20)
   }
 }
 
+/* The last line of a text file need not end with a newline: the shortest
+ * records ("0 0 0"), the last one unterminated, are a valid file, not a
+ * header that promises more than the file holds. */
+Test(io, last_line_without_newline)
+{
+  const char *dir = th_tmpdir();
+  static const double want[6] = {1, 2, 3, 0, 0, 0};
+  static const struct {
+    const char *name, *text;
+    size_t n;
+  } files[] = {
+      {"v.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\n"
+                "property float z\nend_header\n0 0 0", 1},
+      {"w.ply", "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\n"
+                "property float z\nend_header\n1 2 3\n0 0 0", 2},
+      {"v.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\n"
+                "DATA ascii\n0 0 0", 1},
+      {"w.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 2\nPOINTS 2\n"
+                "DATA ascii\n1 2 3\n0 0 0", 2},
+      {"v.off", "OFF\n1 0 0\n0 0 0", 1},
+      {"w.off", "OFF\n2 0 0\n1 2 3\n0 0 0", 2},
+      {"f.off", "OFF\n3 1 0\n1 2 3\n0 0 0\n0 1 0\n3 0 1 2", 3},
+      {"v.xyz", "0 0 0", 1},
+  };
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    const double *w = files[i].n == 1 ? want + 3 : files[i].n == 2 ? want : NULL;
+    hicp_cloud_destroy(read_ok(write_text(dir, files[i].name, files[i].text), w, files[i].n));
+  }
+}
+
 /* ---- The table of hostile inputs ---- */
 
 typedef struct bad_case {

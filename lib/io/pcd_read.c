@@ -364,7 +364,8 @@ int hicp__parse_pcd(hicp_context *ctx, const char *name, const unsigned char *bu
     int compressed = strcmp(h->data, "binary_compressed") == 0;
     if (!ascii && !binary && !compressed)
       rc = hicp__fail(ctx, HICP_EFORMAT, "%s: unknown DATA kind '%.30s'", name, h->data);
-    else if (ascii && h->points > avail / (2 * (size_t)h->nf))
+    /* "0 " per field, the last line's newline perhaps missing (+ 1) */
+    else if (ascii && h->points > (avail + 1) / (2 * (size_t)h->nf))
       rc = hicp__fail(ctx, HICP_EFORMAT,
                       "%s: the header promises %llu points but the file is too short for them",
                       name, (unsigned long long)h->points);
