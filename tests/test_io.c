@@ -544,6 +544,39 @@ Test(io, memory_budget)
   hicp_cloud_destroy(c);
 }
 
+/* A binary_compressed PCD whose POINTS lies (10^5 points in 20 bytes) is a
+ * malformed file, refused before anything is allocated for the points:
+ * not a memory shortage under a limit the lie exceeds. */
+Test(io, pcd_compressed_lying_header)
+{
+  const char *dir = th_tmpdir();
+  static const char text[] = "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 100000\n"
+                             "POINTS 100000\nDATA binary_compressed\n"
+                             "\x0d\x00\x00\x00\x0c\x00\x00\x00\x0b"
+                             "\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x40\x40";
+  const char *p = th_path(dir, "lying.pcd");
+  th_write(p, text, sizeof text - 1);
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.memory_limit = 1024 * 1024; /* 10^5 points would need 3.4 MiB */
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  hicp_cloud *c = NULL;
+  cr_assert_eq(hicp_cloud_read(ctx, p, HICP_FORMAT_AUTO, &c), HICP_EFORMAT, "%s",
+               hicp_context_error(ctx));
+  cr_assert(strstr(hicp_context_error(ctx), "100000 points need 1200000") != NULL, "%s",
+            hicp_context_error(ctx));
+  hicp_context_destroy(ctx);
+  /* the same data with an honest header: one point */
+  char honest[sizeof text];
+  memcpy(honest, text, sizeof text);
+  char *w = strstr(honest, "WIDTH 100000\nPOINTS 100000\n");
+  memcpy(w, "WIDTH      1\nPOINTS      1\n", 27);
+  th_write(p, honest, sizeof text - 1);
+  static const double one[3] = {1, 2, 3};
+  hicp_cloud_destroy(read_ok(p, one, 1));
+}
+
 /* ---- Atomic writes ---- */
 
 static int failing_writer(hicp_context *ctx, FILE *f, void *arg)

@@ -318,9 +318,13 @@ static int read_compressed(pcd *h, const unsigned char *p, size_t avail, const i
    * uncompressed size beyond that is a lie, refused before allocating. */
   if ((uint64_t)usize > (uint64_t)csize * 300u + 64u)
     return hicp__fail(h->ctx, HICP_EFORMAT, "%s: implausible compressed sizes", h->name);
+  /* Only now, the sizes agreeing with the data, is POINTS believed. */
+  int rc = hicp__raw_reserve_points(h->ctx, h->name, out, (size_t)h->points);
+  if (rc != HICP_OK)
+    return rc;
   char what[300];
   snprintf(what, sizeof what, "%s: decompressing %u bytes", h->name, usize);
-  int rc = hicp__check_budget(h->ctx, usize, what);
+  rc = hicp__check_budget(h->ctx, usize, what);
   if (rc != HICP_OK)
     return rc;
   unsigned char *u = malloc(usize ? usize : 1);
@@ -374,7 +378,9 @@ int hicp__parse_pcd(hicp_context *ctx, const char *name, const unsigned char *bu
                       "%s: the header promises %llu points of %zu bytes but %zu bytes remain "
                       "(truncated or corrupt)",
                       name, (unsigned long long)h->points, h->point_size, avail);
-    if (rc == HICP_OK)
+    /* binary_compressed reserves once its sizes are checked (a lying
+     * POINTS must not allocate, nor read as a memory shortage) */
+    if (rc == HICP_OK && !compressed)
       rc = hicp__raw_reserve_points(ctx, name, out, (size_t)h->points);
     if (rc == HICP_OK) {
       out->n = 0;
