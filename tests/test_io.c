@@ -492,6 +492,7 @@ static const bad_case bad_cases[] = {
     BAD("size.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 3\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2 3\n", HICP_EFORMAT, "size"),
     BAD("count.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2      \n", HICP_EFORMAT, "too few"),
     BAD("huge.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 900000000\nDATA binary\nabcdefghijkl", HICP_EFORMAT, "remain"),
+    BAD("wraps.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 4294967296\nHEIGHT 4294967296\nDATA ascii\n1 2 3\n", HICP_EFORMAT, "WIDTH 4294967296 times HEIGHT"),
     BAD("partnan.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 nan 3\n", HICP_ENONFINITE, "point 0"),
     BAD("lzf.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA binary_compressed\n\x04\x00\x00\x00\x0c\x00\x00\x00\x20\x05\x00\x00", HICP_EFORMAT, "corrupt"),
     BAD("lzfsize.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA binary_compressed\n\xff\x00\x00\x00\x0c\x00\x00\x00\x0b", HICP_EFORMAT, "truncated"),

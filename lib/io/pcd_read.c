@@ -162,7 +162,14 @@ static int parse_header(pcd *h, hicp__text *t)
     if (!h->have_width)
       return hicp__fail(h->ctx, HICP_EFORMAT, "%s: the header has neither POINTS nor WIDTH",
                         h->name);
-    h->points = h->width * (h->height ? h->height : 1);
+    /* each is at most 2^40: their product could wrap around */
+    const uint64_t height = h->height ? h->height : 1, max = UINT64_C(1) << 40;
+    if (h->width > max / height)
+      return hicp__fail(h->ctx, HICP_EFORMAT,
+                        "%s: WIDTH %llu times HEIGHT %llu is not a point count from 0 to %llu",
+                        h->name, (unsigned long long)h->width, (unsigned long long)height,
+                        (unsigned long long)max);
+    h->points = h->width * height;
   }
   h->point_size = 0;
   for (int i = 0; i < h->nf; i++) {
