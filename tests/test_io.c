@@ -458,6 +458,10 @@ typedef struct bad_case {
 } bad_case;
 #define BAD(name, text, code, msg) {name, text, sizeof(text) - 1, code, msg}
 
+/* 5e9 in 137 characters: cut to the 127 a token buffer holds, it read as 0 */
+#define Z10 "0000000000"
+#define LONG_5E9 "0." Z10 Z10 Z10 Z10 Z10 Z10 Z10 Z10 Z10 Z10 Z10 Z10 Z10 "5e140"
+
 static const bad_case bad_cases[] = {
     BAD("empty.ply", "", HICP_EEMPTY, "empty"),
     BAD("header_only.ply", "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\nend_header\n", HICP_EFORMAT, "too short"),
@@ -484,6 +488,9 @@ static const bad_case bad_cases[] = {
     BAD("two.xyz", "1 2 3\n4 5\n", HICP_EFORMAT, "line 2"),
     BAD("inf.xyz", "1 2 3\n4 5 -inf\n", HICP_ENONFINITE, "line 2"),
     BAD("far.xyz", "1 2 3\n4 5 1e39\n", HICP_ERANGE, "point 1"),
+    BAD("long.xyz", "1 2 3\n" LONG_5E9 " 0 0\n", HICP_EFORMAT, "line 2: expected a number, got 137 characters"),
+    BAD("long.off", "OFF\n2 0 0\n1 2 3\n" LONG_5E9 " 0 0\n", HICP_EFORMAT, "line 4: expected a vertex coordinate, got 137 characters"),
+    BAD("long.ply", "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n" LONG_5E9 " 0 0\n", HICP_EFORMAT, "line 9: expected a number, got 137 characters"),
     BAD("only_comments.xyz", "# nothing\n\n// here\n", HICP_EEMPTY, "no points"),
     BAD("nodata.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\n", HICP_EFORMAT, "DATA"),
     BAD("fields2.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nFIELDS x y z w\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2 3 4\n", HICP_EFORMAT, "twice"),
@@ -493,6 +500,7 @@ static const bad_case bad_cases[] = {
     BAD("count.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2      \n", HICP_EFORMAT, "too few"),
     BAD("huge.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 900000000\nDATA binary\nabcdefghijkl", HICP_EFORMAT, "remain"),
     BAD("wraps.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 4294967296\nHEIGHT 4294967296\nDATA ascii\n1 2 3\n", HICP_EFORMAT, "WIDTH 4294967296 times HEIGHT"),
+    BAD("long.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 2\nPOINTS 2\nDATA ascii\n1 2 3\n" LONG_5E9 " 0 0\n", HICP_EFORMAT, "line 9: expected a number, got 137 characters"),
     BAD("partnan.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 nan 3\n", HICP_ENONFINITE, "point 0"),
     BAD("lzf.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA binary_compressed\n\x04\x00\x00\x00\x0c\x00\x00\x00\x20\x05\x00\x00", HICP_EFORMAT, "corrupt"),
     BAD("lzfsize.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA binary_compressed\n\xff\x00\x00\x00\x0c\x00\x00\x00\x0b", HICP_EFORMAT, "truncated"),

@@ -255,7 +255,10 @@ static int read_ascii(pcd *h, hicp__text *t, const int idx[3], hicp__raw_cloud *
         if (hicp__text_at_eol(t, 0))
           return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: point %llu has too few values",
                             h->name, t->line, (unsigned long long)i);
-        hicp__text_token(t, NULL, tok, sizeof tok);
+        size_t len = hicp__text_token(t, NULL, tok, sizeof tok);
+        if (len >= sizeof tok) /* cut short in tok: it could read as another number */
+          return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: expected a number, got %zu characters",
+                            h->name, t->line, len);
         double x;
         int rc = hicp__parse_double(tok, &x);
         /* nan is a legal PCD value (missing measurement) */
