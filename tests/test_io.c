@@ -92,6 +92,28 @@ Test(io, ply_ascii_with_extras)
   hicp_cloud_destroy(c);
 }
 
+/* Values hicp does not use may be nan or inf in ascii, as they may in
+ * binary (where they are never looked at): normals of points without one,
+ * a camera's unset field.  x, y, z and face indices must still be finite. */
+Test(io, nonfinite_unused_values)
+{
+  const char *dir = th_tmpdir();
+  double want[6] = {0.5, -1.25, 2, 3, 4.75, -5};
+  hicp_cloud *c = read_ok(write_text(dir, "n.ply",
+                                     "ply\nformat ascii 1.0\nelement camera 1\nproperty float fov\n"
+                                     "element vertex 2\nproperty float x\nproperty float y\n"
+                                     "property float z\nproperty float nx\n"
+                                     "property list uchar float tags\nend_header\n"
+                                     "inf\n0.5 -1.25 2 nan 2 -inf 1\n3 4.75 -5 NaN 0\n"),
+                          want, 2);
+  hicp_cloud_destroy(c);
+  c = read_ok(write_text(dir, "n.pcd",
+                         "VERSION 0.7\nFIELDS x y z curvature\nSIZE 4 4 4 4\nTYPE F F F F\n"
+                         "WIDTH 2\nPOINTS 2\nDATA ascii\n0.5 -1.25 2 inf\n3 4.75 -5 -inf\n"),
+              want, 2);
+  hicp_cloud_destroy(c);
+}
+
 static size_t put(unsigned char *b, size_t at, const void *v, size_t n, int big)
 {
   for (size_t i = 0; i < n; i++)
@@ -501,6 +523,8 @@ static const bad_case bad_cases[] = {
     BAD("huge.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 900000000\nDATA binary\nabcdefghijkl", HICP_EFORMAT, "remain"),
     BAD("wraps.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 4294967296\nHEIGHT 4294967296\nDATA ascii\n1 2 3\n", HICP_EFORMAT, "WIDTH 4294967296 times HEIGHT"),
     BAD("long.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 2\nPOINTS 2\nDATA ascii\n1 2 3\n" LONG_5E9 " 0 0\n", HICP_EFORMAT, "line 9: expected a number, got 137 characters"),
+    BAD("inf.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2 inf\n", HICP_ENONFINITE, "line 8"),
+    BAD("nanlist.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\nproperty float z\nproperty list uchar float tags\nend_header\n1 2 3 nan\n", HICP_ENONFINITE, "line 9"),
     BAD("partnan.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 nan 3\n", HICP_ENONFINITE, "point 0"),
     BAD("lzf.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA binary_compressed\n\x04\x00\x00\x00\x0c\x00\x00\x00\x20\x05\x00\x00", HICP_EFORMAT, "corrupt"),
     BAD("lzfsize.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA binary_compressed\n\xff\x00\x00\x00\x0c\x00\x00\x00\x0b", HICP_EFORMAT, "truncated"),

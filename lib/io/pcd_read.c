@@ -261,9 +261,11 @@ static int read_ascii(pcd *h, hicp__text *t, const int idx[3], hicp__raw_cloud *
                             h->name, t->line, len);
         double x;
         int rc = hicp__parse_double(tok, &x);
-        /* nan is a legal PCD value (missing measurement) */
+        const int used = c == 0 && (fi == idx[0] || fi == idx[1] || fi == idx[2]);
+        /* nan is a legal PCD value (missing measurement); a field hicp does
+         * not use may hold any non-finite value, as in binary files */
         if (rc == HICP_ENONFINITE && (strcmp(tok, "nan") == 0 || strcmp(tok, "NaN") == 0 ||
-                                      strcmp(tok, "-nan") == 0))
+                                      strcmp(tok, "-nan") == 0 || !used))
           x = NAN, rc = HICP_OK;
         if (rc == HICP_ENONFINITE)
           return hicp__fail(h->ctx, rc, "%s line %zu: non-finite number '%.24s'", h->name,
@@ -271,7 +273,7 @@ static int read_ascii(pcd *h, hicp__text *t, const int idx[3], hicp__raw_cloud *
         if (rc != HICP_OK)
           return hicp__fail(h->ctx, rc, "%s line %zu: expected a number, got '%.24s'", h->name,
                             t->line, tok);
-        if (c == 0)
+        if (used)
           for (int k = 0; k < 3; k++)
             if (fi == idx[k])
               v[k] = x;

@@ -195,11 +195,23 @@ typedef struct reader {
   const unsigned char *end;
 } reader;
 
-/* Reads one value of type `t` (ascii or binary). */
-static int read_value(reader *r, ptype t, const char *what, double *v)
+/* Reads one value of type `t` (ascii or binary).  `used`: 0 for a value
+ * hicp does not use, which may then be nan or inf in ascii as in binary
+ * (normals of points without one, say). */
+static int read_value(reader *r, ptype t, const char *what, int used, double *v)
 {
-  if (r->f->enc == ASCII)
+  if (r->f->enc == ASCII) {
+    if (!used) {
+      hicp__text_skip_space(&r->t, 0);
+      const unsigned char *at = r->t.p;
+      char tok[128];
+      size_t n = hicp__text_token(&r->t, NULL, tok, sizeof tok);
+      if (n > 0 && n < sizeof tok && hicp__parse_double(tok, v) == HICP_ENONFINITE)
+        return HICP_OK;
+      r->t.p = at; /* not a non-finite number: reported as usual below */
+    }
     return hicp__text_number(&r->t, 1, 0, what, v);
+  }
   if ((size_t)(r->end - r->p) < type_size[t])
     return hicp__fail(r->f->ctx, HICP_EFORMAT, "%s: the file ends in the middle of the data (truncated)",
                       r->f->name);
@@ -279,22 +291,23 @@ static int read_element(reader *r, const element *e, hicp__raw_cloud *out, size_
       double v;
       int rc;
       if (p->count_type == T_NONE) {
-        rc = read_value(r, p->type, "a number", &v);
+        const int used = is_vertex && (k == ix || k == iy || k == iz);
+        rc = read_value(r, p->type, "a number", used, &v);
         if (rc != HICP_OK)
           return rc;
-        if (is_vertex && (k == ix || k == iy || k == iz))
+        if (used)
           out->xyz[3 * rec + (k == ix ? 0 : k == iy ? 1 : 2)] = v;
         continue;
       }
       double len;
-      rc = read_value(r, p->count_type, "a list length", &len);
+      rc = read_value(r, p->count_type, "a list length", 1, &len);
       if (rc != HICP_OK)
         return rc;
       if (len < 0 || len != floor(len) || len > MAX_LIST)
         return hicp__fail(f->ctx, HICP_EFORMAT, "%s: %s record %llu has a list of length %g",
                           f->name, e->name, (unsigned long long)rec, len);
       for (uint32_t j = 0; j < (uint32_t)len; j++) {
-        rc = read_value(r, p->type, "a list item", &v);
+        rc = read_value(r, p->type, "a list item", k == ifc, &v);
         if (rc != HICP_OK)
           return rc;
         if (k != ifc)
