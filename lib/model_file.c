@@ -314,6 +314,16 @@ static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual
       h->size[SEC_ECODE] != (g ? h->nedges : 0) ||
       h->size[SEC_EUNIT] != (g ? sizeof(float) * h->nv : 0) || (g && h->nedges == 0))
     return hicp__fail(ctx, HICP_EFORMAT, "%s: inconsistent counts in the header", path);
+  /* The origin shifts every query and answer (a NaN one made every
+   * distance NaN); the box, diagonal and times are reported, in JSON too. */
+  for (int d = 0; d < 3; d++)
+    if (!(fabs(h->origin[d]) <= HICP_COORD_MAX) || !(fabs(h->bbox_min[d]) <= HICP_COORD_MAX) ||
+        !(fabs(h->bbox_max[d]) <= HICP_COORD_MAX) || !(h->bbox_min[d] <= h->bbox_max[d]))
+      return hicp__fail(ctx, HICP_EFORMAT, "%s: invalid origin or bounding box in the header", path);
+  if (!(h->diag >= 0.0 && h->diag <= 4.0 * HICP_COORD_MAX) ||
+      !(h->build_ms >= 0.0 && h->build_ms < HUGE_VAL) ||
+      !(h->qhull_ms >= 0.0 && h->qhull_ms < HUGE_VAL))
+    return hicp__fail(ctx, HICP_EFORMAT, "%s: invalid diagonal or build time in the header", path);
   uint64_t prev_end = align_up(sizeof *h);
   for (int s = 0; s < NSECTIONS; s++) {
     if (h->size[s] == 0)

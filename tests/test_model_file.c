@@ -212,8 +212,13 @@ Test(model_file, forged_files_with_valid_checksums_are_refused)
   cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
   static const char *const want[] = {"kd-tree leaf out of range", "invalid coordinate",
                                      "invalid coordinate", "disagrees with its vertex",
-                                     "graph neighbour out of range"};
-  for (int k = 0; k < 5; k++) {
+                                     "graph neighbour out of range",
+                                     "invalid origin or bounding box",
+                                     "invalid origin or bounding box",
+                                     "invalid origin or bounding box",
+                                     "invalid diagonal or build time",
+                                     "invalid diagonal or build time"};
+  for (int k = 0; k < 10; k++) {
     hicp_model *m = random_model(1000, 1);
     hicp__kdnode *leaf = m->kd;
     while (leaf->dim != HICP_KD_LEAF)
@@ -224,6 +229,11 @@ Test(model_file, forged_files_with_valid_checksums_are_refused)
     case 2: m->vtx[7].z = 1e30f; break;             /* beyond HICP_COORD_MAX */
     case 3: m->kd_pts[3].x += 1.0f; break;
     case 4: m->nbr[m->nedges / 2] = m->nv; break;
+    case 5: m->origin[1] = NAN; break;               /* every answer NaN */
+    case 6: m->origin[0] = 1e300; break;             /* every answer inf */
+    case 7: m->bbox_max[2] = NAN; break;             /* nan in model info --json */
+    case 8: m->diag = HUGE_VAL; break;
+    case 9: m->build_ms = NAN; break;
     }
     cr_assert_eq(hicp_model_save(ctx, m, bad), 0, "%s", hicp_context_error(ctx));
     hicp_model *l = NULL;
