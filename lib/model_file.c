@@ -270,6 +270,26 @@ static int check_indices(hicp_context *ctx, const hicp_model *m, const char *pat
       return hicp__fail(ctx, HICP_EFORMAT, "%s: kd-tree node %u is malformed", path, n);
     }
   }
+  /* Depth: the searches' stacks and the descents' level loops stop at
+   * HICP_KD_MAX_DEPTH levels (a built tree has at most 32); a deeper forged
+   * tree left a descent on an inner node, scanned as a leaf.  Children
+   * follow their parent, so one pass finds each node's greatest depth. */
+  unsigned char *depth = calloc(m->nkd, 1);
+  if (depth == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "%s: out of memory checking the kd-tree", path);
+  for (uint32_t n = 0; n < m->nkd; n++) {
+    const hicp__kdnode *nd = &m->kd[n];
+    if (nd->dim == HICP_KD_LEAF)
+      continue;
+    if (depth[n] + 1 >= HICP_KD_MAX_DEPTH) {
+      free(depth);
+      return hicp__fail(ctx, HICP_EFORMAT, "%s: kd-tree deeper than %d levels", path,
+                        HICP_KD_MAX_DEPTH - 1);
+    }
+    for (uint32_t c = nd->first; c <= nd->first + 1; c++)
+      depth[c] = depth[c] > depth[n] + 1 ? depth[c] : (unsigned char)(depth[n] + 1);
+  }
+  free(depth);
   for (uint32_t i = 0; i < m->nv; i++) {
     const hicp__vtx *k = &m->kd_pts[i];
     if (k->id >= m->nv)
