@@ -149,8 +149,11 @@ int hicp_model_open(hicp_context *ctx, const char *path, const hicp_model_option
     int rc = hicp_model_load(ctx, path, &m);
     if (rc == HICP_OK && !o.delaunay && m->has_delaunay)
       rc = hicp__fail(ctx, HICP_EINVAL, "%s: a saved model keeps its Delaunay graph; build from the point cloud for a model without one", path);
-    if (rc == HICP_OK && o.validate && (rc = hicp__model_validate(ctx, m)) != HICP_OK)
+    if (rc == HICP_OK && o.validate && (rc = hicp__model_validate(ctx, m)) != HICP_OK) {
+      /* a violation in a file is a malformed file, not a bug in hicp */
+      rc = rc == HICP_EINTERNAL ? HICP_EFORMAT : rc;
       hicp__fail_prefix(ctx, rc, path);
+    }
     if (rc != HICP_OK) {
       hicp_model_destroy(m);
       return rc;

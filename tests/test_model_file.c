@@ -132,6 +132,19 @@ Test(model_file, open_honours_options)
     o.flags = 1;
     cr_assert_eq(hicp_model_open(ctx, path, &o, &l), HICP_EINVAL);
     cr_assert_null(l);
+    /* validate on a file that loads but breaks an invariant (a kd-tree
+     * point's vertex given twice): a malformed file, HICP_EFORMAT */
+    m->kd_pts[1] = m->kd_pts[0];
+    cr_assert_eq(hicp_model_save(ctx, m, path), 0, "%s", hicp_context_error(ctx));
+    cr_assert_eq(hicp_model_load(ctx, path, &l), 0, "%s", hicp_context_error(ctx));
+    hicp_model_destroy(l);
+    l = NULL;
+    hicp_model_options_init(&o);
+    o.validate = 1;
+    cr_assert_eq(hicp_model_open(ctx, path, &o, &l), HICP_EFORMAT, "%s", hicp_context_error(ctx));
+    cr_assert_null(l);
+    cr_assert_not_null(strstr(hicp_context_error(ctx), "repeated point"), "%s",
+                       hicp_context_error(ctx));
     hicp_model_destroy(m);
   }
   hicp_context_destroy(ctx);
