@@ -92,6 +92,32 @@ Test(io, ply_ascii_with_extras)
   hicp_cloud_destroy(c);
 }
 
+/* An element may have any number of properties: a 3D Gaussian splat's
+ * vertex has 62, other exports more (64 were the most read). */
+Test(io, ply_many_properties)
+{
+  const char *dir = th_tmpdir();
+  char *text = malloc(1 << 16);
+  size_t at = (size_t)sprintf(text, "ply\nformat ascii 1.0\nelement vertex 2\n");
+  for (int i = 0; i < 200; i++) {
+    if (i == 100 || i == 150 || i == 199)
+      at += (size_t)sprintf(text + at, "property double %c\n", i == 100 ? 'x' : i == 150 ? 'y' : 'z');
+    else
+      at += (size_t)sprintf(text + at, "property float f_rest_%d\n", i);
+  }
+  at += (size_t)sprintf(text + at, "end_header\n");
+  static const double xyz[2][3] = {{0.5, -1.25, 2}, {3, 4.75, -5}};
+  for (int r = 0; r < 2; r++) {
+    for (int i = 0; i < 200; i++)
+      at += (size_t)sprintf(text + at, "%g ",
+                            i == 100 ? xyz[r][0] : i == 150 ? xyz[r][1] : i == 199 ? xyz[r][2] : i * 0.5);
+    text[at++] = '\n';
+  }
+  text[at] = '\0';
+  hicp_cloud_destroy(read_ok(write_text(dir, "many.ply", text), &xyz[0][0], 2));
+  free(text);
+}
+
 /* Values hicp does not use may be nan or inf in ascii, as they may in
  * binary (where they are never looked at): normals of points without one,
  * a camera's unset field.  x, y, z and face indices must still be finite. */

@@ -16,7 +16,7 @@
 #include "io/text.h"
 
 #define MAX_ELEMENTS 32
-#define MAX_PROPS 64
+#define MAX_PROPS 65536 /* per element; a 3D Gaussian splat has 62, others more */
 #define MAX_LIST 1000000 /* longest list a record may carry */
 
 typedef enum { T_NONE, T_I8, T_U8, T_I16, T_U16, T_I32, T_U32, T_F32, T_F64 } ptype;
@@ -40,8 +40,8 @@ typedef struct prop {
 typedef struct element {
   char name[64];
   uint64_t count;
-  prop props[MAX_PROPS];
-  int nprops;
+  prop *props; /* grown as the header lists them */
+  int nprops, cap;
 } element;
 
 typedef enum { ASCII, BIN_LE, BIN_BE } encoding;
@@ -125,6 +125,14 @@ static int parse_header(ply *f, hicp__text *t)
       if (e->nprops == MAX_PROPS)
         return hicp__fail(f->ctx, HICP_EFORMAT, "%s: element '%s' has more than %d properties",
                           f->name, e->name, MAX_PROPS);
+      if (e->nprops == e->cap) {
+        int ncap = e->cap ? 2 * e->cap : 16;
+        prop *np = realloc(e->props, sizeof *np * (size_t)ncap);
+        if (np == NULL)
+          return hicp__fail(f->ctx, HICP_ENOMEM, "%s: out of memory for the header", f->name);
+        e->props = np;
+        e->cap = ncap;
+      }
       prop *p = &e->props[e->nprops];
       memset(p, 0, sizeof *p);
       hicp__text_token(t, NULL, tok, sizeof tok);
@@ -357,6 +365,8 @@ int hicp__parse_ply(hicp_context *ctx, const char *name, const unsigned char *bu
     if (rc == HICP_OK)
       rc = hicp__raw_check_triangles(ctx, name, out);
   }
+  for (int i = 0; i < f->nel; i++)
+    free(f->el[i].props);
   free(f);
   return rc;
 }
