@@ -523,6 +523,7 @@ static const bad_case bad_cases[] = {
     BAD("badtype.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty real x\nproperty float y\nproperty float z\nend_header\n1 2 3\n", HICP_EFORMAT, "real"),
     BAD("nox.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float y\nproperty float z\nend_header\n2 3\n", HICP_EFORMAT, "no x"),
     BAD("badface.ply", "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n", HICP_EFORMAT, "vertex 7"),
+    BAD("badquad.ply", "ply\nformat ascii 1.0\nelement vertex 4\nproperty float x\nproperty float y\nproperty float z\nelement face 2\nproperty list uchar int vertex_indices\nend_header\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n4 0 1 2 3\n3 0 1 9\n", HICP_EFORMAT, "face 1 uses vertex 9 but there are 4 vertices"),
     BAD("badformat.ply", "ply\nformat binary_middle_endian 1.0\n", HICP_EFORMAT, "middle"),
     BAD("short.ply", "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n4 5          \n", HICP_EFORMAT, "end of the file"),
     BAD("empty.off", "OFF\n0 0 0\n", HICP_EEMPTY, "no points"),

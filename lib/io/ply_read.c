@@ -274,6 +274,15 @@ static int read_element(reader *r, const element *e, hicp__raw_cloud *out, size_
     if (ifc >= 0 && e->props[ifc].count_type == T_NONE)
       return hicp__fail(f->ctx, HICP_EFORMAT, "%s: face vertex_indices must be a list", f->name);
   }
+  /* Indices are checked here, against the header's vertex count, so that
+   * the message names the face of the file, not a triangle of the fan
+   * (none: refused after reading, "no vertex element"). */
+  uint64_t nvert = UINT64_MAX;
+  for (int i = 0; is_face && i < f->nel; i++)
+    if (strcmp(f->el[i].name, "vertex") == 0) {
+      nvert = f->el[i].count;
+      break;
+    }
   size_t remaining = f->enc == ASCII ? (size_t)(r->t.end - r->t.p) : (size_t)(r->end - r->p);
   size_t minrec = min_record(f, e);
   /* in ascii the file's last record may lack its final separator */
@@ -323,6 +332,10 @@ static int read_element(reader *r, const element *e, hicp__raw_cloud *out, size_
         if (v < 0 || v != floor(v) || v >= 4294967295.0)
           return hicp__fail(f->ctx, HICP_EFORMAT, "%s: face %llu has an invalid vertex index %g",
                             f->name, (unsigned long long)rec, v);
+        if (v >= (double)nvert)
+          return hicp__fail(f->ctx, HICP_EFORMAT,
+                            "%s: face %llu uses vertex %.0f but there are %llu vertices", f->name,
+                            (unsigned long long)rec, v, (unsigned long long)nvert);
         /* fan: (i0, i_{j-1}, i_j) */
         if (j == 0)
           idx[0] = (uint32_t)v;
