@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "model.h"
@@ -307,6 +309,34 @@ Test(model_file, deep_kdtree_at_the_limit)
     cr_assert_eq(memcmp(got, want, sizeof want), 0, "method %d", method);
   }
   hicp_model_destroy(l);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
+/* A point cloud through a FIFO (a pipe, a process substitution) is read
+ * once: peeking at it for a model file's magic consumed the data, and the
+ * read after it waited for a writer that had gone. */
+Test(model_file, open_reads_a_fifo_once, .timeout = 20)
+{
+  const char *dir = th_tmpdir();
+  const char *fifo = th_path(dir, "cloud.xyz");
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    FILE *w = fopen(fifo, "w");
+    for (int i = 0; w != NULL && i < 500; i++)
+      fprintf(w, "%d %d %d\n", i % 10, (i / 10) % 10, i / 100);
+    _exit(w != NULL && fclose(w) == 0 ? 0 : 1);
+  }
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  hicp_model *m = NULL;
+  int rc = hicp_model_open(ctx, fifo, NULL, &m);
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert_eq(rc, 0, "%s", hicp_context_error(ctx));
+  cr_assert_eq(m->npoints, 500);
   hicp_model_destroy(m);
   hicp_context_destroy(ctx);
 }
