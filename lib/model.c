@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "cloud.h"
 #include "model.h"
@@ -131,10 +132,13 @@ int hicp_model_open(hicp_context *ctx, const char *path, const hicp_model_option
   if (path == NULL || out == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_model_open: NULL argument");
   *out = NULL;
-  /* Peek at the magic: model files are mapped, not read. */
+  /* Peek at the magic: model files are mapped, not read.  Only a regular
+   * file is peeked at (and only one can be mapped): from a pipe the peek
+   * consumed what the cloud reader then missed, or waited for a writer. */
   unsigned char head[16] = {0};
   size_t got = 0;
-  FILE *f = fopen(path, "rb");
+  struct stat st;
+  FILE *f = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? fopen(path, "rb") : NULL;
   if (f != NULL) {
     got = fread(head, 1, sizeof head, f);
     fclose(f);
@@ -149,8 +153,11 @@ int hicp_model_open(hicp_context *ctx, const char *path, const hicp_model_option
     int rc = hicp_model_load(ctx, path, &m);
     if (rc == HICP_OK && !o.delaunay && m->has_delaunay)
       rc = hicp__fail(ctx, HICP_EINVAL, "%s: a saved model keeps its Delaunay graph; build from the point cloud for a model without one", path);
-    if (rc == HICP_OK && o.validate && (rc = hicp__model_validate(ctx, m)) != HICP_OK)
+    if (rc == HICP_OK && o.validate && (rc = hicp__model_validate(ctx, m)) != HICP_OK) {
+      /* a violation in a file is a malformed file, not a bug in hicp */
+      rc = rc == HICP_EINTERNAL ? HICP_EFORMAT : rc;
       hicp__fail_prefix(ctx, rc, path);
+    }
     if (rc != HICP_OK) {
       hicp_model_destroy(m);
       return rc;

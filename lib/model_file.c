@@ -270,6 +270,26 @@ static int check_indices(hicp_context *ctx, const hicp_model *m, const char *pat
       return hicp__fail(ctx, HICP_EFORMAT, "%s: kd-tree node %u is malformed", path, n);
     }
   }
+  /* Depth: the searches' stacks and the descents' level loops stop at
+   * HICP_KD_MAX_DEPTH levels (a built tree has at most 32); a deeper forged
+   * tree left a descent on an inner node, scanned as a leaf.  Children
+   * follow their parent, so one pass finds each node's greatest depth. */
+  unsigned char *depth = calloc(m->nkd, 1);
+  if (depth == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "%s: out of memory checking the kd-tree", path);
+  for (uint32_t n = 0; n < m->nkd; n++) {
+    const hicp__kdnode *nd = &m->kd[n];
+    if (nd->dim == HICP_KD_LEAF)
+      continue;
+    if (depth[n] + 1 >= HICP_KD_MAX_DEPTH) {
+      free(depth);
+      return hicp__fail(ctx, HICP_EFORMAT, "%s: kd-tree deeper than %d levels", path,
+                        HICP_KD_MAX_DEPTH - 1);
+    }
+    for (uint32_t c = nd->first; c <= nd->first + 1; c++)
+      depth[c] = depth[c] > depth[n] + 1 ? depth[c] : (unsigned char)(depth[n] + 1);
+  }
+  free(depth);
   for (uint32_t i = 0; i < m->nv; i++) {
     const hicp__vtx *k = &m->kd_pts[i];
     if (k->id >= m->nv)
@@ -314,6 +334,16 @@ static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual
       h->size[SEC_ECODE] != (g ? h->nedges : 0) ||
       h->size[SEC_EUNIT] != (g ? sizeof(float) * h->nv : 0) || (g && h->nedges == 0))
     return hicp__fail(ctx, HICP_EFORMAT, "%s: inconsistent counts in the header", path);
+  /* The origin shifts every query and answer (a NaN one made every
+   * distance NaN); the box, diagonal and times are reported, in JSON too. */
+  for (int d = 0; d < 3; d++)
+    if (!(fabs(h->origin[d]) <= HICP_COORD_MAX) || !(fabs(h->bbox_min[d]) <= HICP_COORD_MAX) ||
+        !(fabs(h->bbox_max[d]) <= HICP_COORD_MAX) || !(h->bbox_min[d] <= h->bbox_max[d]))
+      return hicp__fail(ctx, HICP_EFORMAT, "%s: invalid origin or bounding box in the header", path);
+  if (!(h->diag >= 0.0 && h->diag <= 4.0 * HICP_COORD_MAX) ||
+      !(h->build_ms >= 0.0 && h->build_ms < HUGE_VAL) ||
+      !(h->qhull_ms >= 0.0 && h->qhull_ms < HUGE_VAL))
+    return hicp__fail(ctx, HICP_EFORMAT, "%s: invalid diagonal or build time in the header", path);
   uint64_t prev_end = align_up(sizeof *h);
   for (int s = 0; s < NSECTIONS; s++) {
     if (h->size[s] == 0)

@@ -94,6 +94,54 @@ Test(io, ply_ascii_with_extras)
   hicp_cloud_destroy(c);
 }
 
+/* An element may have any number of properties: a 3D Gaussian splat's
+ * vertex has 62, other exports more (64 were the most read). */
+Test(io, ply_many_properties)
+{
+  const char *dir = th_tmpdir();
+  char *text = malloc(1 << 16);
+  size_t at = (size_t)sprintf(text, "ply\nformat ascii 1.0\nelement vertex 2\n");
+  for (int i = 0; i < 200; i++) {
+    if (i == 100 || i == 150 || i == 199)
+      at += (size_t)sprintf(text + at, "property double %c\n", i == 100 ? 'x' : i == 150 ? 'y' : 'z');
+    else
+      at += (size_t)sprintf(text + at, "property float f_rest_%d\n", i);
+  }
+  at += (size_t)sprintf(text + at, "end_header\n");
+  static const double xyz[2][3] = {{0.5, -1.25, 2}, {3, 4.75, -5}};
+  for (int r = 0; r < 2; r++) {
+    for (int i = 0; i < 200; i++)
+      at += (size_t)sprintf(text + at, "%g ",
+                            i == 100 ? xyz[r][0] : i == 150 ? xyz[r][1] : i == 199 ? xyz[r][2] : i * 0.5);
+    text[at++] = '\n';
+  }
+  text[at] = '\0';
+  hicp_cloud_destroy(read_ok(write_text(dir, "many.ply", text), &xyz[0][0], 2));
+  free(text);
+}
+
+/* Values hicp does not use may be nan or inf in ascii, as they may in
+ * binary (where they are never looked at): normals of points without one,
+ * a camera's unset field.  x, y, z and face indices must still be finite. */
+Test(io, nonfinite_unused_values)
+{
+  const char *dir = th_tmpdir();
+  double want[6] = {0.5, -1.25, 2, 3, 4.75, -5};
+  hicp_cloud *c = read_ok(write_text(dir, "n.ply",
+                                     "ply\nformat ascii 1.0\nelement camera 1\nproperty float fov\n"
+                                     "element vertex 2\nproperty float x\nproperty float y\n"
+                                     "property float z\nproperty float nx\n"
+                                     "property list uchar float tags\nend_header\n"
+                                     "inf\n0.5 -1.25 2 nan 2 -inf 1\n3 4.75 -5 NaN 0\n"),
+                          want, 2);
+  hicp_cloud_destroy(c);
+  c = read_ok(write_text(dir, "n.pcd",
+                         "VERSION 0.7\nFIELDS x y z curvature\nSIZE 4 4 4 4\nTYPE F F F F\n"
+                         "WIDTH 2\nPOINTS 2\nDATA ascii\n0.5 -1.25 2 inf\n3 4.75 -5 -inf\n"),
+              want, 2);
+  hicp_cloud_destroy(c);
+}
+
 static size_t put(unsigned char *b, size_t at, const void *v, size_t n, int big)
 {
   for (size_t i = 0; i < n; i++)
@@ -419,6 +467,36 @@ Test(io, ply_element_without_properties, .timeout = 20)
   }
 }
 
+/* The last line of a text file need not end with a newline: the shortest
+ * records ("0 0 0"), the last one unterminated, are a valid file, not a
+ * header that promises more than the file holds. */
+Test(io, last_line_without_newline)
+{
+  const char *dir = th_tmpdir();
+  static const double want[6] = {1, 2, 3, 0, 0, 0};
+  static const struct {
+    const char *name, *text;
+    size_t n;
+  } files[] = {
+      {"v.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\n"
+                "property float z\nend_header\n0 0 0", 1},
+      {"w.ply", "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\n"
+                "property float z\nend_header\n1 2 3\n0 0 0", 2},
+      {"v.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\n"
+                "DATA ascii\n0 0 0", 1},
+      {"w.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 2\nPOINTS 2\n"
+                "DATA ascii\n1 2 3\n0 0 0", 2},
+      {"v.off", "OFF\n1 0 0\n0 0 0", 1},
+      {"w.off", "OFF\n2 0 0\n1 2 3\n0 0 0", 2},
+      {"f.off", "OFF\n3 1 0\n1 2 3\n0 0 0\n0 1 0\n3 0 1 2", 3},
+      {"v.xyz", "0 0 0", 1},
+  };
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    const double *w = files[i].n == 1 ? want + 3 : files[i].n == 2 ? want : NULL;
+    hicp_cloud_destroy(read_ok(write_text(dir, files[i].name, files[i].text), w, files[i].n));
+  }
+}
+
 /* ---- The table of hostile inputs ---- */
 
 typedef struct bad_case {
@@ -429,6 +507,10 @@ typedef struct bad_case {
   const char *msg;
 } bad_case;
 #define BAD(name, text, code, msg) {name, text, sizeof(text) - 1, code, msg}
+
+/* 5e9 in 137 characters: cut to the 127 a token buffer holds, it read as 0 */
+#define Z10 "0000000000"
+#define LONG_5E9 "0." Z10 Z10 Z10 Z10 Z10 Z10 Z10 Z10 Z10 Z10 Z10 Z10 Z10 "5e140"
 
 static const bad_case bad_cases[] = {
     BAD("empty.ply", "", HICP_EEMPTY, "empty"),
@@ -443,6 +525,7 @@ static const bad_case bad_cases[] = {
     BAD("badtype.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty real x\nproperty float y\nproperty float z\nend_header\n1 2 3\n", HICP_EFORMAT, "real"),
     BAD("nox.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float y\nproperty float z\nend_header\n2 3\n", HICP_EFORMAT, "no x"),
     BAD("badface.ply", "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n", HICP_EFORMAT, "vertex 7"),
+    BAD("badquad.ply", "ply\nformat ascii 1.0\nelement vertex 4\nproperty float x\nproperty float y\nproperty float z\nelement face 2\nproperty list uchar int vertex_indices\nend_header\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n4 0 1 2 3\n3 0 1 9\n", HICP_EFORMAT, "face 1 uses vertex 9 but there are 4 vertices"),
     BAD("badformat.ply", "ply\nformat binary_middle_endian 1.0\n", HICP_EFORMAT, "middle"),
     BAD("short.ply", "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n4 5          \n", HICP_EFORMAT, "end of the file"),
     BAD("empty.off", "OFF\n0 0 0\n", HICP_EEMPTY, "no points"),
@@ -456,6 +539,9 @@ static const bad_case bad_cases[] = {
     BAD("two.xyz", "1 2 3\n4 5\n", HICP_EFORMAT, "line 2"),
     BAD("inf.xyz", "1 2 3\n4 5 -inf\n", HICP_ENONFINITE, "line 2"),
     BAD("far.xyz", "1 2 3\n4 5 1e39\n", HICP_ERANGE, "point 1"),
+    BAD("long.xyz", "1 2 3\n" LONG_5E9 " 0 0\n", HICP_EFORMAT, "line 2: expected a number, got 137 characters"),
+    BAD("long.off", "OFF\n2 0 0\n1 2 3\n" LONG_5E9 " 0 0\n", HICP_EFORMAT, "line 4: expected a vertex coordinate, got 137 characters"),
+    BAD("long.ply", "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n" LONG_5E9 " 0 0\n", HICP_EFORMAT, "line 9: expected a number, got 137 characters"),
     BAD("only_comments.xyz", "# nothing\n\n// here\n", HICP_EEMPTY, "no points"),
     BAD("nodata.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\n", HICP_EFORMAT, "DATA"),
     BAD("fields2.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nFIELDS x y z w\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2 3 4\n", HICP_EFORMAT, "twice"),
@@ -464,6 +550,10 @@ static const bad_case bad_cases[] = {
     BAD("size.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 3\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2 3\n", HICP_EFORMAT, "size"),
     BAD("count.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2      \n", HICP_EFORMAT, "too few"),
     BAD("huge.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 900000000\nDATA binary\nabcdefghijkl", HICP_EFORMAT, "remain"),
+    BAD("wraps.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 4294967296\nHEIGHT 4294967296\nDATA ascii\n1 2 3\n", HICP_EFORMAT, "WIDTH 4294967296 times HEIGHT"),
+    BAD("long.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 2\nPOINTS 2\nDATA ascii\n1 2 3\n" LONG_5E9 " 0 0\n", HICP_EFORMAT, "line 9: expected a number, got 137 characters"),
+    BAD("inf.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2 inf\n", HICP_ENONFINITE, "line 8"),
+    BAD("nanlist.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\nproperty float z\nproperty list uchar float tags\nend_header\n1 2 3 nan\n", HICP_ENONFINITE, "line 9"),
     BAD("partnan.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 nan 3\n", HICP_ENONFINITE, "point 0"),
     BAD("lzf.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA binary_compressed\n\x04\x00\x00\x00\x0c\x00\x00\x00\x20\x05\x00\x00", HICP_EFORMAT, "corrupt"),
     BAD("lzfsize.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA binary_compressed\n\xff\x00\x00\x00\x0c\x00\x00\x00\x0b", HICP_EFORMAT, "truncated"),
@@ -514,6 +604,39 @@ Test(io, memory_budget)
   hicp_context_destroy(ctx);
   c = read_ok(p, NULL, n);
   hicp_cloud_destroy(c);
+}
+
+/* A binary_compressed PCD whose POINTS lies (10^5 points in 20 bytes) is a
+ * malformed file, refused before anything is allocated for the points:
+ * not a memory shortage under a limit the lie exceeds. */
+Test(io, pcd_compressed_lying_header)
+{
+  const char *dir = th_tmpdir();
+  static const char text[] = "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 100000\n"
+                             "POINTS 100000\nDATA binary_compressed\n"
+                             "\x0d\x00\x00\x00\x0c\x00\x00\x00\x0b"
+                             "\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x40\x40";
+  const char *p = th_path(dir, "lying.pcd");
+  th_write(p, text, sizeof text - 1);
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.memory_limit = 1024 * 1024; /* 10^5 points would need 3.4 MiB */
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  hicp_cloud *c = NULL;
+  cr_assert_eq(hicp_cloud_read(ctx, p, HICP_FORMAT_AUTO, &c), HICP_EFORMAT, "%s",
+               hicp_context_error(ctx));
+  cr_assert(strstr(hicp_context_error(ctx), "100000 points need 1200000") != NULL, "%s",
+            hicp_context_error(ctx));
+  hicp_context_destroy(ctx);
+  /* the same data with an honest header: one point */
+  char honest[sizeof text];
+  memcpy(honest, text, sizeof text);
+  char *w = strstr(honest, "WIDTH 100000\nPOINTS 100000\n");
+  memcpy(w, "WIDTH      1\nPOINTS      1\n", 27);
+  th_write(p, honest, sizeof text - 1);
+  static const double one[3] = {1, 2, 3};
+  hicp_cloud_destroy(read_ok(p, one, 1));
 }
 
 /* ---- Atomic writes ---- */

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "model.h"
@@ -132,6 +134,19 @@ Test(model_file, open_honours_options)
     o.flags = 1;
     cr_assert_eq(hicp_model_open(ctx, path, &o, &l), HICP_EINVAL);
     cr_assert_null(l);
+    /* validate on a file that loads but breaks an invariant (a kd-tree
+     * point's vertex given twice): a malformed file, HICP_EFORMAT */
+    m->kd_pts[1] = m->kd_pts[0];
+    cr_assert_eq(hicp_model_save(ctx, m, path), 0, "%s", hicp_context_error(ctx));
+    cr_assert_eq(hicp_model_load(ctx, path, &l), 0, "%s", hicp_context_error(ctx));
+    hicp_model_destroy(l);
+    l = NULL;
+    hicp_model_options_init(&o);
+    o.validate = 1;
+    cr_assert_eq(hicp_model_open(ctx, path, &o, &l), HICP_EFORMAT, "%s", hicp_context_error(ctx));
+    cr_assert_null(l);
+    cr_assert_not_null(strstr(hicp_context_error(ctx), "repeated point"), "%s",
+                       hicp_context_error(ctx));
     hicp_model_destroy(m);
   }
   hicp_context_destroy(ctx);
@@ -204,6 +219,25 @@ Test(model_file, corrupted_files_are_refused)
  * read out of bounds (found by tests/fuzz/fuzz_model_file.c, which skips
  * the checksums): forged by corrupting a built model in memory and saving
  * it, so the checksums are computed over the corruption. */
+/* Makes m's kd-tree a chain of `depth` inner nodes, each sending every
+ * query left to the next, ending in two leaves that hold every point. */
+static void make_deep(hicp_model *m, uint32_t depth)
+{
+  cr_assert_leq(depth + 2, m->nkd);
+  for (uint32_t n = 0; n < depth; n++) {
+    m->kd[n].dim = 0;
+    m->kd[n].split = 1e30f;
+    m->kd[n].first = n + 1;
+    m->kd[n].count = 0;
+  }
+  for (uint32_t n = depth; n < depth + 2; n++) {
+    m->kd[n].dim = HICP_KD_LEAF;
+    m->kd[n].first = 0;
+    m->kd[n].count = m->nv;
+  }
+  m->nkd = depth + 2;
+}
+
 Test(model_file, forged_files_with_valid_checksums_are_refused)
 {
   const char *dir = th_tmpdir();
@@ -212,8 +246,14 @@ Test(model_file, forged_files_with_valid_checksums_are_refused)
   cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
   static const char *const want[] = {"kd-tree leaf out of range", "invalid coordinate",
                                      "invalid coordinate", "disagrees with its vertex",
-                                     "graph neighbour out of range"};
-  for (int k = 0; k < 5; k++) {
+                                     "graph neighbour out of range",
+                                     "invalid origin or bounding box",
+                                     "invalid origin or bounding box",
+                                     "invalid origin or bounding box",
+                                     "invalid diagonal or build time",
+                                     "invalid diagonal or build time",
+                                     "kd-tree deeper than 63 levels"};
+  for (int k = 0; k < 11; k++) {
     hicp_model *m = random_model(1000, 1);
     hicp__kdnode *leaf = m->kd;
     while (leaf->dim != HICP_KD_LEAF)
@@ -224,6 +264,12 @@ Test(model_file, forged_files_with_valid_checksums_are_refused)
     case 2: m->vtx[7].z = 1e30f; break;             /* beyond HICP_COORD_MAX */
     case 3: m->kd_pts[3].x += 1.0f; break;
     case 4: m->nbr[m->nedges / 2] = m->nv; break;
+    case 5: m->origin[1] = NAN; break;               /* every answer NaN */
+    case 6: m->origin[0] = 1e300; break;             /* every answer inf */
+    case 7: m->bbox_max[2] = NAN; break;             /* nan in model info --json */
+    case 8: m->diag = HUGE_VAL; break;
+    case 9: m->build_ms = NAN; break;
+    case 10: make_deep(m, 100); break;               /* a descent ends on an inner node */
     }
     cr_assert_eq(hicp_model_save(ctx, m, bad), 0, "%s", hicp_context_error(ctx));
     hicp_model *l = NULL;
@@ -233,6 +279,65 @@ Test(model_file, forged_files_with_valid_checksums_are_refused)
               hicp_context_error(ctx));
     hicp_model_destroy(m);
   }
+  hicp_context_destroy(ctx);
+}
+
+/* The deepest kd-tree the searches take (leaves 63 levels down) loads and
+ * answers exactly by every method. */
+Test(model_file, deep_kdtree_at_the_limit)
+{
+  const char *dir = th_tmpdir();
+  const char *path = th_path(dir, "deep.hicpm");
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  hicp_model *m = random_model(1000, 1);
+  make_deep(m, HICP_KD_MAX_DEPTH - 1);
+  cr_assert_eq(hicp_model_save(ctx, m, path), 0, "%s", hicp_context_error(ctx));
+  hicp_model *l = NULL;
+  cr_assert_eq(hicp_model_load(ctx, path, &l), 0, "%s", hicp_context_error(ctx));
+  float q[3 * 50];
+  for (int i = 0; i < 150; i++)
+    q[i] = (float)((i * 37) % 101) / 25.0f - 2.0f;
+  uint32_t want[50], got[50];
+  hicp_nn_options o;
+  hicp_nn_options_init(&o);
+  o.method = HICP_NN_BRUTE;
+  cr_assert_eq(hicp_nn_query(ctx, l, q, 50, &o, want, NULL, NULL), 0);
+  for (int method = 0; method <= HICP_NN_PNN; method++) {
+    o.method = (hicp_nn_method)method;
+    cr_assert_eq(hicp_nn_query(ctx, l, q, 50, &o, got, NULL, NULL), 0, "%s", hicp_context_error(ctx));
+    cr_assert_eq(memcmp(got, want, sizeof want), 0, "method %d", method);
+  }
+  hicp_model_destroy(l);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
+/* A point cloud through a FIFO (a pipe, a process substitution) is read
+ * once: peeking at it for a model file's magic consumed the data, and the
+ * read after it waited for a writer that had gone. */
+Test(model_file, open_reads_a_fifo_once, .timeout = 20)
+{
+  const char *dir = th_tmpdir();
+  const char *fifo = th_path(dir, "cloud.xyz");
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    FILE *w = fopen(fifo, "w");
+    for (int i = 0; w != NULL && i < 500; i++)
+      fprintf(w, "%d %d %d\n", i % 10, (i / 10) % 10, i / 100);
+    _exit(w != NULL && fclose(w) == 0 ? 0 : 1);
+  }
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  hicp_model *m = NULL;
+  int rc = hicp_model_open(ctx, fifo, NULL, &m);
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert_eq(rc, 0, "%s", hicp_context_error(ctx));
+  cr_assert_eq(m->npoints, 500);
+  hicp_model_destroy(m);
   hicp_context_destroy(ctx);
 }
 

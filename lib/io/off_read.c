@@ -47,8 +47,9 @@ int hicp__parse_off(hicp_context *ctx, const char *name, const unsigned char *bu
     return rc;
   hicp__text_next_line(&t);
   size_t remaining = (size_t)(t.end - t.p);
-  /* a vertex needs at least "0 0 0\n", a face "3 0 0 0\n" */
-  if (nv > remaining / 6 || nf > remaining / 8)
+  /* a vertex needs at least "0 0 0\n", a face "3 0 0 0\n" (the last line
+   * of the file may lack its newline: + 1) */
+  if (nv > (remaining + 1) / 6 || nf > (remaining + 1) / 8)
     return hicp__fail(ctx, HICP_EFORMAT,
                       "%s: the header promises %llu vertices and %llu faces but the file is too "
                       "short for them (truncated or corrupt)",

@@ -162,7 +162,14 @@ static int parse_header(pcd *h, hicp__text *t)
     if (!h->have_width)
       return hicp__fail(h->ctx, HICP_EFORMAT, "%s: the header has neither POINTS nor WIDTH",
                         h->name);
-    h->points = h->width * (h->height ? h->height : 1);
+    /* each is at most 2^40: their product could wrap around */
+    const uint64_t height = h->height ? h->height : 1, max = UINT64_C(1) << 40;
+    if (h->width > max / height)
+      return hicp__fail(h->ctx, HICP_EFORMAT,
+                        "%s: WIDTH %llu times HEIGHT %llu is not a point count from 0 to %llu",
+                        h->name, (unsigned long long)h->width, (unsigned long long)height,
+                        (unsigned long long)max);
+    h->points = h->width * height;
   }
   h->point_size = 0;
   for (int i = 0; i < h->nf; i++) {
@@ -248,12 +255,17 @@ static int read_ascii(pcd *h, hicp__text *t, const int idx[3], hicp__raw_cloud *
         if (hicp__text_at_eol(t, 0))
           return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: point %llu has too few values",
                             h->name, t->line, (unsigned long long)i);
-        hicp__text_token(t, NULL, tok, sizeof tok);
+        size_t len = hicp__text_token(t, NULL, tok, sizeof tok);
+        if (len >= sizeof tok) /* cut short in tok: it could read as another number */
+          return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: expected a number, got %zu characters",
+                            h->name, t->line, len);
         double x;
         int rc = hicp__parse_double(tok, &x);
-        /* nan is a legal PCD value (missing measurement) */
+        const int used = c == 0 && (fi == idx[0] || fi == idx[1] || fi == idx[2]);
+        /* nan is a legal PCD value (missing measurement); a field hicp does
+         * not use may hold any non-finite value, as in binary files */
         if (rc == HICP_ENONFINITE && (strcmp(tok, "nan") == 0 || strcmp(tok, "NaN") == 0 ||
-                                      strcmp(tok, "-nan") == 0))
+                                      strcmp(tok, "-nan") == 0 || !used))
           x = NAN, rc = HICP_OK;
         if (rc == HICP_ENONFINITE)
           return hicp__fail(h->ctx, rc, "%s line %zu: non-finite number '%.24s'", h->name,
@@ -261,7 +273,7 @@ static int read_ascii(pcd *h, hicp__text *t, const int idx[3], hicp__raw_cloud *
         if (rc != HICP_OK)
           return hicp__fail(h->ctx, rc, "%s line %zu: expected a number, got '%.24s'", h->name,
                             t->line, tok);
-        if (c == 0)
+        if (used)
           for (int k = 0; k < 3; k++)
             if (fi == idx[k])
               v[k] = x;
@@ -318,9 +330,13 @@ static int read_compressed(pcd *h, const unsigned char *p, size_t avail, const i
    * uncompressed size beyond that is a lie, refused before allocating. */
   if ((uint64_t)usize > (uint64_t)csize * 300u + 64u)
     return hicp__fail(h->ctx, HICP_EFORMAT, "%s: implausible compressed sizes", h->name);
+  /* Only now, the sizes agreeing with the data, is POINTS believed. */
+  int rc = hicp__raw_reserve_points(h->ctx, h->name, out, (size_t)h->points);
+  if (rc != HICP_OK)
+    return rc;
   char what[300];
   snprintf(what, sizeof what, "%s: decompressing %u bytes", h->name, usize);
-  int rc = hicp__check_budget(h->ctx, usize, what);
+  rc = hicp__check_budget(h->ctx, usize, what);
   if (rc != HICP_OK)
     return rc;
   unsigned char *u = malloc(usize ? usize : 1);
@@ -364,7 +380,8 @@ int hicp__parse_pcd(hicp_context *ctx, const char *name, const unsigned char *bu
     int compressed = strcmp(h->data, "binary_compressed") == 0;
     if (!ascii && !binary && !compressed)
       rc = hicp__fail(ctx, HICP_EFORMAT, "%s: unknown DATA kind '%.30s'", name, h->data);
-    else if (ascii && h->points > avail / (2 * (size_t)h->nf))
+    /* "0 " per field, the last line's newline perhaps missing (+ 1) */
+    else if (ascii && h->points > (avail + 1) / (2 * (size_t)h->nf))
       rc = hicp__fail(ctx, HICP_EFORMAT,
                       "%s: the header promises %llu points but the file is too short for them",
                       name, (unsigned long long)h->points);
@@ -373,7 +390,9 @@ int hicp__parse_pcd(hicp_context *ctx, const char *name, const unsigned char *bu
                       "%s: the header promises %llu points of %zu bytes but %zu bytes remain "
                       "(truncated or corrupt)",
                       name, (unsigned long long)h->points, h->point_size, avail);
-    if (rc == HICP_OK)
+    /* binary_compressed reserves once its sizes are checked (a lying
+     * POINTS must not allocate, nor read as a memory shortage) */
+    if (rc == HICP_OK && !compressed)
       rc = hicp__raw_reserve_points(ctx, name, out, (size_t)h->points);
     if (rc == HICP_OK) {
       out->n = 0;

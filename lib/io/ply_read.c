@@ -16,7 +16,7 @@
 #include "io/text.h"
 
 #define MAX_ELEMENTS 32
-#define MAX_PROPS 64
+#define MAX_PROPS 65536 /* per element; a 3D Gaussian splat has 62, others more */
 #define MAX_LIST 1000000 /* longest list a record may carry */
 
 typedef enum { T_NONE, T_I8, T_U8, T_I16, T_U16, T_I32, T_U32, T_F32, T_F64 } ptype;
@@ -40,8 +40,8 @@ typedef struct prop {
 typedef struct element {
   char name[64];
   uint64_t count;
-  prop props[MAX_PROPS];
-  int nprops;
+  prop *props; /* grown as the header lists them */
+  int nprops, cap;
 } element;
 
 typedef enum { ASCII, BIN_LE, BIN_BE } encoding;
@@ -125,6 +125,14 @@ static int parse_header(ply *f, hicp__text *t)
       if (e->nprops == MAX_PROPS)
         return hicp__fail(f->ctx, HICP_EFORMAT, "%s: element '%s' has more than %d properties",
                           f->name, e->name, MAX_PROPS);
+      if (e->nprops == e->cap) {
+        int ncap = e->cap ? 2 * e->cap : 16;
+        prop *np = realloc(e->props, sizeof *np * (size_t)ncap);
+        if (np == NULL)
+          return hicp__fail(f->ctx, HICP_ENOMEM, "%s: out of memory for the header", f->name);
+        e->props = np;
+        e->cap = ncap;
+      }
       prop *p = &e->props[e->nprops];
       memset(p, 0, sizeof *p);
       hicp__text_token(t, NULL, tok, sizeof tok);
@@ -195,11 +203,23 @@ typedef struct reader {
   const unsigned char *end;
 } reader;
 
-/* Reads one value of type `t` (ascii or binary). */
-static int read_value(reader *r, ptype t, const char *what, double *v)
+/* Reads one value of type `t` (ascii or binary).  `used`: 0 for a value
+ * hicp does not use, which may then be nan or inf in ascii as in binary
+ * (normals of points without one, say). */
+static int read_value(reader *r, ptype t, const char *what, int used, double *v)
 {
-  if (r->f->enc == ASCII)
+  if (r->f->enc == ASCII) {
+    if (!used) {
+      hicp__text_skip_space(&r->t, 0);
+      const unsigned char *at = r->t.p;
+      char tok[128];
+      size_t n = hicp__text_token(&r->t, NULL, tok, sizeof tok);
+      if (n > 0 && n < sizeof tok && hicp__parse_double(tok, v) == HICP_ENONFINITE)
+        return HICP_OK;
+      r->t.p = at; /* not a non-finite number: reported as usual below */
+    }
     return hicp__text_number(&r->t, 1, 0, what, v);
+  }
   if ((size_t)(r->end - r->p) < type_size[t])
     return hicp__fail(r->f->ctx, HICP_EFORMAT, "%s: the file ends in the middle of the data (truncated)",
                       r->f->name);
@@ -254,9 +274,20 @@ static int read_element(reader *r, const element *e, hicp__raw_cloud *out, size_
     if (ifc >= 0 && e->props[ifc].count_type == T_NONE)
       return hicp__fail(f->ctx, HICP_EFORMAT, "%s: face vertex_indices must be a list", f->name);
   }
+  /* Indices are checked here, against the header's vertex count, so that
+   * the message names the face of the file, not a triangle of the fan
+   * (none: refused after reading, "no vertex element"). */
+  uint64_t nvert = UINT64_MAX;
+  for (int i = 0; is_face && i < f->nel; i++)
+    if (strcmp(f->el[i].name, "vertex") == 0) {
+      nvert = f->el[i].count;
+      break;
+    }
   size_t remaining = f->enc == ASCII ? (size_t)(r->t.end - r->t.p) : (size_t)(r->end - r->p);
   size_t minrec = min_record(f, e);
-  if (minrec > 0 && e->count > remaining / minrec)
+  /* in ascii the file's last record may lack its final separator */
+  size_t slack = f->enc == ASCII ? 1 : 0;
+  if (minrec > 0 && e->count > (remaining + slack) / minrec)
     return hicp__fail(f->ctx, HICP_EFORMAT,
                       "%s: the header promises %llu %s records but the file is too short for them "
                       "(truncated or corrupt)",
@@ -277,22 +308,23 @@ static int read_element(reader *r, const element *e, hicp__raw_cloud *out, size_
       double v;
       int rc;
       if (p->count_type == T_NONE) {
-        rc = read_value(r, p->type, "a number", &v);
+        const int used = is_vertex && (k == ix || k == iy || k == iz);
+        rc = read_value(r, p->type, "a number", used, &v);
         if (rc != HICP_OK)
           return rc;
-        if (is_vertex && (k == ix || k == iy || k == iz))
+        if (used)
           out->xyz[3 * rec + (k == ix ? 0 : k == iy ? 1 : 2)] = v;
         continue;
       }
       double len;
-      rc = read_value(r, p->count_type, "a list length", &len);
+      rc = read_value(r, p->count_type, "a list length", 1, &len);
       if (rc != HICP_OK)
         return rc;
       if (len < 0 || len != floor(len) || len > MAX_LIST)
         return hicp__fail(f->ctx, HICP_EFORMAT, "%s: %s record %llu has a list of length %g",
                           f->name, e->name, (unsigned long long)rec, len);
       for (uint32_t j = 0; j < (uint32_t)len; j++) {
-        rc = read_value(r, p->type, "a list item", &v);
+        rc = read_value(r, p->type, "a list item", k == ifc, &v);
         if (rc != HICP_OK)
           return rc;
         if (k != ifc)
@@ -300,6 +332,10 @@ static int read_element(reader *r, const element *e, hicp__raw_cloud *out, size_
         if (v < 0 || v != floor(v) || v >= 4294967295.0)
           return hicp__fail(f->ctx, HICP_EFORMAT, "%s: face %llu has an invalid vertex index %g",
                             f->name, (unsigned long long)rec, v);
+        if (v >= (double)nvert)
+          return hicp__fail(f->ctx, HICP_EFORMAT,
+                            "%s: face %llu uses vertex %.0f but there are %llu vertices", f->name,
+                            (unsigned long long)rec, v, (unsigned long long)nvert);
         /* fan: (i0, i_{j-1}, i_j) */
         if (j == 0)
           idx[0] = (uint32_t)v;
@@ -342,6 +378,8 @@ int hicp__parse_ply(hicp_context *ctx, const char *name, const unsigned char *bu
     if (rc == HICP_OK)
       rc = hicp__raw_check_triangles(ctx, name, out);
   }
+  for (int i = 0; i < f->nel; i++)
+    free(f->el[i].props);
   free(f);
   return rc;
 }

@@ -47,7 +47,10 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
       }
       if (hicp__text_at_eol(&t, 0))
         break;
-      hicp__text_token(&t, ",;", tok, sizeof tok);
+      size_t tl = hicp__text_token(&t, ",;", tok, sizeof tok);
+      if (tl >= sizeof tok) /* cut short in tok: it could read as another number */
+        return hicp__fail(ctx, HICP_EFORMAT, "%s line %zu: expected a number, got %zu characters",
+                          name, t.line, tl);
       int prc = hicp__parse_double(tok, &v[k]);
       if (prc == HICP_ENONFINITE)
         return hicp__fail(ctx, prc, "%s line %zu: non-finite coordinate '%.24s'", name, t.line, tok);
