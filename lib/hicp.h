@@ -414,8 +414,10 @@ HICP_API int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **o
  * Opens @p path as a model: loads it if it is a model file, otherwise reads
  * it as a point cloud and builds the model (with @p opts, NULL = defaults).
  * A model file keeps the graph it was saved with: @p opts->validate checks
- * it after loading (a violation is ::HICP_EFORMAT, a malformed file), and @p opts->delaunay = 0 for a file holding a graph
- * is refused with ::HICP_EINVAL (build from the point cloud instead).
+ * it after loading (a violation is ::HICP_EFORMAT, a malformed file), and
+ * @p opts->delaunay = 0 for a file holding a graph is refused with
+ * ::HICP_EINVAL (build from the point cloud instead).  Only a regular file
+ * can be a model file; a pipe is read as a point cloud.
  */
 HICP_API int hicp_model_open(hicp_context *ctx, const char *path,
                              const hicp_model_options *opts, hicp_model **out);

@@ -2,12 +2,14 @@
  * per-point code uses. */
 #include "config.h"
 
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cloud.h"
 #include "model.h"
@@ -138,10 +140,15 @@ int hicp_model_open(hicp_context *ctx, const char *path, const hicp_model_option
   unsigned char head[16] = {0};
   size_t got = 0;
   struct stat st;
-  FILE *f = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? fopen(path, "rb") : NULL;
-  if (f != NULL) {
-    got = fread(head, 1, sizeof head, f);
-    fclose(f);
+  /* close-on-exec, as every reader opens; non-blocking, should the name
+   * have become a FIFO since the stat */
+  int fd = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) : -1;
+  if (fd >= 0) {
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+      ssize_t r = pread(fd, head, sizeof head, 0);
+      got = r > 0 ? (size_t)r : 0;
+    }
+    close(fd);
   }
   if (hicp__model_is_file(head, got)) {
     /* A saved model carries the graph it was built with: the options can

@@ -391,6 +391,20 @@ check "model build --validate of a saved model" 0 "$bin" model build "$o/g.hicpm
 check "model build --no-delaunay of a saved model exits 1" 1 "$bin" model build "$o/g.hicpm" -o "$o/g3.hicpm" --no-delaunay
 one_line_error "keeps its Delaunay graph"
 [ ! -e "$o/g3.hicpm" ] && ok "the refused build writes nothing" || notok "the refused build writes nothing"
+# a model read from a pipe: nothing of it is lost to the check for a saved model
+if mkfifo "$o/in.fifo" 2>/dev/null; then
+  cat "$o/g.xyz" >"$o/in.fifo" & writer=$!
+  check "register with the model read from a FIFO" 0 "$bin" register "$o/in.fifo" "$o/g.xyz" --max-iter 2
+  kill $writer 2>/dev/null; wait $writer 2>/dev/null
+  grep -q '^model .*200 points' "$tmp/out" && ok "every model point came through the FIFO" ||
+    notok "every model point came through the FIFO"
+  cat "$o/g.hicpm" >"$o/in.fifo" & writer=$!
+  check "a saved model through a FIFO exits 1" 1 "$bin" register "$o/in.fifo" "$o/g.xyz"
+  kill $writer 2>/dev/null; wait $writer 2>/dev/null
+  one_line_error "is a hicp model file, not a point cloud"
+else
+  skip "mkfifo failed"; skip "mkfifo failed"; skip "mkfifo failed"; skip "mkfifo failed"
+fi
 if [ $have_py -eq 1 ]; then
   check "perturb --outliers --json" 0 "$bin" perturb "$g" -o "$o/out.ply" --outliers 0.5 --json
   python3 -c "
