@@ -497,6 +497,44 @@ Test(io, last_line_without_newline)
   }
 }
 
+/* Line ends "\n", "\r\n" and a lone "\r" (classic Mac OS) read alike, and
+ * count lines alike in messages; a lone "\r" once made a point list one
+ * line: one point, the rest taken for ignored columns. */
+Test(io, line_ends)
+{
+  const char *dir = th_tmpdir();
+  static const double want[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9.5};
+  static const struct {
+    const char *name, *text;
+  } files[] = {
+      {"e.xyz", "# x y z\n1 2 3\n\n4 5 6 0.1 0.2\n7,8,9.5\n"},
+      {"e.off", "OFF\n# three\n3 1 0\n1 2 3\n4 5 6\n7 8 9.5\n3 0 1 2\n"},
+      {"e.ply", "ply\nformat ascii 1.0\ncomment made by hand\nelement vertex 3\nproperty float x\n"
+                "property float y\nproperty float z\nend_header\n1 2 3\n4 5 6\n7 8 9.5\n"},
+      {"e.pcd", "# .PCD v0.7\nVERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\n"
+                "WIDTH 3\nHEIGHT 1\nPOINTS 3\nDATA ascii\n1 2 3\n4 5 6\n7 8 9.5\n"},
+      {"bad.xyz", "1 2 3\n4 5 6\n7 x 9\n"},
+  };
+  static const char *const ends[] = {"\n", "\r\n", "\r"};
+  for (int e = 0; e < 3; e++)
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+      char text[1024], name[64];
+      size_t k = 0;
+      for (const char *c = files[i].text; *c; c++) {
+        const char *add = *c == '\n' ? ends[e] : (char[2]){*c, 0};
+        memcpy(text + k, add, strlen(add));
+        k += strlen(add);
+      }
+      text[k] = '\0';
+      snprintf(name, sizeof name, "%d%s", e, files[i].name);
+      const char *path = write_text(dir, name, text);
+      if (strncmp(files[i].name, "bad", 3) == 0)
+        read_fails(path, HICP_EFORMAT, "line 3");
+      else
+        hicp_cloud_destroy(read_ok(path, want, 3));
+    }
+}
+
 /* ---- The table of hostile inputs ---- */
 
 typedef struct bad_case {

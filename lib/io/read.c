@@ -95,7 +95,7 @@ static void first_word(const unsigned char *buf, size_t len, char *w, size_t wle
     while (i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r' || buf[i] == '\n'))
       i++;
     if (i < len && buf[i] == '#') {
-      while (i < len && buf[i] != '\n')
+      while (i < len && buf[i] != '\n' && buf[i] != '\r')
         i++;
       continue;
     }

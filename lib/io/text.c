@@ -43,9 +43,24 @@ void hicp__text_init(hicp__text *t, hicp_context *ctx, const char *name, const u
   t->ctx = ctx;
 }
 
+/* Line ends: "\n", "\r\n" and a lone "\r" (classic Mac OS files, which
+ * would otherwise read as one long line: one point and ignored columns). */
+static int eol_char(unsigned char c)
+{
+  return c == '\n' || c == '\r';
+}
+
+/* Steps over the line end at t->p (one line, even for "\r\n"). */
+static void take_eol(hicp__text *t)
+{
+  if (*t->p++ == '\r' && t->p < t->end && *t->p == '\n')
+    t->p++;
+  t->line++;
+}
+
 static int blank(unsigned char c)
 {
-  return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+  return c == ' ' || c == '\t' || c == '\v' || c == '\f';
 }
 
 void hicp__text_skip_blanks(hicp__text *t)
@@ -56,12 +71,10 @@ void hicp__text_skip_blanks(hicp__text *t)
 
 void hicp__text_next_line(hicp__text *t)
 {
-  while (t->p < t->end && *t->p != '\n')
+  while (t->p < t->end && !eol_char(*t->p))
     t->p++;
-  if (t->p < t->end) {
-    t->p++;
-    t->line++;
-  }
+  if (t->p < t->end)
+    take_eol(t);
 }
 
 void hicp__text_skip_space(hicp__text *t, char comment)
@@ -70,9 +83,8 @@ void hicp__text_skip_space(hicp__text *t, char comment)
     hicp__text_skip_blanks(t);
     if (t->p >= t->end)
       return;
-    if (*t->p == '\n') {
-      t->p++;
-      t->line++;
+    if (eol_char(*t->p)) {
+      take_eol(t);
     } else if (comment != 0 && *t->p == (unsigned char)comment) {
       hicp__text_next_line(t);
     } else {
@@ -83,7 +95,7 @@ void hicp__text_skip_space(hicp__text *t, char comment)
 
 int hicp__text_at_eol(const hicp__text *t, char comment)
 {
-  return t->p >= t->end || *t->p == '\n' || *t->p == '\0' ||
+  return t->p >= t->end || eol_char(*t->p) || *t->p == '\0' ||
          (comment != 0 && *t->p == (unsigned char)comment);
 }
 
@@ -91,7 +103,7 @@ size_t hicp__text_token(hicp__text *t, const char *seps, char *tok, size_t tokle
 {
   hicp__text_skip_blanks(t);
   size_t n = 0;
-  while (t->p < t->end && !blank(*t->p) && *t->p != '\n' && *t->p != '\0' &&
+  while (t->p < t->end && !blank(*t->p) && !eol_char(*t->p) && *t->p != '\0' &&
          (seps == NULL || strchr(seps, *t->p) == NULL)) {
     if (n + 1 < toklen)
       tok[n] = (char)*t->p;

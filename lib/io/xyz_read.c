@@ -20,8 +20,8 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
 {
   /* A point line takes at least 6 bytes ("0 0 0\n"); lines bound it too. */
   size_t lines = 1;
-  for (size_t i = 0; i < len; i++)
-    lines += buf[i] == '\n';
+  for (size_t i = 0; i < len; i++) /* "\n", "\r\n" or a lone "\r" (text.c) */
+    lines += buf[i] == '\n' || (buf[i] == '\r' && (i + 1 == len || buf[i + 1] != '\n'));
   int rc = hicp__raw_reserve_points(ctx, name, out, lines < len / 6 + 1 ? lines : len / 6 + 1);
   if (rc != HICP_OK)
     return rc;
