@@ -344,6 +344,11 @@ static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual
       !(h->build_ms >= 0.0 && h->build_ms < HUGE_VAL) ||
       !(h->qhull_ms >= 0.0 && h->qhull_ms < HUGE_VAL))
     return hicp__fail(ctx, HICP_EFORMAT, "%s: invalid diagonal or build time in the header", path);
+  /* The reason a model has no graph is printed by hicp model info: no
+   * control characters (a forged one could drive the user's terminal). */
+  for (size_t i = 0; i < sizeof h->fallback && h->fallback[i] != '\0'; i++)
+    if ((unsigned char)h->fallback[i] < 0x20 || h->fallback[i] == 0x7f)
+      return hicp__fail(ctx, HICP_EFORMAT, "%s: control characters in the header's text", path);
   uint64_t prev_end = align_up(sizeof *h);
   for (int s = 0; s < NSECTIONS; s++) {
     if (h->size[s] == 0)

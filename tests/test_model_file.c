@@ -252,8 +252,9 @@ Test(model_file, forged_files_with_valid_checksums_are_refused)
                                      "invalid origin or bounding box",
                                      "invalid diagonal or build time",
                                      "invalid diagonal or build time",
-                                     "kd-tree deeper than 63 levels"};
-  for (int k = 0; k < 11; k++) {
+                                     "kd-tree deeper than 63 levels",
+                                     "control characters in the header's text"};
+  for (int k = 0; k < 12; k++) {
     hicp_model *m = random_model(1000, 1);
     hicp__kdnode *leaf = m->kd;
     while (leaf->dim != HICP_KD_LEAF)
@@ -270,6 +271,7 @@ Test(model_file, forged_files_with_valid_checksums_are_refused)
     case 8: m->diag = HUGE_VAL; break;
     case 9: m->build_ms = NAN; break;
     case 10: make_deep(m, 100); break;               /* a descent ends on an inner node */
+    case 11: strcpy(m->fallback, "\x1b]0;owned\x07"); break; /* printed by model info */
     }
     cr_assert_eq(hicp_model_save(ctx, m, bad), 0, "%s", hicp_context_error(ctx));
     hicp_model *l = NULL;
