@@ -572,6 +572,7 @@ static const bad_case bad_cases[] = {
     BAD("face.off", "OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 3\n", HICP_EFORMAT, "vertex 3"),
     BAD("short.off", "OFF\n3 0 0\n0 0 0\n1 0       \n          \n", HICP_EFORMAT, "line 4"),
     BAD("4d.off", "4OFF\n1 0 0\n0 0 0 1\n", HICP_EUNSUPPORTED, "4OFF"),
+    BAD("bin.off", "OFF BINARY\n\x01\x02\x03\x04", HICP_EUNSUPPORTED, "binary OFF"),
     BAD("nan.off", "OFF\n1 0 0\n0 NaN 0\n", HICP_ENONFINITE, NULL),
     BAD("text.xyz", "1 2 3\n4 five 6\n", HICP_EFORMAT, "line 2"),
     BAD("two.xyz", "1 2 3\n4 5\n", HICP_EFORMAT, "line 2"),

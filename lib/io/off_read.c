@@ -27,6 +27,11 @@ int hicp__parse_off(hicp_context *ctx, const char *name, const unsigned char *bu
     if (strchr("STCNn", kw[i]) == NULL)
       return hicp__fail(ctx, HICP_EFORMAT, "%s: unknown OFF variant '%.20s'", name, kw);
   }
+  /* Geomview's binary OFF: "OFF BINARY" on the first line */
+  hicp__text_skip_blanks(&t);
+  if ((size_t)(t.end - t.p) >= 6 && memcmp(t.p, "BINARY", 6) == 0)
+    return hicp__fail(ctx, HICP_EUNSUPPORTED,
+                      "%s: binary OFF is not supported (ascii OFF, PLY and PCD are)", name);
   uint64_t nv, nf, ne;
   int rc;
   if (strchr(kw, 'n') != NULL) {
