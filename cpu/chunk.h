@@ -382,9 +382,8 @@ hicp__query_fn hicp__cpu_simd_query(const hicp__mview *view);
  * hicp__cpu_isa). */
 hicp__chunk_fn hicp__cpu_simd_chunk(const hicp__mview *view);
 
-/* The vector variant to run: 0 scalar, 1 AVX2, 2 AVX-512F (the fastest this
- * CPU has, except on AMD's cores, whose AVX-512 gathers are slow: AVX2
- * there).  HICP_SIMD=scalar|avx2|avx512 in the environment picks one the CPU
+/* The vector variant to run: 0 scalar, 1 AVX2, 2 AVX-512F (the widest this
+ * CPU has, except on AMD's cores, where the AVX2 variant is the faster).  HICP_SIMD=scalar|avx2|avx512 in the environment picks one the CPU
  * has (the tests use it to compare the variants). */
 int hicp__cpu_isa(void);
 

@@ -357,10 +357,10 @@ int hicp__cpu_isa(void)
     return avx2;
   if (force != NULL && strcmp(force, "avx512") == 0)
     return avx512 ? 2 : avx2;
-  /* AMD's cores with AVX-512 (Zen 4) run its gathers as long microcoded
-   * sequences, as Zen 3 does AVX2's; the AVX2 variant loads whole vertex
-   * records instead, and there every E1 case took 26-32% less time than
-   * with the AVX-512 variant (docs/design.md, "AVX-512 on Zen 4"). */
+  /* On AMD's cores with AVX-512 (Zen 4) the AVX2 variant took 25-32% less
+   * time on every E1 case: the AVX-512 one's compressing stores to memory
+   * were most of the difference, its gathers and scatters the rest
+   * (docs/design.md, "AVX-512 on Zen 4"). */
   if (avx512 && !__builtin_cpu_is("amd"))
     return 2;
   return avx2;

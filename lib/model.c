@@ -139,16 +139,17 @@ int hicp_model_open(hicp_context *ctx, const char *path, const hicp_model_option
    * consumed what the cloud reader then missed, or waited for a writer. */
   unsigned char head[16] = {0};
   size_t got = 0;
+  /* Close-on-exec, as every reader opens.  Should the name have become a
+   * FIFO since the stat, O_NONBLOCK keeps the open from waiting and pread
+   * fails on it (ESPIPE) without taking a byte. */
   struct stat st;
-  /* close-on-exec, as every reader opens; non-blocking, should the name
-   * have become a FIFO since the stat */
-  int fd = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) : -1;
-  if (fd >= 0) {
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+  if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd >= 0) {
       ssize_t r = pread(fd, head, sizeof head, 0);
       got = r > 0 ? (size_t)r : 0;
+      close(fd);
     }
-    close(fd);
   }
   if (hicp__model_is_file(head, got)) {
     /* A saved model carries the graph it was built with: the options can
@@ -159,7 +160,9 @@ int hicp_model_open(hicp_context *ctx, const char *path, const hicp_model_option
     hicp_model *m = NULL;
     int rc = hicp_model_load(ctx, path, &m);
     if (rc == HICP_OK && !o.delaunay && m->has_delaunay)
-      rc = hicp__fail(ctx, HICP_EINVAL, "%s: a saved model keeps its Delaunay graph; build from the point cloud for a model without one", path);
+      rc = hicp__fail(ctx, HICP_EINVAL,
+                      "%s: a saved model keeps its Delaunay graph; build from the point cloud "
+                      "for a model without one", path);
     if (rc == HICP_OK && o.validate && (rc = hicp__model_validate(ctx, m)) != HICP_OK) {
       /* a violation in a file is a malformed file, not a bug in hicp */
       rc = rc == HICP_EINTERNAL ? HICP_EFORMAT : rc;

@@ -285,10 +285,14 @@ int hicp__model_options_read(hicp_context *ctx, const hicp_model_options *user,
                              hicp_model_options *o)
 {
   hicp_model_options_init(o);
-  if (user != NULL && hicp__copy_sized(o, sizeof *o, user, offsetof(hicp_model_options, flags) + sizeof(unsigned), "hicp_model_options", ctx) != 0)
+  if (user != NULL && hicp__copy_sized(o, sizeof *o, user,
+                                       offsetof(hicp_model_options, flags) + sizeof(unsigned),
+                                       "hicp_model_options", ctx) != 0)
     return HICP_EINVAL;
-  if (o->flags != 0 || (o->delaunay != 0 && o->delaunay != 1) || (o->validate != 0 && o->validate != 1))
-    return hicp__fail(ctx, HICP_EINVAL, "hicp_model_options: delaunay and validate must be 0 or 1, flags 0");
+  if (o->flags != 0 || (o->delaunay != 0 && o->delaunay != 1) ||
+      (o->validate != 0 && o->validate != 1))
+    return hicp__fail(ctx, HICP_EINVAL,
+                      "hicp_model_options: delaunay and validate must be 0 or 1, flags 0");
   return HICP_OK;
 }
 

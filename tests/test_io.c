@@ -698,13 +698,28 @@ static int count_files(const char *dir)
   return n;
 }
 
+/* A cloud of the point (1, 2, 3), to write. */
+static hicp_cloud *one_point_cloud(hicp_context *ctx)
+{
+  const float pts[3] = {1, 2, 3};
+  hicp_cloud *c;
+  cr_assert_eq(hicp_cloud_from_xyz(ctx, pts, 1, 0, &c), 0, "%s", hicp_context_error(ctx));
+  return c;
+}
+
+/* The permission bits of `path` (set-user-ID and the like included). */
+static unsigned file_mode(const char *path)
+{
+  struct stat st;
+  cr_assert_eq(stat(path, &st), 0, "%s", path);
+  return (unsigned)(st.st_mode & 07777);
+}
+
 Test(io, atomic_write)
 {
   const char *dir = th_tmpdir();
   hicp_context *ctx = ctx_new();
-  float pts[3] = {1, 2, 3};
-  hicp_cloud *c;
-  cr_assert_eq(hicp_cloud_from_xyz(ctx, pts, 1, 0, &c), 0);
+  hicp_cloud *c = one_point_cloud(ctx);
   /* into a directory that does not exist: a clean error, nothing created */
   cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, th_path(dir, "nope/out.ply"), HICP_PLY_BINARY),
                HICP_EIO);
@@ -737,26 +752,20 @@ Test(io, output_permissions)
 {
   const char *dir = th_tmpdir();
   hicp_context *ctx = ctx_new();
-  float pts[3] = {1, 2, 3};
-  hicp_cloud *c;
-  cr_assert_eq(hicp_cloud_from_xyz(ctx, pts, 1, 0, &c), 0);
+  hicp_cloud *c = one_point_cloud(ctx);
   mode_t old_mask = umask(027);
   const char *fresh = th_path(dir, "new.ply");
   cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, fresh, HICP_PLY_ASCII), 0);
-  struct stat st;
-  cr_assert_eq(stat(fresh, &st), 0);
-  cr_assert_eq(st.st_mode & 07777, 0640, "new file: %o", (unsigned)(st.st_mode & 07777));
+  cr_assert_eq(file_mode(fresh), 0640, "new file: %o", file_mode(fresh));
   cr_assert_eq(umask(027), 027, "the umask was changed");
   const char *kept = th_path(dir, "kept.ply");
   th_write(kept, "old", 3);
   cr_assert_eq(chmod(kept, 0604), 0);
   cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, kept, HICP_PLY_ASCII), 0);
-  cr_assert_eq(stat(kept, &st), 0);
-  cr_assert_eq(st.st_mode & 07777, 0604, "replaced file: %o", (unsigned)(st.st_mode & 07777));
+  cr_assert_eq(file_mode(kept), 0604, "replaced file: %o", file_mode(kept));
   cr_assert_eq(chmod(kept, 04755), 0);
   cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, kept, HICP_PLY_ASCII), 0);
-  cr_assert_eq(stat(kept, &st), 0);
-  cr_assert_eq(st.st_mode & 07777, 0755, "set-user-ID kept: %o", (unsigned)(st.st_mode & 07777));
+  cr_assert_eq(file_mode(kept), 0755, "set-user-ID kept: %o", file_mode(kept));
   umask(old_mask);
   hicp__outfile o;
   cr_assert_null(hicp__outfile_open(&o, th_path(dir, "exec.ply")));

@@ -3,38 +3,24 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "io/outfile.h"
 
 static const char *out_of_memory = "out of memory";
 
-/* A name for the temporary file that no one else is likely to pick: the
- * target's name, ".tmp" and six letters drawn from the process, the time
- * and a counter (splitmix64 mixes them). */
-static void temporary_name(char *tmp, size_t len, const char *target, unsigned attempt)
+/* A name for the temporary file: the target's, ".tmp", the process and a
+ * count.  Unique among live processes; a name left behind by a crashed one
+ * is skipped (O_EXCL and the next count). */
+static void temporary_name(char *tmp, size_t size, const char *target)
 {
-  static _Atomic unsigned long long counter;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  unsigned long long x = (unsigned long long)getpid() * 0x9e3779b97f4a7c15ull ^
-                         (unsigned long long)ts.tv_nsec ^ ((unsigned long long)ts.tv_sec << 30) ^
-                         (counter++ << 20) ^ attempt;
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  static const char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  memcpy(tmp, target, len);
-  memcpy(tmp + len, ".tmp", 4);
-  for (int i = 0; i < 6; i++, x /= 62)
-    tmp[len + 4 + i] = letters[x % 62];
-  tmp[len + 10] = '\0';
+  static atomic_uint count;
+  snprintf(tmp, size, "%s.tmp%ld.%u", target, (long)getpid(), atomic_fetch_add(&count, 1));
 }
 
 /* A temporary file beside `target`, which it will replace.  keep_mode < 0:
@@ -47,7 +33,8 @@ static const char *open_temporary(hicp__outfile *o, const char *target, int keep
 {
   const size_t len = strlen(target);
   o->target = malloc(len + 1);
-  o->tmp = malloc(len + sizeof ".tmpXXXXXX");
+  const size_t size = len + 48; /* ".tmp", two numbers, '\0' */
+  o->tmp = malloc(size);
   if (o->target == NULL || o->tmp == NULL) {
     hicp__outfile_abort(o);
     return out_of_memory;
@@ -55,7 +42,7 @@ static const char *open_temporary(hicp__outfile *o, const char *target, int keep
   memcpy(o->target, target, len + 1);
   int fd = -1;
   for (unsigned attempt = 0; fd < 0 && attempt < 100; attempt++) {
-    temporary_name(o->tmp, len, target, attempt);
+    temporary_name(o->tmp, size, target);
     fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY,
               keep_mode < 0 ? 0666 : 0600);
     if (fd < 0 && errno != EEXIST)

@@ -255,12 +255,11 @@ static int read_ascii(pcd *h, hicp__text *t, const int idx[3], hicp__raw_cloud *
         if (hicp__text_at_eol(t, 0))
           return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: point %llu has too few values",
                             h->name, t->line, (unsigned long long)i);
-        size_t len = hicp__text_token(t, NULL, tok, sizeof tok);
-        if (len >= sizeof tok) /* cut short in tok: it could read as another number */
-          return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: expected a number, got %zu characters",
-                            h->name, t->line, len);
+        int rc = hicp__text_number_token(t, NULL, "a number", tok, sizeof tok);
+        if (rc != HICP_OK)
+          return rc;
         double x;
-        int rc = hicp__parse_double(tok, &x);
+        rc = hicp__parse_double(tok, &x);
         const int used = c == 0 && (fi == idx[0] || fi == idx[1] || fi == idx[2]);
         /* nan is a legal PCD value (missing measurement); a field hicp does
          * not use may hold any non-finite value, as in binary files */

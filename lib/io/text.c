@@ -128,6 +128,16 @@ static void quote(const char *tok, char *out, size_t outlen)
   out[k] = '\0';
 }
 
+int hicp__text_number_token(hicp__text *t, const char *seps, const char *what, char *tok,
+                            size_t toklen)
+{
+  size_t n = hicp__text_token(t, seps, tok, toklen);
+  if (n >= toklen)
+    return hicp__fail(t->ctx, HICP_EFORMAT, "%s line %zu: expected %s, got %zu characters",
+                      t->name, t->line, what, n);
+  return HICP_OK;
+}
+
 int hicp__text_number(hicp__text *t, int skip_newlines, char comment, const char *what,
                       double *out)
 {
@@ -139,13 +149,10 @@ int hicp__text_number(hicp__text *t, int skip_newlines, char comment, const char
   if (hicp__text_at_eol(t, comment))
     return hicp__fail(t->ctx, HICP_EFORMAT, "%s line %zu: expected %s, found %s", t->name,
                       t->line, what, t->p >= t->end ? "the end of the file" : "the end of the line");
-  size_t n = hicp__text_token(t, NULL, tok, sizeof tok);
-  /* a longer token is cut short in tok, where it could read as another
-   * number ("0.000...0005e140" as 0) */
-  if (n >= sizeof tok)
-    return hicp__fail(t->ctx, HICP_EFORMAT, "%s line %zu: expected %s, got %zu characters",
-                      t->name, t->line, what, n);
-  int rc = hicp__parse_double(tok, out);
+  int rc = hicp__text_number_token(t, NULL, what, tok, sizeof tok);
+  if (rc != HICP_OK)
+    return rc;
+  rc = hicp__parse_double(tok, out);
   if (rc == HICP_ENONFINITE)
     return hicp__fail(t->ctx, rc, "%s line %zu: non-finite number '%s'", t->name, t->line,
                       (quote(tok, q, sizeof q), q));

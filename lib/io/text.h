@@ -46,6 +46,11 @@ int hicp__text_at_eol(const hicp__text *t, char comment);
 /* Reads the next token (delimited by blanks, newlines, `seps`) into tok
  * (truncated to toklen - 1).  Returns its length, 0 at end of line/buffer. */
 size_t hicp__text_token(hicp__text *t, const char *seps, char *tok, size_t toklen);
+/* Reads the token of a number, as hicp__text_token; one longer than tok
+ * holds is refused ("NAME line N: expected WHAT, got K characters"), since
+ * cut short it could read as another number ("0.000...0005e140" as 0). */
+int hicp__text_number_token(hicp__text *t, const char *seps, const char *what, char *tok,
+                            size_t toklen);
 /* Reads a number token on the current line (skip_newlines: anywhere after);
  * on failure reports "NAME line N: expected WHAT, got 'x'". */
 int hicp__text_number(hicp__text *t, int skip_newlines, char comment, const char *what,

@@ -47,10 +47,8 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
       }
       if (hicp__text_at_eol(&t, 0))
         break;
-      size_t tl = hicp__text_token(&t, ",;", tok, sizeof tok);
-      if (tl >= sizeof tok) /* cut short in tok: it could read as another number */
-        return hicp__fail(ctx, HICP_EFORMAT, "%s line %zu: expected a number, got %zu characters",
-                          name, t.line, tl);
+      if ((rc = hicp__text_number_token(&t, ",;", "a number", tok, sizeof tok)) != HICP_OK)
+        return rc;
       int prc = hicp__parse_double(tok, &v[k]);
       if (prc == HICP_ENONFINITE)
         return hicp__fail(ctx, prc, "%s line %zu: non-finite coordinate '%.24s'", name, t.line, tok);
