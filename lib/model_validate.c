@@ -108,14 +108,47 @@ static int validate_points(hicp_context *ctx, const hicp_model *m)
   return HICP_OK;
 }
 
+/* The kd-tree, walked from its root: every node reached exactly once (a
+ * node reached twice or never would hide vertices from the searches), the
+ * leaves covering every vertex once with its own coordinates, and every
+ * split inside the box its ancestors leave it, with the points of each
+ * side on their side of it (hicp__nn_kdtree prunes by the splits, so a
+ * wrong one would drop the nearest vertex without a trace). */
 static int validate_kdtree(hicp_context *ctx, const hicp_model *m)
 {
-  unsigned char *seen = calloc(m->nv, 1);
-  if (seen == NULL)
+  unsigned char *seen = calloc(m->nv, 1), *reached = calloc(m->nkd, 1);
+  if (seen == NULL || reached == NULL) {
+    free(seen);
+    free(reached);
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory validating the kd-tree");
-  int rc = HICP_OK;
+  }
+  /* depth-first, each entry a node and its box: the stack holds at most
+   * one entry per level, plus one */
+  struct {
+    uint32_t node;
+    float lo[3], hi[3];
+  } stack[HICP_KD_MAX_DEPTH + 1];
+  int sp = 0, rc = HICP_OK;
   uint64_t covered = 0;
-  for (uint32_t n = 0; n < m->nkd && rc == HICP_OK; n++) {
+  if (m->nkd > 0) {
+    stack[0].node = 0;
+    for (int d = 0; d < 3; d++) {
+      stack[0].lo[d] = -HICP_FLT_INF;
+      stack[0].hi[d] = HICP_FLT_INF;
+    }
+    sp = 1;
+  }
+  while (sp > 0 && rc == HICP_OK) {
+    const uint32_t n = stack[--sp].node;
+    float lo[3], hi[3];
+    memcpy(lo, stack[sp].lo, sizeof lo);
+    memcpy(hi, stack[sp].hi, sizeof hi);
+    if (n >= m->nkd || reached[n]) {
+      rc = hicp__fail(ctx, HICP_EINTERNAL, "kd-tree: node %u is reached twice or out of range",
+                      (unsigned)n);
+      break;
+    }
+    reached[n] = 1;
     const hicp__kdnode *nd = &m->kd[n];
     if (nd->dim == HICP_KD_LEAF) {
       if ((uint64_t)nd->first + nd->count > m->nv) {
@@ -123,24 +156,61 @@ static int validate_kdtree(hicp_context *ctx, const hicp_model *m)
         break;
       }
       for (uint32_t i = nd->first; i < nd->first + nd->count; i++) {
-        uint32_t v = m->kd_pts[i].id;
-        if (v >= m->nv || seen[v] || m->kd_pts[i].x != m->vtx[v].x ||
-            m->kd_pts[i].y != m->vtx[v].y || m->kd_pts[i].z != m->vtx[v].z) {
+        const hicp__vtx *p = &m->kd_pts[i];
+        const uint32_t v = p->id;
+        if (v >= m->nv || seen[v] || p->x != m->vtx[v].x || p->y != m->vtx[v].y ||
+            p->z != m->vtx[v].z) {
           rc = hicp__fail(ctx, HICP_EINTERNAL, "kd-tree: leaf %u holds a wrong or repeated point",
                           (unsigned)n);
           break;
         }
+        const float c[3] = {p->x, p->y, p->z};
+        for (int d = 0; d < 3 && rc == HICP_OK; d++)
+          if (!(lo[d] <= c[d] && c[d] <= hi[d]))
+            rc = hicp__fail(ctx, HICP_EINTERNAL,
+                            "kd-tree: leaf %u holds a point on the wrong side of a split",
+                            (unsigned)n);
         seen[v] = 1;
         covered++;
       }
-    } else if (nd->dim > 2 || nd->first <= n || nd->first + 1 >= m->nkd) {
+      continue;
+    }
+    const uint32_t d = nd->dim;
+    if (d > 2 || nd->first <= n || (uint64_t)nd->first + 1 >= m->nkd) {
       rc = hicp__fail(ctx, HICP_EINTERNAL, "kd-tree: node %u is malformed", (unsigned)n);
+      break;
+    }
+    if (!(lo[d] <= nd->split && nd->split <= hi[d])) {
+      rc = hicp__fail(ctx, HICP_EINTERNAL, "kd-tree: node %u splits outside its box",
+                      (unsigned)n);
+      break;
+    }
+    if (sp + 2 > HICP_KD_MAX_DEPTH + 1) {
+      rc = hicp__fail(ctx, HICP_EINTERNAL, "kd-tree: deeper than %d levels",
+                      HICP_KD_MAX_DEPTH - 1);
+      break;
+    }
+    /* left: coordinates up to the split; right: from it */
+    for (int side = 1; side >= 0; side--) {
+      stack[sp].node = nd->first + (uint32_t)side;
+      memcpy(stack[sp].lo, lo, sizeof lo);
+      memcpy(stack[sp].hi, hi, sizeof hi);
+      if (side == 0)
+        stack[sp].hi[d] = nd->split;
+      else
+        stack[sp].lo[d] = nd->split;
+      sp++;
     }
   }
+  for (uint32_t n = 0; n < m->nkd && rc == HICP_OK; n++)
+    if (!reached[n])
+      rc = hicp__fail(ctx, HICP_EINTERNAL, "kd-tree: node %u is not reached from the root",
+                      (unsigned)n);
   if (rc == HICP_OK && covered != m->nv)
     rc = hicp__fail(ctx, HICP_EINTERNAL, "kd-tree: leaves hold %llu of %u vertices",
                     (unsigned long long)covered, (unsigned)m->nv);
   free(seen);
+  free(reached);
   return rc;
 }
 

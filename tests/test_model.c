@@ -244,6 +244,39 @@ Test(model, validator_catches_corruption)
   cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
   m->kd_pts[3] = kp;
   cr_assert_eq(hicp__model_validate(ctx, m), 0);
+  /* a split moved so that points of the left side lie past it, and one
+   * that is NaN: the kd-tree search would prune the nearest vertex */
+  cr_assert_neq(m->kd[0].dim, HICP_KD_LEAF);
+  const float split = m->kd[0].split;
+  m->kd[0].split = split - 0.25f;
+  cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
+  /* (a point past the split, or a child's split past it, whichever the
+   * walk meets first) */
+  cr_assert(strstr(hicp_context_error(ctx), "split") != NULL, "%s", hicp_context_error(ctx));
+  m->kd[0].split = NAN;
+  cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
+  m->kd[0].split = split;
+  cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
+  /* a child split outside the box its parent leaves it */
+  const uint32_t left = m->kd[0].first;
+  cr_assert_neq(m->kd[left].dim, HICP_KD_LEAF);
+  const float inner = m->kd[left].split;
+  if (m->kd[left].dim == m->kd[0].dim) {
+    m->kd[left].split = split + 1.0f;
+    cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
+    m->kd[left].split = inner;
+  }
+  /* two nodes sharing their children: the leaves still cover every
+   * vertex once, but the other children are never reached */
+  const uint32_t right = left + 1, shared = m->kd[left].first;
+  cr_assert_neq(m->kd[right].dim, HICP_KD_LEAF);
+  const uint32_t own = m->kd[right].first;
+  m->kd[right].first = shared;
+  cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
+  cr_assert(strstr(hicp_context_error(ctx), "reached twice") != NULL, "%s",
+            hicp_context_error(ctx));
+  m->kd[right].first = own;
+  cr_assert_eq(hicp__model_validate(ctx, m), 0);
   hicp_model_destroy(m);
   hicp_context_destroy(ctx);
 }
