@@ -158,10 +158,10 @@ static int parse_header(pcd *h, hicp__text *t)
     return hicp__fail(h->ctx, HICP_EFORMAT, "%s: the header has no FIELDS", h->name);
   if (!h->have_size || !h->have_type)
     return hicp__fail(h->ctx, HICP_EFORMAT, "%s: the header lacks SIZE or TYPE", h->name);
-  if (!h->have_points) {
-    if (!h->have_width)
-      return hicp__fail(h->ctx, HICP_EFORMAT, "%s: the header has neither POINTS nor WIDTH",
-                        h->name);
+  if (!h->have_points && !h->have_width)
+    return hicp__fail(h->ctx, HICP_EFORMAT, "%s: the header has neither POINTS nor WIDTH",
+                      h->name);
+  if (h->have_width) {
     /* each is at most 2^40: their product could wrap around */
     const uint64_t height = h->height ? h->height : 1, max = UINT64_C(1) << 40;
     if (h->width > max / height)
@@ -169,6 +169,13 @@ static int parse_header(pcd *h, hicp__text *t)
                         "%s: WIDTH %llu times HEIGHT %llu is not a point count from 0 to %llu",
                         h->name, (unsigned long long)h->width, (unsigned long long)height,
                         (unsigned long long)max);
+    /* both given: they must agree (PCL refuses such a file too), else
+     * which one describes the data is a guess */
+    if (h->have_points && h->points != h->width * height)
+      return hicp__fail(h->ctx, HICP_EFORMAT,
+                        "%s: POINTS %llu is not WIDTH %llu times HEIGHT %llu", h->name,
+                        (unsigned long long)h->points, (unsigned long long)h->width,
+                        (unsigned long long)height);
     h->points = h->width * height;
   }
   h->point_size = 0;
