@@ -382,10 +382,7 @@ hicp__query_fn hicp__cpu_simd_query(const hicp__mview *view);
  * hicp__cpu_isa). */
 hicp__chunk_fn hicp__cpu_simd_chunk(const hicp__mview *view);
 
-/* The vector variant to run: 0 scalar, 1 AVX2, 2 AVX-512F (the widest this
- * CPU has, except on AMD's cores, where the AVX2 variant is the faster).  HICP_SIMD=scalar|avx2|avx512 in the environment picks one the CPU
- * has (the tests use it to compare the variants). */
-int hicp__cpu_isa(void);
+/* hicp__cpu_isa (lib/icp.h) picks the variant: 0 scalar, 1 AVX2, 2 AVX-512F. */
 
 /* One chunk's partial sums (a hicp__chunk_sum variant). */
 typedef void (*hicp__sum_fn)(const hicp__mview *view, const hicp__frame *f,

@@ -1,10 +1,11 @@
 /* devices.c: the public view of the CUDA devices (probe and description,
- * with the nearest NUMA node from hwloc). */
+ * with the nearest NUMA node from hwloc) and of the CPU's vector code. */
 #include "config.h"
 
 #include <string.h>
 
 #include "context.h"
+#include "icp.h"
 #include "topology.h"
 
 void hicp_device_info_init_sized(hicp_device_info *info, size_t size)
@@ -46,4 +47,16 @@ int hicp_device_get_info(hicp_context *ctx, int ordinal, hicp_device_info *out)
   info.struct_size = out->struct_size;
   memcpy(out, &info, out->struct_size < sizeof info ? out->struct_size : sizeof info);
   return HICP_OK;
+}
+
+const char *hicp_cpu_vector_code(void)
+{
+  switch (hicp__cpu_isa()) {
+  case 2:
+    return "avx512";
+  case 1:
+    return "avx2";
+  default:
+    return "scalar";
+  }
 }

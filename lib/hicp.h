@@ -234,6 +234,17 @@ HICP_API int hicp_device_count(hicp_context *ctx);
 /** Describes device @p ordinal.  0, ::HICP_EINVAL or ::HICP_ENODEVICE. */
 HICP_API int hicp_device_get_info(hicp_context *ctx, int ordinal, hicp_device_info *info);
 
+/**
+ * The vector code the CPU backend's nearest-neighbour walks and sums run on
+ * this CPU: "avx512", "avx2" or "scalar".  The widest the CPU has, except
+ * on AMD's cores with AVX-512, where the AVX2 code is the faster; the
+ * environment variable HICP_SIMD=scalar|avx2|avx512 picks another that the
+ * CPU has.  Models without a Delaunay graph, or of 2^29 vertices or more,
+ * take the scalar code.  Every variant gives the same bits; only the time
+ * differs.  Never fails; the string is static.
+ */
+HICP_API const char *hicp_cpu_vector_code(void);
+
 /** @} */
 
 /* ------------------------------------------------------------------------ */

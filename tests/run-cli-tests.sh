@@ -48,6 +48,9 @@ check "missing model file exits 1" 1 "$bin" register "$tmp/nope.ply" "$tmp/nope2
 one_line_error "nope.ply"
 check "devices runs" 0 "$bin" devices
 check "devices --json" 0 "$bin" devices --json
+HICP_SIMD=scalar "$bin" devices --json | grep -q '"vector_code":"scalar"' &&
+  ok "devices --json names the vector code HICP_SIMD picks" ||
+  notok "devices --json names the vector code HICP_SIMD picks"
 
 bunny="$data/meshes/bunny00.off"
 if [ ! -r "$bunny" ] || [ $have_py -eq 0 ]; then

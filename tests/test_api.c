@@ -5,6 +5,7 @@
 
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hicp.h"
@@ -183,6 +184,30 @@ Test(api, devices)
     cr_assert_gt(di.memory_bytes, 0);
   }
   hicp_context_destroy(ctx);
+}
+
+/* The CPU's vector code: one of three names, and HICP_SIMD picks one the
+ * CPU has (AVX2 where it has AVX2, else the scalar code). */
+Test(api, cpu_vector_code)
+{
+  const char *v = hicp_cpu_vector_code();
+  cr_assert(strcmp(v, "avx512") == 0 || strcmp(v, "avx2") == 0 || strcmp(v, "scalar") == 0,
+            "%s", v);
+  const char *saved = getenv("HICP_SIMD");
+  char *keep = saved != NULL ? strdup(saved) : NULL;
+  cr_assert_eq(setenv("HICP_SIMD", "scalar", 1), 0);
+  cr_assert_str_eq(hicp_cpu_vector_code(), "scalar");
+#if defined(__x86_64__) && defined(__GNUC__)
+  cr_assert_eq(setenv("HICP_SIMD", "avx2", 1), 0);
+  cr_assert_str_eq(hicp_cpu_vector_code(),
+                   __builtin_cpu_supports("avx2") ? "avx2" : "scalar");
+#endif
+  if (keep != NULL)
+    setenv("HICP_SIMD", keep, 1);
+  else
+    unsetenv("HICP_SIMD");
+  free(keep);
+  cr_assert_str_eq(hicp_cpu_vector_code(), v);
 }
 
 /* Without a device, --backend cuda fails cleanly with its own code. */

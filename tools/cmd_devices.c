@@ -48,10 +48,13 @@ int cmd_devices(int argc, char **argv)
     json_int(&j, "cores", cores);
     json_int(&j, "hardware_threads", pus);
     json_int(&j, "threads_default", hicp_context_threads(ctx));
+    json_str(&j, "vector_code", hicp_cpu_vector_code());
     json_array_begin(&j, "numa_nodes");
   } else {
-    printf("cpu          %d package%s, %d cores, %d hardware threads; hicp uses %d threads\n",
-           packages, packages == 1 ? "" : "s", cores, pus, hicp_context_threads(ctx));
+    printf("cpu          %d package%s, %d cores, %d hardware threads; hicp uses %d threads, "
+           "%s code\n",
+           packages, packages == 1 ? "" : "s", cores, pus, hicp_context_threads(ctx),
+           hicp_cpu_vector_code());
     printf("numa         %d node%s\n", numa, numa == 1 ? "" : "s");
   }
   for (int i = 0; i < numa; i++) {
