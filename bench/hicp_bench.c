@@ -2,7 +2,7 @@
  * through the public API, for the benchmark scripts (bench/run).
  *
  *   hicp_bench register MODEL SCAN [--iters N] [--threads T] [--nn M]
- *                       [--repeat R] [--backend B] [--tol T] [--chunk C]
+ *                       [--repeat R] [--backend B] [--tol T] [--chunk C] [--gap MS]
  *   hicp_bench nn MODEL QUERIES [--nn M] [--threads T] [--repeat R] [--rounds K]
  *   hicp_bench build MODEL [--repeat R]
  *   hicp_bench batch MODEL SCAN [--frames F] [--threads T] [--iters N]
@@ -10,7 +10,10 @@
  *
  * Prints one JSON object per run on stdout: the median and all times, and
  * the result's pose and errors.  Model building and file reading are
- * excluded from registration times; `build` times them separately. */
+ * excluded from registration times; `build` times them separately.
+ * --gap sleeps MS milliseconds between two registrations, as when frames
+ * arrive at a camera's rate rather than back to back (docs/design.md,
+ * "Two threads on a shared VM"). */
 #include "config.h"
 
 #include <math.h>
@@ -62,7 +65,7 @@ int main(int argc, char **argv)
   }
   const char *mode = argv[1], *model_path = argv[2];
   const char *scan_path = (strcmp(mode, "build") != 0 && argc > 3) ? argv[3] : NULL;
-  int iters = 30, threads = 0, repeat = 5, rounds = 1, nframes = 64, chunk = 0;
+  int iters = 30, gap_ms = 0, threads = 0, repeat = 5, rounds = 1, nframes = 64, chunk = 0;
   double tol = 0.0;
   hicp_nn_method nn = HICP_NN_PNN_OPT;
   hicp_backend backend = HICP_BACKEND_CPU;
@@ -71,6 +74,8 @@ int main(int argc, char **argv)
       iters = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--threads"))
       threads = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--gap"))
+      gap_ms = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--repeat"))
       repeat = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--rounds"))
@@ -92,6 +97,8 @@ int main(int argc, char **argv)
   }
   if (repeat < 1 || repeat > 1000)
     repeat = 5;
+  if (gap_ms < 0 || gap_ms > 60000)
+    gap_ms = 0;
   hicp_context_options co;
   hicp_context_options_init(&co);
   co.threads = threads;
@@ -173,6 +180,10 @@ int main(int argc, char **argv)
       hicp_result r;
       for (int k = 0; k < repeat; k++) {
         hicp_result_init(&r);
+        if (gap_ms > 0 && k > 0) {
+          struct timespec g = {gap_ms / 1000, (long)(gap_ms % 1000) * 1000000L};
+          nanosleep(&g, NULL);
+        }
         double t0 = now_ms();
         if (hicp_register_cloud(ctx, m, s, &o, NULL, &r) != 0)
           die(ctx, "register");

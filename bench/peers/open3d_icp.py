@@ -24,6 +24,8 @@ def main():
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
+    # milliseconds between two registrations (frames at a camera's rate)
+    ap.add_argument("--gap", type=float, default=0.0)
     ap.add_argument("--tol", type=float, default=0.0,
                     help="relative fitness and RMSE change to stop at (0: never)")
     a = ap.parse_args()
@@ -57,7 +59,9 @@ def main():
             sys.exit("open3d_icp: could not read " + path)
         times = []
         result = None
-        for _ in range(a.repeat):
+        for k in range(a.repeat):
+            if k > 0 and a.gap > 0:
+                time.sleep(a.gap / 1e3)
             t0 = time.perf_counter()
             result = reg.registration_icp(source, target, big, np.identity(4),
                                           reg.TransformationEstimationPointToPoint(), crit)
