@@ -170,6 +170,8 @@ static int validate_kdtree(hicp_context *ctx, const hicp_model *m)
             rc = hicp__fail(ctx, HICP_EINTERNAL,
                             "kd-tree: leaf %u holds a point on the wrong side of a split",
                             (unsigned)n);
+        if (rc != HICP_OK)
+          break;
         seen[v] = 1;
         covered++;
       }
