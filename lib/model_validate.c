@@ -110,10 +110,10 @@ static int validate_points(hicp_context *ctx, const hicp_model *m)
 
 /* The kd-tree, walked from its root: every node reached exactly once (a
  * node reached twice or never would hide vertices from the searches), the
- * leaves covering every vertex once with its own coordinates, and every
- * split inside the box its ancestors leave it, with the points of each
- * side on their side of it (hicp__nn_kdtree prunes by the splits, so a
- * wrong one would drop the nearest vertex without a trace). */
+ * leaves covering every vertex once with its own coordinates, each inside
+ * the box its ancestors' splits leave it (hicp__nn_kdtree prunes by the
+ * splits, so a wrong one would drop the nearest vertex without a trace).
+ * A split NaN or outside its own box leaves a box that no point fits. */
 static int validate_kdtree(hicp_context *ctx, const hicp_model *m)
 {
   unsigned char *seen = calloc(m->nv, 1), *reached = calloc(m->nkd, 1);
@@ -180,11 +180,6 @@ static int validate_kdtree(hicp_context *ctx, const hicp_model *m)
     const uint32_t d = nd->dim;
     if (d > 2 || nd->first <= n || (uint64_t)nd->first + 1 >= m->nkd) {
       rc = hicp__fail(ctx, HICP_EINTERNAL, "kd-tree: node %u is malformed", (unsigned)n);
-      break;
-    }
-    if (!(lo[d] <= nd->split && nd->split <= hi[d])) {
-      rc = hicp__fail(ctx, HICP_EINTERNAL, "kd-tree: node %u splits outside its box",
-                      (unsigned)n);
       break;
     }
     if (sp + 2 > HICP_KD_MAX_DEPTH + 1) {

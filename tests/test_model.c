@@ -250,9 +250,8 @@ Test(model, validator_catches_corruption)
   const float split = m->kd[0].split;
   m->kd[0].split = split - 0.25f;
   cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
-  /* (a point past the split, or a child's split past it, whichever the
-   * walk meets first) */
-  cr_assert(strstr(hicp_context_error(ctx), "split") != NULL, "%s", hicp_context_error(ctx));
+  cr_assert(strstr(hicp_context_error(ctx), "on the wrong side of a split") != NULL, "%s",
+            hicp_context_error(ctx));
   m->kd[0].split = NAN;
   cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
   m->kd[0].split = split;
