@@ -108,6 +108,17 @@ void hicp__cpu_pass_b(const hicp__mview *view, hicp__frame *f, const hicp__selec
     sum(view, f, sel, (uint32_t)c, &f->part[c]);
 }
 
+int hicp__cpu_start_threads(int threads)
+{
+  int ran = 0;
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp atomic
+    ran++;
+  }
+  return ran;
+}
+
 /* The CPU as a scheduler worker (lib/sched.h). */
 static int cpu_begin(hicp__worker *w, const hicp_model *m, hicp__frame *f)
 {

@@ -24,6 +24,9 @@ int main(int argc, char **argv)
     fprintf(stderr, "hicp: %s\n", hicp_strerror(rc));
     return 1;
   }
+  /* Start the CPU threads now, so that they are running by the time the
+   * files are read and the registration begins. */
+  hicp_context_start_threads(ctx);
   /* The model: built once (here from a cloud file; a saved model loads faster). */
   rc = hicp_model_open(ctx, argv[1], NULL, &model);
   if (rc == HICP_OK)

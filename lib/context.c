@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "context.h"
+#include "icp.h"
 
 void hicp_context_options_init_sized(hicp_context_options *opts, size_t size)
 {
@@ -95,6 +96,15 @@ void hicp_context_destroy(hicp_context *ctx)
 int hicp_context_threads(const hicp_context *ctx)
 {
   return ctx != NULL ? ctx->threads : 0;
+}
+
+int hicp_context_start_threads(hicp_context *ctx)
+{
+  if (ctx == NULL)
+    return HICP_EINVAL;
+  /* One thread has nothing to start; more are OpenMP's team of the calling
+   * thread, which libgomp keeps between parallel regions. */
+  return ctx->threads > 1 ? hicp__cpu_start_threads(ctx->threads) : 1;
 }
 
 void hicp_context_cancel(hicp_context *ctx)

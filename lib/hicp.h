@@ -191,6 +191,22 @@ HICP_API const char *hicp_context_error(const hicp_context *ctx);
 HICP_API int hicp_context_threads(const hicp_context *ctx);
 
 /**
+ * Starts the context's CPU worker threads now, for registrations and queries
+ * made from the calling thread, instead of at the first of them.  A program
+ * that must answer its first frame quickly calls it before it reads its
+ * model and scan: a first registration that starts the threads itself was
+ * measured 2-12 ms slower on a two-core virtual machine (docs/design.md,
+ * "Starting the threads before the first registration").  The threads are
+ * the calling thread's OpenMP team: they wait, spinning a little and then
+ * sleeping, until its next registration.  As with any OpenMP program, a
+ * process that forks after this (or after a registration) should not use
+ * CPU threads in the child.  Cheap when they are already running.
+ * Returns the number of threads running (1 for a one-thread context), or
+ * ::HICP_EINVAL when @p ctx is NULL.
+ */
+HICP_API int hicp_context_start_threads(hicp_context *ctx);
+
+/**
  * Asks the registration or batch running on @p ctx to stop at its next
  * iteration boundary; it returns what it completed, with ::HICP_STOP_CANCELED.
  * Safe to call from any thread, also when nothing is running (then the next

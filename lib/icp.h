@@ -81,6 +81,11 @@ static inline uint32_t hicp__chunk_end(const hicp__frame *f, uint32_t c)
 void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int method,
                       const hicp__select *sel, uint32_t c0, uint32_t c1, int threads);
 
+/* Starts the calling thread's OpenMP team of `threads` (an empty parallel
+ * region, so that the next pass finds its threads running); returns how
+ * many threads the region had (cpu/cpu_backend.c). */
+int hicp__cpu_start_threads(int threads);
+
 /* Pass B over chunks [c0, c1): the chunk partials again from the stored
  * matches and distances, under a new selection (filters). */
 /* The CPU backend's vector code: 0 scalar, 1 AVX2, 2 AVX-512F

@@ -4,7 +4,11 @@
 #include "config.h"
 
 #include <criterion/criterion.h>
+#ifdef __linux__
+#include <dirent.h>
+#endif
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,6 +212,66 @@ Test(api, cpu_vector_code)
     unsetenv("HICP_SIMD");
   free(keep);
   cr_assert_str_eq(hicp_cpu_vector_code(), v);
+}
+
+#ifdef __linux__
+/* The threads of this process, from /proc. */
+static int task_count(void)
+{
+  DIR *d = opendir("/proc/self/task");
+  int n = 0;
+  if (d == NULL)
+    return -1;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+#endif
+
+/* What start_threads reports, and on Linux the threads it adds.  It runs
+ * in a thread of its own: OpenMP keeps a team per calling thread, so that
+ * one has none yet, whatever the test runner did before. */
+static void *start_threads_in_new_thread(void *arg)
+{
+  int *out = arg;
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.threads = 3;
+  hicp_context *ctx;
+  if (hicp_context_create(&o, &ctx) != 0)
+    return NULL;
+#ifdef __linux__
+  const int before = task_count();
+#endif
+  out[0] = hicp_context_start_threads(ctx);
+  out[1] = hicp_context_start_threads(ctx); /* again: the same team */
+#ifdef __linux__
+  out[2] = task_count() - before;
+#endif
+  hicp_context_destroy(ctx);
+  return NULL;
+}
+
+Test(api, context_start_threads)
+{
+  cr_assert_eq(hicp_context_start_threads(NULL), HICP_EINVAL);
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.threads = 1;
+  hicp_context *one;
+  cr_assert_eq(hicp_context_create(&o, &one), 0);
+  cr_assert_eq(hicp_context_start_threads(one), 1);
+  hicp_context_destroy(one);
+  int got[3] = {0, 0, -1};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, start_threads_in_new_thread, got), 0);
+  cr_assert_eq(pthread_join(t, NULL), 0);
+  cr_assert_eq(got[0], 3);
+  cr_assert_eq(got[1], 3);
+#ifdef __linux__
+  cr_assert_eq(got[2], 2, "the team added %d threads, not 2", got[2]);
+#endif
 }
 
 /* Without a device, --backend cuda fails cleanly with its own code. */

@@ -79,6 +79,7 @@ int cmd_nn(int argc, char **argv)
   hicp_context *ctx = cli_context(&common);
   if (ctx == NULL)
     return CLI_FAIL;
+  cli_start_threads(ctx, &common);
   int status = CLI_FAIL;
   hicp_model *model = NULL;
   hicp_cloud *q = NULL;

@@ -314,6 +314,7 @@ int cmd_register(int argc, char **argv)
   hicp_context *ctx = cli_context(&common);
   if (ctx == NULL)
     return CLI_FAIL;
+  cli_start_threads(ctx, &common);
   int status = CLI_FAIL;
   hicp_model *model = NULL;
   hicp_cloud *scan = NULL;

@@ -30,6 +30,10 @@ def main():
                     help="relative fitness and RMSE change to stop at (0: never)")
     a = ap.parse_args()
     # OpenMP reads the thread count when it starts: set it before importing.
+    # The import starts OpenMP's threads (the process has OMP_NUM_THREADS
+    # threads right after it), before any file is read: hicp_bench does the
+    # same with hicp_context_start_threads, so neither tool's first timed
+    # call pays for starting them.
     os.environ["OMP_NUM_THREADS"] = str(a.threads)
     import numpy as np
     import open3d as o3d
