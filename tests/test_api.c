@@ -267,10 +267,15 @@ Test(api, context_start_threads)
   pthread_t t;
   cr_assert_eq(pthread_create(&t, NULL, start_threads_in_new_thread, got), 0);
   cr_assert_eq(pthread_join(t, NULL), 0);
-  cr_assert_eq(got[0], 3);
-  cr_assert_eq(got[1], 3);
+#ifdef _OPENMP
+  const int team = 3; /* the library is built with OpenMP when the tests are */
+#else
+  const int team = 1;
+#endif
+  cr_assert_eq(got[0], team);
+  cr_assert_eq(got[1], team);
 #ifdef __linux__
-  cr_assert_eq(got[2], 2, "the team added %d threads, not 2", got[2]);
+  cr_assert_eq(got[2], team - 1, "the team added %d threads, not %d", got[2], team - 1);
 #endif
 }
 
