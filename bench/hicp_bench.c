@@ -70,7 +70,8 @@ int main(int argc, char **argv)
   }
   const char *mode = argv[1], *model_path = argv[2];
   const char *scan_path = (strcmp(mode, "build") != 0 && argc > 3) ? argv[3] : NULL;
-  int iters = 30, gap_ms = 0, start_threads = 1, threads = 0, repeat = 5, rounds = 1, nframes = 64, chunk = 0;
+  int iters = 30, gap_ms = 0, start_threads = 1, threads = 0, repeat = 5, rounds = 1;
+  int nframes = 64, chunk = 0;
   double tol = 0.0;
   hicp_nn_method nn = HICP_NN_PNN_OPT;
   hicp_backend backend = HICP_BACKEND_CPU;

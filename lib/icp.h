@@ -86,13 +86,13 @@ void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T
  * many threads the region had (cpu/cpu_backend.c). */
 int hicp__cpu_start_threads(int threads);
 
-/* Pass B over chunks [c0, c1): the chunk partials again from the stored
- * matches and distances, under a new selection (filters). */
 /* The CPU backend's vector code: 0 scalar, 1 AVX2, 2 AVX-512F
  * (cpu/walk_simd.c; the rule is hicp_cpu_vector_code's).  The tests set
  * HICP_SIMD to compare the variants bit for bit. */
 int hicp__cpu_isa(void);
 
+/* Pass B over chunks [c0, c1): the chunk partials again from the stored
+ * matches and distances, under a new selection (filters). */
 void hicp__cpu_pass_b(const hicp__mview *view, hicp__frame *f, const hicp__select *sel,
                       uint32_t c0, uint32_t c1, int threads);
 
