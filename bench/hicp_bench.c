@@ -114,8 +114,7 @@ int main(int argc, char **argv)
   hicp_context *ctx;
   if (hicp_context_create(&co, &ctx) != 0)
     die(NULL, "context");
-  if (start_threads && backend != HICP_BACKEND_CUDA &&
-      (!strcmp(mode, "register") || !strcmp(mode, "nn")))
+  if (start_threads && (!strcmp(mode, "register") || !strcmp(mode, "nn")))
     hicp_context_start_threads(ctx);
   double *t = calloc((size_t)repeat, sizeof *t);
 

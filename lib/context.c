@@ -102,9 +102,12 @@ int hicp_context_start_threads(hicp_context *ctx)
 {
   if (ctx == NULL)
     return HICP_EINVAL;
-  /* One thread has nothing to start; more are OpenMP's team of the calling
-   * thread, which libgomp keeps between parallel regions. */
-  return ctx->threads > 1 ? hicp__cpu_start_threads(ctx->threads) : 1;
+  /* One thread has nothing to start, nor has a context whose registrations
+   * run on CUDA only; more are OpenMP's team of the calling thread, which
+   * libgomp keeps between parallel regions. */
+  if (ctx->threads <= 1 || ctx->backend == HICP_BACKEND_CUDA)
+    return 1;
+  return hicp__cpu_start_threads(ctx->threads);
 }
 
 void hicp_context_cancel(hicp_context *ctx)

@@ -201,8 +201,9 @@ HICP_API int hicp_context_threads(const hicp_context *ctx);
  * sleeping, until its next registration.  As with any OpenMP program, a
  * process that forks after this (or after a registration) should not use
  * CPU threads in the child.  Cheap when they are already running.
- * Returns the number of threads running (1 for a one-thread context), or
- * ::HICP_EINVAL when @p ctx is NULL.
+ * Returns the number of threads running (1 for a one-thread context, and
+ * for a ::HICP_BACKEND_CUDA one, which starts none: its registrations run on
+ * the device), or ::HICP_EINVAL when @p ctx is NULL.
  */
 HICP_API int hicp_context_start_threads(hicp_context *ctx);
 

@@ -229,20 +229,33 @@ static int task_count(void)
 }
 #endif
 
-/* What start_threads reports, and on Linux the threads it adds.  It runs
- * in a thread of its own: OpenMP keeps a team per calling thread, so that
- * one has none yet, whatever the test runner did before. */
+/* What start_threads reports for a CUDA-only context and for a CPU one of
+ * three, and on Linux the threads each adds.  It runs in a thread of its
+ * own: OpenMP keeps a team per calling thread, so that one has none yet,
+ * whatever the test runner did before. */
 static void *start_threads_in_new_thread(void *arg)
 {
   int *out = arg;
   hicp_context_options o;
   hicp_context_options_init(&o);
   o.threads = 3;
+  o.backend = HICP_BACKEND_CUDA; /* registrations on the device: no CPU team */
   hicp_context *ctx;
   if (hicp_context_create(&o, &ctx) != 0)
     return NULL;
 #ifdef __linux__
-  const int before = task_count();
+  int before = task_count();
+#endif
+  out[3] = hicp_context_start_threads(ctx);
+#ifdef __linux__
+  out[4] = task_count() - before;
+#endif
+  hicp_context_destroy(ctx);
+  o.backend = HICP_BACKEND_CPU;
+  if (hicp_context_create(&o, &ctx) != 0)
+    return NULL;
+#ifdef __linux__
+  before = task_count();
 #endif
   out[0] = hicp_context_start_threads(ctx);
   out[1] = hicp_context_start_threads(ctx); /* again: the same team */
@@ -263,7 +276,7 @@ Test(api, context_start_threads)
   cr_assert_eq(hicp_context_create(&o, &one), 0);
   cr_assert_eq(hicp_context_start_threads(one), 1);
   hicp_context_destroy(one);
-  int got[3] = {0, 0, -1};
+  int got[5] = {0, 0, -1, 0, -1};
   pthread_t t;
   cr_assert_eq(pthread_create(&t, NULL, start_threads_in_new_thread, got), 0);
   cr_assert_eq(pthread_join(t, NULL), 0);
@@ -274,7 +287,9 @@ Test(api, context_start_threads)
 #endif
   cr_assert_eq(got[0], team);
   cr_assert_eq(got[1], team);
+  cr_assert_eq(got[3], 1);
 #ifdef __linux__
+  cr_assert_eq(got[4], 0, "a CUDA-only context started %d threads", got[4]);
   cr_assert_eq(got[2], team - 1, "the team added %d threads, not %d", got[2], team - 1);
 #endif
 }

@@ -76,10 +76,6 @@ void cli_common_init(cli_common *c);
  * consumed, 0 if not one of them, -1 on a bad value. */
 int cli_common_option(cli_common *c, const char *name, const char *value);
 hicp_context *cli_context(const cli_common *c);
-/* Starts the context's CPU threads (hicp_context_start_threads) unless the
- * registrations go to CUDA only: called before the model and scan are read,
- * so that the first registration does not wait for its threads to start. */
-void cli_start_threads(hicp_context *ctx, const cli_common *c);
 
 /* Transform files: 16 (4x4) or 12 (3x4) numbers, row-major, separated by
  * spaces, commas or newlines; '#' starts a comment. */

@@ -380,12 +380,6 @@ hicp_context *cli_context(const cli_common *c)
   return ctx;
 }
 
-void cli_start_threads(hicp_context *ctx, const cli_common *c)
-{
-  if (c->backend != HICP_BACKEND_CUDA)
-    (void)hicp_context_start_threads(ctx);
-}
-
 int cli_read_transform(const char *path, hicp_transform *t)
 {
   FILE *f = fopen(path, "r");

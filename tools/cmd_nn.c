@@ -79,7 +79,9 @@ int cmd_nn(int argc, char **argv)
   hicp_context *ctx = cli_context(&common);
   if (ctx == NULL)
     return CLI_FAIL;
-  cli_start_threads(ctx, &common);
+  /* the threads start while the model and scan are read, so that the
+   * registration does not wait for them */
+  (void)hicp_context_start_threads(ctx);
   int status = CLI_FAIL;
   hicp_model *model = NULL;
   hicp_cloud *q = NULL;
