@@ -467,7 +467,7 @@ Test(nn, tracked_queries_stay_exact)
   hicp__mview view = hicp__model_view(m);
   float *q = malloc(sizeof(float) * 3 * nq);
   uint32_t *match = malloc(sizeof *match * nq);
-  hicp__track *tr = calloc(nq, sizeof *tr);
+  hicp__track *tr = calloc(nq, sizeof *tr), *tr4 = calloc(nq, sizeof *tr4);
   for (size_t i = 0; i < nq; i++) {
     for (int d = 0; d < 3; d++)
       q[3 * i + d] = p[3 * i + d] + (float)(0.02 * th_normal(&r));
@@ -483,6 +483,12 @@ Test(nn, tracked_queries_stay_exact)
       int method = (i % 2) ? HICP_NN_PNN : HICP_NN_PNN_OPT;
       float before = tr[i].slack;
       hicp__nn_res res = hicp__nn_track(&view, &q[3 * i], method, match[i], &tr[i]);
+      /* the GPU's variant (hicp__row_scan4): the same answer, walk and
+       * certificate */
+      hicp__nn_res r4 = hicp__nn_track4(&view, &q[3 * i], method, match[i], &tr4[i]);
+      cr_assert(r4.v == res.v && r4.d2 == res.d2 && r4.steps == res.steps &&
+                    memcmp(&tr4[i], &tr[i], sizeof tr[i]) == 0,
+                "seed %llu step %d query %zu: nn_track4 differs", (unsigned long long)seed, step, i);
       certified += before > 0.0f && res.steps == 0 && res.v == match[i];
       total++;
       uint32_t wi;
@@ -502,6 +508,7 @@ Test(nn, tracked_queries_stay_exact)
   free(q);
   free(match);
   free(tr);
+  free(tr4);
   hicp_model_destroy(m);
 }
 
@@ -740,6 +747,18 @@ Test(nn, certifying_scans_report_whole_rows)
         }
       }
       unsetenv("HICP_SIMD");
+      /* the GPU's scan, four neighbours at a time: every field as the
+       * scalar scan's */
+      for (int cert = 0; cert < 2; cert++) {
+        hicp__row a, b4;
+        hicp__row_scan(&view, q, cur, dcur, cert, &a);
+        hicp__row_scan4(&view, q, cur, dcur, cert, &b4);
+        cr_assert(a.next == b4.next && memcmp(&a.dnext, &b4.dnext, sizeof a.dnext) == 0 &&
+                      a.near_tie == b4.near_tie && memcmp(&a.rmin, &b4.rmin, sizeof a.rmin) == 0 &&
+                      memcmp(&a.l2min, &b4.l2min, sizeof a.l2min) == 0,
+                  "seed %llu kind %d query %zu cert %d: row_scan4 differs", (unsigned long long)seed,
+                  kind, k, cert);
+      }
     }
     /* the early stop must be exercised, or this test proves little */
     cr_assert_gt(stops, long_rows / 4, "kind %d: %zu stops in %zu long rows", kind, stops,

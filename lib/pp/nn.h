@@ -363,12 +363,62 @@ HICP_PP void hicp__row_part(const hicp__mview *m, const float q[3], uint32_t cur
   }
 }
 
+/* The GPU's row scan: exactly hicp__row_part's neighbours and result (its
+ * minima and its tie rule do not depend on the order of the neighbours),
+ * read four at a time: four length codes and four indices, then four
+ * vertices, so that a GPU thread waits for two rounds of loads per four
+ * neighbours instead of twelve (the scalar loop's exit test needs each
+ * code before the next index).  A neighbour counts only if it and every
+ * one before it in the row are below the cut, as in the scalar loop; the
+ * vertices of the ones past the cut are read and not used. */
+HICP_PP void hicp__row_part4(const hicp__mview *m, const float q[3], uint32_t cur, float dcur,
+                             int cert, uint32_t cut, uint32_t e0, uint32_t e1, hicp__row *o)
+{
+  const float bound = hicp__tie_bound(dcur);
+  const hicp__vtx v = m->vtx[cur];
+  for (uint32_t e = e0; e < e1; e += 4) {
+    uint32_t code[4], u[4];
+    HICP_UNROLL
+    for (int j = 0; j < 4; j++) {
+      const int in = e + (uint32_t)j < e1;
+      code[j] = in ? m->ecode[e + j] : 255u;
+      u[j] = in ? m->nbr[e + j] : cur;
+    }
+    hicp__vtx w[4];
+    HICP_UNROLL
+    for (int j = 0; j < 4; j++)
+      w[j] = m->vtx[u[j]];
+    int live = 1;
+    HICP_UNROLL
+    for (int j = 0; j < 4; j++) {
+      live = live && e + (uint32_t)j < e1 && code[j] < cut;
+      if (!live)
+        break;
+      const float d = hicp__d2(q, &w[j]);
+      if (d < o->dnext || (d == o->dnext && u[j] < o->next)) {
+        o->next = u[j];
+        o->dnext = d;
+      }
+      o->near_tie |= d <= bound;
+      if (cert) {
+        const float l2 = hicp__edge2(&w[j], &v);
+        const float r = hicp__bisector(d, dcur, l2);
+        o->rmin = r < o->rmin ? r : o->rmin;
+        o->l2min = l2 < o->l2min ? l2 : o->l2min;
+      }
+    }
+    if (!live)
+      break;
+  }
+}
+
 /* One row of the walk, scalar: the neighbours of `cur` that can matter,
  * or with `cert` all of them that can change the certificate (the first
  * 16, then the rest unless hicp__cert_rest shows they cannot), with the
- * certificate's minima. */
-HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur, float dcur,
-                            int cert, hicp__row *o)
+ * certificate's minima; read one neighbour at a time (hicp__row_part) or,
+ * with `by4`, four (hicp__row_part4), with the same result. */
+HICP_PP void hicp__row_scan_by(const hicp__mview *m, const float q[3], uint32_t cur, float dcur,
+                               int cert, hicp__row *o, int by4)
 {
   const uint32_t cut = cert ? 256u : hicp__row_cut(m, cur, dcur);
   const uint32_t b = m->row[cur], end = m->row[cur + 1];
@@ -378,13 +428,33 @@ HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur
   o->near_tie = 0;
   o->rmin = HICP_FLT_INF;
   o->l2min = HICP_FLT_INF;
-  hicp__row_part(m, q, cur, dcur, cert, cut, b, mid, o);
+  if (by4)
+    hicp__row_part4(m, q, cur, dcur, cert, cut, b, mid, o);
+  else
+    hicp__row_part(m, q, cur, dcur, cert, cut, b, mid, o);
   float thr_r, thr_l;
   if (mid < end &&
       !(cert && hicp__cert_rest(m, cur, HICP_SQRTF(hicp__tie_bound(dcur)), m->ecode[mid], &thr_r,
                                 &thr_l) &&
-        o->rmin <= thr_r && o->l2min <= thr_l))
-    hicp__row_part(m, q, cur, dcur, cert, cut, mid, end, o);
+        o->rmin <= thr_r && o->l2min <= thr_l)) {
+    if (by4)
+      hicp__row_part4(m, q, cur, dcur, cert, cut, mid, end, o);
+    else
+      hicp__row_part(m, q, cur, dcur, cert, cut, mid, end, o);
+  }
+}
+
+/* The reference scan, and the GPU's. */
+HICP_PP void hicp__row_scan(const hicp__mview *m, const float q[3], uint32_t cur, float dcur,
+                            int cert, hicp__row *o)
+{
+  hicp__row_scan_by(m, q, cur, dcur, cert, o, 0);
+}
+
+HICP_PP void hicp__row_scan4(const hicp__mview *m, const float q[3], uint32_t cur, float dcur,
+                             int cert, hicp__row *o)
+{
+  hicp__row_scan_by(m, q, cur, dcur, cert, o, 1);
 }
 
 /* How far the query q may move before its answer v can change: 0 when
@@ -666,7 +736,10 @@ HICP_PP void hicp__track_update(const hicp__mview *m, const float q[3], int cert
     return r;                                                                                    \
   }
 
-/* hicp__nn_walk, hicp__nn_query, hicp__nn_track: the reference versions. */
+/* hicp__nn_walk, hicp__nn_query, hicp__nn_track: the reference versions;
+ * hicp__nn_walk4, ...: the GPU's, with hicp__row_scan4 (tests/test_nn.c
+ * checks that they agree). */
 HICP_NN_FUNCTIONS(, hicp__row_scan, )
+HICP_NN_FUNCTIONS(4, hicp__row_scan4, )
 
 #endif /* HICP_PP_NN_H */

@@ -21,12 +21,16 @@
  * Fixed sweep order, so the result is a pure function of the input bits. */
 HICP_PP void hicp__jacobi4(double a[4][4], double v[4][4])
 {
+  HICP_UNROLL
   for (int i = 0; i < 4; i++)
+    HICP_UNROLL
     for (int j = 0; j < 4; j++)
       v[i][j] = i == j ? 1.0 : 0.0;
   for (int sweep = 0; sweep < 64; sweep++) {
     int rotated = 0;
+    HICP_UNROLL
     for (int p = 0; p < 3; p++) {
+      HICP_UNROLL
       for (int q = p + 1; q < 4; q++) {
         double apq = a[p][q];
         double scale = (a[p][p] < 0 ? -a[p][p] : a[p][p]) + (a[q][q] < 0 ? -a[q][q] : a[q][q]);
@@ -47,6 +51,7 @@ HICP_PP void hicp__jacobi4(double a[4][4], double v[4][4])
         a[q][q] = a[q][q] + t * apq;
         a[p][q] = 0.0;
         a[q][p] = 0.0;
+        HICP_UNROLL
         for (int r = 0; r < 4; r++) {
           if (r != p && r != q) {
             double arp = a[r][p], arq = a[r][q];
@@ -115,39 +120,58 @@ HICP_PP int hicp__solve_horn(const hicp__partial *tot, hicp__xf *T, int *degener
       Q[i + 1][j + 1] = (S[i][j] + S[j][i]) - (i == j ? tr : 0.0);
   hicp__jacobi4(Q, V);
 
+  /* qtop = Q[top][top], and columns of V picked by comparing k with top:
+   * no array indexed by a value known only at run time (see HICP_UNROLL) */
   int top = 0;
+  double qtop = Q[0][0];
   double amax = 0.0;
+  HICP_UNROLL
   for (int k = 0; k < 4; k++) {
-    if (Q[k][k] > Q[top][top])
+    if (Q[k][k] > qtop) {
       top = k;
+      qtop = Q[k][k];
+    }
     double a = Q[k][k] < 0 ? -Q[k][k] : Q[k][k];
     if (a > amax)
       amax = a;
   }
-  double q[4];
+  double q[4], vtop[4]; /* column top of V */
+  HICP_UNROLL
+  for (int i = 0; i < 4; i++) {
+    vtop[i] = V[i][0];
+    HICP_UNROLL
+    for (int k = 1; k < 4; k++)
+      vtop[i] = k == top ? V[i][k] : vtop[i];
+  }
   int ntied = 0;
+  HICP_UNROLL
   for (int k = 0; k < 4; k++)
-    ntied += Q[top][top] - Q[k][k] <= HICP_DEGENERATE_GAP * amax;
+    ntied += qtop - Q[k][k] <= HICP_DEGENERATE_GAP * amax;
   if (ntied > 1) {
     /* Project (1, 0, 0, 0) onto the span of the tied eigenvectors. */
     *degenerate = 1;
+    HICP_UNROLL
     for (int i = 0; i < 4; i++)
       q[i] = 0.0;
+    HICP_UNROLL
     for (int k = 0; k < 4; k++) {
-      if (Q[top][top] - Q[k][k] <= HICP_DEGENERATE_GAP * amax) {
+      if (qtop - Q[k][k] <= HICP_DEGENERATE_GAP * amax) {
         double c = V[0][k];
+        HICP_UNROLL
         for (int i = 0; i < 4; i++)
           q[i] = q[i] + c * V[i][k];
       }
     }
     double nq = ((q[0] * q[0] + q[1] * q[1]) + q[2] * q[2]) + q[3] * q[3];
     if (!(nq > 1e-24)) {
+      HICP_UNROLL
       for (int i = 0; i < 4; i++)
-        q[i] = V[i][top];
+        q[i] = vtop[i];
     }
   } else {
+    HICP_UNROLL
     for (int i = 0; i < 4; i++)
-      q[i] = V[i][top];
+      q[i] = vtop[i];
   }
   /* q and -q are the same rotation: keep the one with q0 >= 0. */
   int flip = q[0] < 0.0;
