@@ -86,12 +86,16 @@ struct dev_model {
 
 #define MODEL_CACHE 4
 
+struct reg_buffers;
+static void reg_buffers_release(struct reg_buffers *r);
+
 struct hicp__gpu {
   int device;
   cudaStream_t stream;
   dev_model models[MODEL_CACHE];
   int nmodels;
   int next_evict;
+  struct reg_buffers *reg; /* hicp__gpu_register's buffers, kept */
 };
 
 static void free_model(dev_model *d)
@@ -147,6 +151,7 @@ static void gpu_destroy(struct hicp__gpu *g)
   cudaSetDevice(g->device);
   for (int i = 0; i < g->nmodels; i++)
     free_model(&g->models[i]);
+  reg_buffers_release(g->reg);
   if (g->stream != NULL)
     cudaStreamDestroy(g->stream);
   cudaGetLastError();
@@ -272,6 +277,11 @@ static int device_model(hicp_context *ctx, struct hicp__gpu *g, const hicp_model
 /* Device side */
 
 /* Iteration state, in device memory, read by every block after a barrier. */
+struct dev_walk {
+  unsigned long long queries, steps, max_steps;
+  unsigned long long hist[HICP_WALK_BINS];
+};
+
 struct dev_state {
   hicp__xf T, T_prev;
   double mse_prev;
@@ -280,12 +290,13 @@ struct dev_state {
   int stop;                /* HICP__GO while running */
   int degenerate;
   int filtering;           /* pass B needed this iteration */
+  unsigned arrived;        /* blocks done with this iteration's chunk sums */
   hicp__partial tot;
   hicp__select sel;        /* selection of the current iteration */
-  hicp_walk_stats walk;
+  dev_walk walk;
   unsigned long long radix_prefix, radix_rank;
   unsigned long long ns_correspond, ns_reduce, ns_solve;
-  unsigned long long t_start;
+  unsigned long long t_start, t_iter;
 };
 
 struct kparams {
@@ -296,16 +307,18 @@ struct kparams {
   hicp__track *track;
   double *e2;
   hicp__partial *part;
-  hicp__partial *tree;     /* scratch copy for the combine */
-  hicp__walkpart *walk;
+  hicp__partial *tree;     /* scratch for the combine when shared memory is too small */
+  hicp__walkpart *walk;    /* per chunk (the scheduler's range passes) */
   unsigned long long *hist; /* 256 counters for the trim's radix select */
   int method;
   hicp__conv conv;
   double max_d2, trim, sigma;
   int filter_start;
+  hicp__xf T0;                    /* the initial transform */
   unsigned long long budget_ns;   /* time budget left at launch, 0: none */
   volatile int *cancel;           /* mapped host flag */
   dev_state *st;
+  dev_state *fin;                 /* mapped host copy of the final state */
 };
 
 __device__ __forceinline__ unsigned long long global_ns()
@@ -315,41 +328,54 @@ __device__ __forceinline__ unsigned long long global_ns()
   return t;
 }
 
-/* The 256 lanes of a block into one partial, by the halving tree. */
-__device__ void block_tree(const hicp__partial &acc, double *sh, hicp__partial *out)
+/* Fields summed side by side by block_tree: 12 x 256 doubles of shared
+ * memory, the 24 fields in two rounds. */
+#define TREE_FIELDS 12
+typedef double tree_sh[TREE_FIELDS][THREADS];
+
+/* The 256 lanes of a block into one partial, by the halving tree: at each
+ * level s = 128, 64, 32, lane i < s of every field becomes a[i] + a[i + s]
+ * (all fields of a level at once, one barrier per level), then each warp
+ * finishes fields of its own with shuffles for s = 16..1.  The additions,
+ * and so the bits, are those of hicp__partial_tree's lane tree on the CPU. */
+__device__ void block_tree(const hicp__partial &acc, tree_sh &sh, hicp__partial *out)
 {
-  const unsigned t = threadIdx.x;
+  const unsigned t = threadIdx.x, lane = t & 31u, warp = t >> 5;
 #pragma unroll
-  for (int f = 0; f < HICP_PF_COUNT; f++) {
-    sh[t] = acc.v[f];
+  for (int h = 0; h < HICP_PF_COUNT; h += TREE_FIELDS) {
+#pragma unroll
+    for (int f = 0; f < TREE_FIELDS; f++)
+      sh[f][t] = acc.v[h + f];
     __syncthreads();
     for (unsigned s = 128; s >= 32; s >>= 1) {
-      if (t < s)
-        sh[t] = sh[t] + sh[t + s];
+      for (unsigned w = t; w < s * TREE_FIELDS; w += THREADS) {
+        const unsigned f = w / s, i = w % s;
+        sh[f][i] = sh[f][i] + sh[f][i + s];
+      }
       __syncthreads();
     }
-    if (t < 32) {
-      double v = sh[t];
+    for (unsigned f = warp; f < TREE_FIELDS; f += THREADS / 32) {
+      double v = sh[f][lane];
       for (unsigned s = 16; s >= 1; s >>= 1) {
         double o = __shfl_down_sync(0xffffffffu, v, s);
         v = v + o; /* lane i: a[i] + a[i + s], as on the CPU */
       }
-      if (t == 0)
-        out->v[f] = v;
+      if (lane == 0)
+        out->v[h + f] = v;
     }
     __syncthreads();
   }
 }
 
+/* A block's walk statistics: integers, so any order of the atomic adds
+ * gives the same totals. */
 struct block_walk {
   unsigned long long queries, steps;
   unsigned max_steps;
-  unsigned hist[HICP_WALK_BINS];
+  unsigned long long hist[HICP_WALK_BINS];
 };
 
-/* Pass A for chunk c: apply, nearest neighbour, pair sums. */
-__device__ void chunk_pass_a(const kparams &P, uint32_t c, const hicp__xf &T,
-                             const hicp__select &sel, double *sh, block_walk *bw)
+__device__ void block_walk_zero(block_walk *bw)
 {
   if (threadIdx.x == 0) {
     bw->queries = bw->steps = 0;
@@ -358,41 +384,38 @@ __device__ void chunk_pass_a(const kparams &P, uint32_t c, const hicp__xf &T,
       bw->hist[b] = 0;
   }
   __syncthreads();
-  hicp__partial acc;
-  hicp__partial_zero(&acc);
-  const uint32_t base = c * P.chunk;
-  const uint32_t end = base + P.chunk < P.n ? base + P.chunk : P.n;
-  for (uint32_t i = base + threadIdx.x; i < end; i += THREADS) {
-    float p[3] = {P.p0[3 * (size_t)i], P.p0[3 * (size_t)i + 1], P.p0[3 * (size_t)i + 2]};
-    double qd[3];
-    hicp__apply(&T, p, qd);
-    float q[3] = {__double2float_rn(qd[0]), __double2float_rn(qd[1]), __double2float_rn(qd[2])};
-    hicp__nn_res r = hicp__nn_track(&P.m, q, P.method, P.match[i], &P.track[i]);
-    P.match[i] = r.v;
-    double e2 = hicp__pair_e2(qd, &P.m.vtx[r.v]);
-    P.e2[i] = e2;
-    hicp__partial_add_pair(&acc, p, &P.m.vtx[r.v], e2, &sel);
-    if (r.walked) {
-      atomicAdd(&bw->queries, 1ull);
-      atomicAdd(&bw->steps, (unsigned long long)r.steps);
-      atomicMax(&bw->max_steps, r.steps);
-      atomicAdd(&bw->hist[r.steps < HICP_WALK_BINS - 1 ? r.steps : HICP_WALK_BINS - 1], 1u);
-    }
-  }
-  block_tree(acc, sh, &P.part[c]);
-  if (threadIdx.x == 0) {
-    hicp__walkpart w;
-    w.queries = bw->queries;
-    w.steps = bw->steps;
-    w.max_steps = bw->max_steps;
-    for (int b = 0; b < HICP_WALK_BINS; b++)
-      w.hist[b] = bw->hist[b];
-    P.walk[c] = w;
+}
+
+__device__ __forceinline__ void block_walk_add(block_walk *bw, const hicp__nn_res &r)
+{
+  if (r.walked) {
+    atomicAdd(&bw->queries, 1ull);
+    atomicAdd(&bw->steps, (unsigned long long)r.steps);
+    atomicMax(&bw->max_steps, r.steps);
+    atomicAdd(&bw->hist[r.steps < HICP_WALK_BINS - 1 ? r.steps : HICP_WALK_BINS - 1], 1ull);
   }
 }
 
-/* Pass B for chunk c: the sums again under the final selection. */
-__device__ void chunk_pass_b(const kparams &P, uint32_t c, const hicp__select &sel, double *sh)
+/* One scan point of pass A: apply T, the nearest neighbour, the pair's
+ * squared distance.  The match and distance go to memory for the chunk
+ * sums (chunk_sums), which add them in the fixed lane order. */
+__device__ __forceinline__ hicp__nn_res point_pass_a(const kparams &P, uint32_t i,
+                                                     const hicp__xf &T)
+{
+  float p[3] = {P.p0[3 * (size_t)i], P.p0[3 * (size_t)i + 1], P.p0[3 * (size_t)i + 2]};
+  double qd[3];
+  hicp__apply(&T, p, qd);
+  float q[3] = {__double2float_rn(qd[0]), __double2float_rn(qd[1]), __double2float_rn(qd[2])};
+  hicp__nn_res r = hicp__nn_track4(&P.m, q, P.method, P.match[i], &P.track[i]);
+  P.match[i] = r.v;
+  P.e2[i] = hicp__pair_e2(qd, &P.m.vtx[r.v]);
+  return r;
+}
+
+/* The sums of chunk c under selection sel from the stored matches and
+ * distances: lane l adds points l, l + 256, ... of the chunk in order, then
+ * the lanes meet in block_tree (pass A's sums, and pass B's). */
+__device__ void chunk_sums(const kparams &P, uint32_t c, const hicp__select &sel, tree_sh &sh)
 {
   hicp__partial acc;
   hicp__partial_zero(&acc);
@@ -405,16 +428,20 @@ __device__ void chunk_pass_b(const kparams &P, uint32_t c, const hicp__select &s
   block_tree(acc, sh, &P.part[c]);
 }
 
-/* Block 0: the chunk partials by the halving tree over chunk indices, each
+/* One block: the chunk partials by the halving tree over chunk indices, each
  * level in parallel over (pair, field); same additions as
- * hicp__partial_tree. */
-__device__ void combine(const kparams &P, hicp__partial *tot)
+ * hicp__partial_tree.  In shared memory when they fit (scratch: the
+ * block's tree_sh), else in P.tree.  The partials were written by other
+ * blocks: read through L2 (__ldcg). */
+__device__ void combine(const kparams &P, tree_sh &scratch, hicp__partial *tot)
 {
   const uint32_t n = P.nchunks;
-  double *t = &P.tree[0].v[0];
+  const uint32_t words = n * HICP_PF_COUNT;
+  double *t = words <= TREE_FIELDS * THREADS ? &scratch[0][0] : &P.tree[0].v[0];
   const double *src = &P.part[0].v[0];
-  for (uint32_t w = threadIdx.x; w < n * HICP_PF_COUNT; w += blockDim.x)
-    t[w] = src[w];
+  __syncthreads(); /* scratch may still be in use by block_tree */
+  for (uint32_t w = threadIdx.x; w < words; w += blockDim.x)
+    t[w] = __ldcg(&src[w]);
   __syncthreads();
   uint32_t s = 1;
   while (s < n)
@@ -427,8 +454,8 @@ __device__ void combine(const kparams &P, hicp__partial *tot)
     }
     __syncthreads();
   }
-  if (threadIdx.x == 0)
-    *tot = P.tree[0];
+  for (uint32_t f = threadIdx.x; f < HICP_PF_COUNT; f += blockDim.x)
+    tot->v[f] = t[f];
   __syncthreads();
 }
 
@@ -484,15 +511,75 @@ __device__ void trim_threshold(const kparams &P, cg::grid_group &g, const hicp__
   }
 }
 
+/* One thread, the end of iteration k: the stop tests on the sums, else
+ * Horn's solve for the next transform; the step times. */
+__device__ void finish_iteration(const kparams &P, int k, unsigned long long t1,
+                                 unsigned long long t2)
+{
+  dev_state *st = P.st;
+  const hicp__partial *tot = &st->tot;
+  int stop;
+  double mse = tot->v[HICP_PF_N_IN] > 0.0 ? tot->v[HICP_PF_E2_IN] / tot->v[HICP_PF_N_IN] : 0.0;
+  if (!(tot->v[HICP_PF_N_IN] > 0.0))
+    stop = 4; /* HICP_STOP_NO_PAIRS */
+  else
+    stop = hicp__check_stop(&P.conv, k, mse, st->mse_prev, &st->T, &st->T_prev);
+  if (stop == HICP__GO && P.cancel != NULL && *P.cancel)
+    stop = 5; /* HICP_STOP_CANCELED */
+  if (stop == HICP__GO && P.budget_ns != 0 && global_ns() - st->t_start >= P.budget_ns)
+    stop = 6; /* HICP_STOP_TIMEOUT */
+  if (stop == HICP__GO) {
+    hicp__xf next;
+    int degenerate;
+    hicp__solve_horn(tot, &next, &degenerate);
+    st->degenerate = degenerate;
+    st->T_prev = st->T;
+    st->T = next;
+    st->mse_prev = mse;
+    st->k = k + 1;
+  } else {
+    st->stop = stop;
+  }
+  const unsigned long long t3 = global_ns();
+  st->ns_correspond += t1 - st->t_iter;
+  st->ns_reduce += t2 - t1;
+  st->ns_solve += t3 - t2;
+  st->t_iter = t3;
+}
+
+/* The whole registration.  Per iteration, with a grid-wide barrier after
+ * each step:
+ *   1. pass A, one scan point per thread over the grid: apply, nearest
+ *      neighbour, squared distance (matches and distances to memory);
+ *   2. the chunk sums, one chunk per block, in the fixed lane order; the
+ *      last block to finish combines the chunk partials and, when no
+ *      filter needs a second pass, tests for the stop and solves;
+ *   3. only with the sigma filter or trimming: the filter bounds, pass B's
+ *      sums under them, the combine and the solve.
+ * Without filters that is two barriers per iteration. */
 __global__ void __launch_bounds__(THREADS) icp_kernel(kparams P)
 {
   cg::grid_group g = cg::this_grid();
-  __shared__ double sh[THREADS];
+  __shared__ tree_sh sh;
   __shared__ block_walk bw;
   __shared__ unsigned shist[256];
+  __shared__ int last;
   dev_state *st = P.st;
-  if (blockIdx.x == 0 && threadIdx.x == 0)
-    st->t_start = global_ns();
+  const uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
+  block_walk_zero(&bw);
+  for (uint32_t i = tid; i < P.n; i += nthreads) {
+    hicp__track z = {{0.0f, 0.0f, 0.0f}, 0.0f};
+    P.track[i] = z;
+  }
+  if (tid == 0) {
+    memset(st, 0, sizeof *st);
+    st->T = P.T0;
+    st->T_prev = P.T0;
+    st->win_lo = -HUGE_VAL;
+    st->win_hi = HUGE_VAL;
+    st->stop = HICP__GO;
+    st->t_start = st->t_iter = global_ns();
+  }
   g.sync();
   for (;;) {
     const int k = *(volatile int *)&st->k;
@@ -504,23 +591,24 @@ __global__ void __launch_bounds__(THREADS) icp_kernel(kparams P)
     sel.want_e = sigma_now;
     sel.w_lo = st->win_lo;
     sel.w_hi = st->win_hi;
-    const unsigned long long t0 = global_ns();
 
-    for (uint32_t c = blockIdx.x; c < P.nchunks; c += gridDim.x)
-      chunk_pass_a(P, c, T, sel, sh, &bw);
+    for (uint32_t i = tid; i < P.n; i += nthreads)
+      block_walk_add(&bw, point_pass_a(P, i, T));
     g.sync();
     const unsigned long long t1 = global_ns();
-    if (blockIdx.x == 0) {
-      combine(P, &st->tot);
+    for (uint32_t c = blockIdx.x; c < P.nchunks; c += gridDim.x)
+      chunk_sums(P, c, sel, sh);
+    /* the last block to arrive sees every chunk's partial */
+    if (threadIdx.x == 0) {
+      __threadfence();
+      last = atomicAdd(&st->arrived, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (last) {
+      __threadfence();
+      combine(P, sh, &st->tot);
       if (threadIdx.x == 0) {
-        for (uint32_t c = 0; c < P.nchunks; c++) {
-          const hicp__walkpart *w = &P.walk[c];
-          st->walk.queries += w->queries;
-          st->walk.steps += w->steps;
-          st->walk.max_steps = w->max_steps > st->walk.max_steps ? w->max_steps : st->walk.max_steps;
-          for (int b = 0; b < HICP_WALK_BINS; b++)
-            st->walk.hist[b] += w->hist[b];
-        }
+        st->arrived = 0;
         st->filtering = sigma_now || P.trim < 1.0;
         if (sigma_now) {
           hicp__sigma_bounds(&st->tot, P.sigma, &sel);
@@ -528,10 +616,12 @@ __global__ void __launch_bounds__(THREADS) icp_kernel(kparams P)
           st->win_hi = sel.e_hi;
         }
         st->sel = sel;
+        if (!st->filtering)
+          finish_iteration(P, k, t1, global_ns());
       }
     }
     g.sync();
-    if (st->filtering) {
+    if (*(volatile int *)&st->filtering) {
       sel = st->sel;
       if (P.trim < 1.0 && st->tot.v[HICP_PF_N_C] > 0.0) {
         trim_threshold(P, g, sel, shist);
@@ -539,45 +629,31 @@ __global__ void __launch_bounds__(THREADS) icp_kernel(kparams P)
         sel.trim_on = 1;
       }
       for (uint32_t c = blockIdx.x; c < P.nchunks; c += gridDim.x)
-        chunk_pass_b(P, c, sel, sh);
+        chunk_sums(P, c, sel, sh);
       g.sync();
-      if (blockIdx.x == 0)
-        combine(P, &st->tot);
-      g.sync();
-    }
-    const unsigned long long t2 = global_ns();
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-      const hicp__partial *tot = &st->tot;
-      int stop;
-      double mse = tot->v[HICP_PF_N_IN] > 0.0 ? tot->v[HICP_PF_E2_IN] / tot->v[HICP_PF_N_IN] : 0.0;
-      if (!(tot->v[HICP_PF_N_IN] > 0.0))
-        stop = 4; /* HICP_STOP_NO_PAIRS */
-      else
-        stop = hicp__check_stop(&P.conv, k, mse, st->mse_prev, &st->T, &st->T_prev);
-      if (stop == HICP__GO && P.cancel != NULL && *P.cancel)
-        stop = 5; /* HICP_STOP_CANCELED */
-      if (stop == HICP__GO && P.budget_ns != 0 && global_ns() - st->t_start >= P.budget_ns)
-        stop = 6; /* HICP_STOP_TIMEOUT */
-      if (stop == HICP__GO) {
-        hicp__xf next;
-        int degenerate;
-        hicp__solve_horn(tot, &next, &degenerate);
-        st->degenerate = degenerate;
-        st->T_prev = st->T;
-        st->T = next;
-        st->mse_prev = mse;
-        st->k = k + 1;
-      } else {
-        st->stop = stop;
+      if (blockIdx.x == 0) {
+        combine(P, sh, &st->tot);
+        if (threadIdx.x == 0)
+          finish_iteration(P, k, t1, global_ns());
       }
-      const unsigned long long t3 = global_ns();
-      st->ns_correspond += t1 - t0;
-      st->ns_reduce += t2 - t1;
-      st->ns_solve += t3 - t2;
+      g.sync();
     }
-    g.sync();
     if (*(volatile int *)&st->stop != HICP__GO)
       break;
+  }
+  /* the walk statistics of all iterations, then the state to the host */
+  if (threadIdx.x == 0 && bw.queries != 0) {
+    atomicAdd(&st->walk.queries, bw.queries);
+    atomicAdd(&st->walk.steps, bw.steps);
+    atomicMax(&st->walk.max_steps, (unsigned long long)bw.max_steps);
+    for (int b = 0; b < HICP_WALK_BINS; b++)
+      if (bw.hist[b] != 0)
+        atomicAdd(&st->walk.hist[b], bw.hist[b]);
+  }
+  g.sync();
+  if (tid == 0) {
+    *P.fin = *st;
+    __threadfence_system();
   }
 }
 
@@ -589,7 +665,7 @@ __global__ void nn_kernel(hicp__mview m, const float *q, uint32_t n, int method,
   if (i >= n)
     return;
   float p[3] = {q[3 * (size_t)i], q[3 * (size_t)i + 1], q[3 * (size_t)i + 2]};
-  hicp__nn_res r = hicp__nn_query(&m, p, method, vertex[i]);
+  hicp__nn_res r = hicp__nn_query4(&m, p, method, vertex[i]);
   vertex[i] = r.v;
   d2[i] = r.d2;
   if (r.walked) {
@@ -629,6 +705,110 @@ static void dfree(frame_buffers *b)
   b->n = 0;
 }
 
+/* The buffers of the context's registrations, kept from one to the next
+ * (allocating and freeing device memory costs more than a small
+ * registration, and cudaFree waits for the device), grown when a scan has
+ * more points or chunks than any before. */
+struct reg_buffers {
+  frame_buffers b;
+  size_t cap_n, cap_chunks;
+  float *p0;
+  uint32_t *match;
+  hicp__track *track;
+  double *e2;
+  hicp__partial *part, *tree;
+  unsigned long long *hist;
+  dev_state *st;
+  dev_state *fin_host, *fin_dev; /* mapped host memory */
+  int *cancel_host, *cancel_dev; /* mapped host memory */
+  cudaEvent_t done;
+  int grid_max; /* icp_kernel's blocks resident at once; 0: not yet known */
+};
+
+static void reg_buffers_free(reg_buffers *r)
+{
+  dfree(&r->b);
+  if (r->fin_host != NULL)
+    cudaFreeHost(r->fin_host);
+  if (r->cancel_host != NULL)
+    cudaFreeHost(r->cancel_host);
+  if (r->done != NULL)
+    cudaEventDestroy(r->done);
+  memset(r, 0, sizeof *r);
+}
+
+static void reg_buffers_release(reg_buffers *r)
+{
+  if (r == NULL)
+    return;
+  reg_buffers_free(r);
+  free(r);
+}
+
+static int reg_buffers_get(hicp_context *ctx, struct hicp__gpu *g, size_t n, size_t nchunks,
+                           reg_buffers **out)
+{
+  reg_buffers *r = g->reg;
+  int rc = HICP_OK;
+  if (fault("alloc"))
+    return cuda_fail(ctx, fault("lost") ? cudaErrorDevicesUnavailable : cudaErrorMemoryAllocation,
+                     "cudaMalloc");
+  if (r == NULL) {
+    r = (reg_buffers *)calloc(1, sizeof *r);
+    if (r == NULL)
+      return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+    g->reg = r;
+    TRY(cudaHostAlloc((void **)&r->fin_host, sizeof(dev_state), cudaHostAllocMapped));
+    TRY(cudaHostGetDevicePointer((void **)&r->fin_dev, r->fin_host, 0));
+    TRY(cudaHostAlloc((void **)&r->cancel_host, sizeof(int), cudaHostAllocMapped));
+    TRY(cudaHostGetDevicePointer((void **)&r->cancel_dev, r->cancel_host, 0));
+    TRY(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
+    int per_sm = 0, sms = 0, coop = 0;
+    TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, icp_kernel, THREADS, 0));
+    TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g->device));
+    TRY(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, g->device));
+    if (rc == HICP_OK && (!coop || per_sm < 1))
+      rc = hicp__fail(ctx, HICP_EDEVICE, "CUDA device %d cannot run the registration kernel "
+                      "(cooperative launch %s, %d blocks per SM)", g->device,
+                      coop ? "supported" : "unsupported", per_sm);
+    if (rc != HICP_OK) {
+      reg_buffers_release(r);
+      g->reg = NULL;
+      return rc;
+    }
+    r->grid_max = per_sm * sms;
+  }
+  if (n > r->cap_n || nchunks > r->cap_chunks) {
+    dfree(&r->b);
+    r->cap_n = r->cap_chunks = 0;
+    /* room to grow: a stream of scans of varying size reallocates rarely */
+    size_t cn = n + n / 4, cc = nchunks + nchunks / 4 + 1;
+    void *v[8];
+    const size_t bytes[8] = {sizeof(float) * 3 * cn,      sizeof(uint32_t) * cn,
+                             sizeof(hicp__track) * cn,    sizeof(double) * cn,
+                             sizeof(hicp__partial) * cc,  sizeof(hicp__partial) * cc,
+                             sizeof(unsigned long long) * 256, sizeof(dev_state)};
+    for (int i = 0; i < 8 && rc == HICP_OK; i++)
+      rc = dalloc(ctx, &r->b, bytes[i], &v[i]);
+    if (rc != HICP_OK) {
+      dfree(&r->b);
+      return rc;
+    }
+    r->p0 = (float *)v[0];
+    r->match = (uint32_t *)v[1];
+    r->track = (hicp__track *)v[2];
+    r->e2 = (double *)v[3];
+    r->part = (hicp__partial *)v[4];
+    r->tree = (hicp__partial *)v[5];
+    r->hist = (unsigned long long *)v[6];
+    r->st = (dev_state *)v[7];
+    r->cap_n = cn;
+    r->cap_chunks = cc;
+  }
+  *out = r;
+  return HICP_OK;
+}
+
 extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
                                   const struct hicp__frame *f, const struct hicp__plan *p,
                                   const struct hicp__xf *T0, double t_start,
@@ -642,9 +822,11 @@ extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
   rc = device_model(ctx, g, m, &view);
   if (rc != HICP_OK)
     return rc;
+  reg_buffers *r;
+  rc = reg_buffers_get(ctx, g, f->n, f->nchunks, &r);
+  if (rc != HICP_OK)
+    return rc;
 
-  frame_buffers b;
-  memset(&b, 0, sizeof b);
   kparams P;
   memset(&P, 0, sizeof P);
   P.m = view;
@@ -657,64 +839,35 @@ extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
   P.trim = p->trim;
   P.sigma = p->filter_sigma;
   P.filter_start = p->filter_start;
-  void *v;
-  if ((rc = dalloc(ctx, &b, sizeof(float) * 3 * (size_t)f->n, &v)) == HICP_OK)
-    P.p0 = (const float *)v;
+  P.T0 = *T0;
+  P.p0 = r->p0;
+  P.match = r->match;
+  P.track = r->track;
+  P.e2 = r->e2;
+  P.part = r->part;
+  P.tree = r->tree;
+  P.hist = r->hist;
+  P.st = r->st;
+  P.fin = r->fin_dev;
+  /* The mapped host flag carries hicp_context_cancel() into the kernel. */
+  *(volatile int *)r->cancel_host = 0;
+  P.cancel = r->cancel_dev;
   TRY(cudaMemcpyAsync((void *)P.p0, f->p0, sizeof(float) * 3 * (size_t)f->n,
                       cudaMemcpyHostToDevice, g->stream));
-  if (rc == HICP_OK && (rc = dalloc(ctx, &b, sizeof(uint32_t) * f->n, &v)) == HICP_OK)
-    P.match = (uint32_t *)v;
   /* warm starts (tracking) or HICP_NONE */
   TRY(cudaMemcpyAsync(P.match, f->match, sizeof(uint32_t) * f->n, cudaMemcpyHostToDevice,
                       g->stream));
-  if (rc == HICP_OK && (rc = dalloc(ctx, &b, sizeof(hicp__track) * f->n, &v)) == HICP_OK)
-    P.track = (hicp__track *)v;
-  TRY(cudaMemsetAsync(P.track, 0, sizeof(hicp__track) * f->n, g->stream));
-  if (rc == HICP_OK && (rc = dalloc(ctx, &b, sizeof(double) * f->n, &v)) == HICP_OK)
-    P.e2 = (double *)v;
-  if (rc == HICP_OK && (rc = dalloc(ctx, &b, sizeof(hicp__partial) * f->nchunks, &v)) == HICP_OK)
-    P.part = (hicp__partial *)v;
-  if (rc == HICP_OK && (rc = dalloc(ctx, &b, sizeof(hicp__partial) * f->nchunks, &v)) == HICP_OK)
-    P.tree = (hicp__partial *)v;
-  if (rc == HICP_OK && (rc = dalloc(ctx, &b, sizeof(hicp__walkpart) * f->nchunks, &v)) == HICP_OK)
-    P.walk = (hicp__walkpart *)v;
-  if (rc == HICP_OK && (rc = dalloc(ctx, &b, sizeof(unsigned long long) * 256, &v)) == HICP_OK)
-    P.hist = (unsigned long long *)v;
-  if (rc == HICP_OK && (rc = dalloc(ctx, &b, sizeof(dev_state), &v)) == HICP_OK)
-    P.st = (dev_state *)v;
 
-  dev_state init;
-  memset(&init, 0, sizeof init);
-  init.T = *T0;
-  init.T_prev = *T0;
-  init.win_lo = -HUGE_VAL;
-  init.win_hi = HUGE_VAL;
-  init.stop = HICP__GO;
-  TRY(cudaMemcpyAsync(P.st, &init, sizeof init, cudaMemcpyHostToDevice, g->stream));
-
-  /* A mapped host flag carries hicp_context_cancel() into the kernel. */
-  int *cancel_host = NULL;
-  TRY(cudaHostAlloc((void **)&cancel_host, sizeof(int), cudaHostAllocMapped));
-  if (rc == HICP_OK) {
-    *cancel_host = 0;
-    int *dp;
-    TRY(cudaHostGetDevicePointer((void **)&dp, cancel_host, 0));
-    P.cancel = dp;
-  }
-
-  /* All blocks must be resident for the grid-wide barriers. */
-  int per_sm = 0, sms = 0;
-  TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, icp_kernel, THREADS, 0));
-  TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g->device));
-  int coop = 0;
-  TRY(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, g->device));
-  if (rc == HICP_OK && (!coop || per_sm < 1))
-    rc = hicp__fail(ctx, HICP_EDEVICE, "CUDA device %d cannot run the registration kernel "
-                    "(cooperative launch %s, %d blocks per SM)", g->device,
-                    coop ? "supported" : "unsupported", per_sm);
-  unsigned grid = (unsigned)(per_sm * sms);
-  if (grid > f->nchunks)
-    grid = f->nchunks;
+  /* All blocks must be resident for the grid-wide barriers.  A user's
+   * registration has the device to itself: one thread per scan point if
+   * the device holds that many (the shortest wait on the walks).  A batch
+   * worker's frame shares it with the frames of the other workers (streams,
+   * lib/batch.c): one block per chunk, so that several frames fit at once. */
+  const int worker = hicp__context_is_worker(ctx);
+  size_t want = worker ? 0 : ((size_t)f->n + THREADS - 1) / THREADS;
+  if (want < f->nchunks)
+    want = f->nchunks;
+  unsigned grid = (unsigned)(want < (size_t)r->grid_max ? want : (size_t)r->grid_max);
   if (grid == 0)
     grid = 1;
 
@@ -722,21 +875,22 @@ extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
     double left = p->time_budget_ms - (hicp__now_ms() - t_start);
     P.budget_ns = left > 1e-6 ? (unsigned long long)(left * 1e6) : 1ull;
   }
-  cudaEvent_t e0 = NULL, e1 = NULL;
-  TRY(cudaEventCreate(&e0));
-  TRY(cudaEventCreate(&e1));
-  TRY(cudaEventRecord(e0, g->stream));
   void *args[] = {&P};
   if (rc == HICP_OK && fault("kernel"))
     rc = cuda_fail(ctx, fault("lost") ? cudaErrorDevicesUnavailable : cudaErrorLaunchFailure,
                    "the registration kernel");
   TRY(cudaLaunchCooperativeKernel((const void *)icp_kernel, dim3(grid), dim3(THREADS), args, 0,
                                   g->stream));
-  TRY(cudaEventRecord(e1, g->stream));
+  TRY(cudaEventRecord(r->done, g->stream));
   /* Wait without blocking the thread in the driver, so a cancel request
-   * from another thread reaches the kernel. */
+   * from another thread reaches the kernel: poll, at first without pause
+   * (most registrations take a few milliseconds; a sleep would add tens
+   * of microseconds of timer slack to each), then every 20 us.  A batch
+   * worker sleeps from the start: its frames overlap with the other
+   * workers', and its core is better left to the CPU workers. */
+  const double t_wait = worker ? -1e300 : hicp__now_ms();
   while (rc == HICP_OK) {
-    cudaError_t q = cudaEventQuery(e1);
+    cudaError_t q = cudaEventQuery(r->done);
     if (q == cudaSuccess)
       break;
     if (q != cudaErrorNotReady) {
@@ -744,31 +898,29 @@ extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
       break;
     }
     if (hicp__canceled(ctx))
-      *(volatile int *)cancel_host = 1;
-    struct timespec ts = {0, 20000};
-    nanosleep(&ts, NULL);
+      *(volatile int *)r->cancel_host = 1;
+    if (hicp__now_ms() - t_wait > 2.0) {
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, NULL);
+    }
   }
-  dev_state fin;
-  TRY(cudaMemcpy(&fin, P.st, sizeof fin, cudaMemcpyDeviceToHost));
   if (rc == HICP_OK) {
+    const dev_state *fin = r->fin_host;
     memset(out, 0, sizeof *out);
-    out->T = fin.T;
-    out->tot = fin.tot;
-    out->iterations = fin.k;
-    out->stop = fin.stop;
-    out->degenerate = fin.degenerate;
-    out->walk = fin.walk;
-    out->correspond_ms = (double)fin.ns_correspond * 1e-6;
-    out->reduce_ms = (double)fin.ns_reduce * 1e-6;
-    out->solve_ms = (double)fin.ns_solve * 1e-6;
+    out->T = fin->T;
+    out->tot = fin->tot;
+    out->iterations = fin->k;
+    out->stop = fin->stop;
+    out->degenerate = fin->degenerate;
+    out->walk.queries = fin->walk.queries;
+    out->walk.steps = fin->walk.steps;
+    out->walk.max_steps = (uint32_t)fin->walk.max_steps;
+    for (int b = 0; b < HICP_WALK_BINS; b++)
+      out->walk.hist[b] = fin->walk.hist[b];
+    out->correspond_ms = (double)fin->ns_correspond * 1e-6;
+    out->reduce_ms = (double)fin->ns_reduce * 1e-6;
+    out->solve_ms = (double)fin->ns_solve * 1e-6;
   }
-  if (e0 != NULL)
-    cudaEventDestroy(e0);
-  if (e1 != NULL)
-    cudaEventDestroy(e1);
-  if (cancel_host != NULL)
-    cudaFreeHost(cancel_host);
-  dfree(&b);
   cudaGetLastError();
   return rc;
 }
@@ -830,15 +982,31 @@ extern "C" int hicp__gpu_nn(hicp_context *ctx, const hicp_model *m, const float 
 __global__ void __launch_bounds__(THREADS) range_pass_a(kparams P, hicp__xf T, hicp__select sel,
                                                         uint32_t c0)
 {
-  __shared__ double sh[THREADS];
+  __shared__ tree_sh sh;
   __shared__ block_walk bw;
-  chunk_pass_a(P, c0 + blockIdx.x, T, sel, sh, &bw);
+  const uint32_t c = c0 + blockIdx.x;
+  block_walk_zero(&bw);
+  const uint32_t base = c * P.chunk;
+  const uint32_t end = base + P.chunk < P.n ? base + P.chunk : P.n;
+  for (uint32_t i = base + threadIdx.x; i < end; i += THREADS)
+    block_walk_add(&bw, point_pass_a(P, i, T));
+  __syncthreads(); /* the block's matches and distances, for its sums */
+  chunk_sums(P, c, sel, sh);
+  if (threadIdx.x == 0) {
+    hicp__walkpart w;
+    w.queries = bw.queries;
+    w.steps = bw.steps;
+    w.max_steps = bw.max_steps;
+    for (int b = 0; b < HICP_WALK_BINS; b++)
+      w.hist[b] = (uint32_t)bw.hist[b];
+    P.walk[c] = w;
+  }
 }
 
 __global__ void __launch_bounds__(THREADS) range_pass_b(kparams P, hicp__select sel, uint32_t c0)
 {
-  __shared__ double sh[THREADS];
-  chunk_pass_b(P, c0 + blockIdx.x, sel, sh);
+  __shared__ tree_sh sh;
+  chunk_sums(P, c0 + blockIdx.x, sel, sh);
 }
 
 struct gpu_worker {

@@ -51,6 +51,9 @@ static int batch_options(hicp_context *ctx, const hicp_batch_options *user,
 /* ------------------------------------------------------------------------ */
 /* The workers of a batch or a stream */
 
+/* Device workers per logical device (see crew_make). */
+#define HICP_GPU_STREAMS 8
+
 typedef struct crew_member {
   hicp_context *ctx; /* own context: own errors, own device state */
   int gpu;           /* 1: runs frames on its device */
@@ -101,26 +104,37 @@ static int crew_make(hicp_context *ctx, int cpu_threads_each, crew *c)
     return hicp__fail(ctx, HICP_ENODEVICE, "--backend cuda: %s", why);
   int use_gpu = ngpu > 0;
   int use_cpu = ctx->backend == HICP_BACKEND_CPU || ctx->backend == HICP_BACKEND_HYBRID || !use_gpu;
+  int nlog = 0;
   if (use_gpu) {
-    int nlog = ctx->ndevices > 0 ? ctx->ndevices : ngpu;
-    for (int i = 0; i < nlog && c->n < 32; i++) {
+    nlog = ctx->ndevices > 0 ? ctx->ndevices : ngpu;
+    for (int i = 0; i < nlog; i++) {
       int dev = ctx->ndevices > 0 ? ctx->devices[i] : i;
       if (dev >= ngpu) {
         crew_free(c);
         return hicp__fail(ctx, HICP_ENODEVICE, "no CUDA device %d (this host has %d)", dev, ngpu);
       }
-      int rc = child_context(ctx, 1, HICP_BACKEND_CUDA, dev, &c->m[c->n].ctx);
-      if (rc != HICP_OK) {
-        crew_free(c);
-        return rc;
+    }
+    /* HICP_GPU_STREAMS workers per logical device, each with its own
+     * stream: one frame's registration is mostly waits (barriers, the
+     * solve on one thread), so several frames share a device at once */
+    for (int k = 0; k < HICP_GPU_STREAMS; k++) {
+      for (int i = 0; i < nlog && c->n < 32; i++) {
+        int dev = ctx->ndevices > 0 ? ctx->devices[i] : i;
+        int rc = child_context(ctx, 1, HICP_BACKEND_CUDA, dev, &c->m[c->n].ctx);
+        if (rc != HICP_OK) {
+          crew_free(c);
+          return rc;
+        }
+        c->m[c->n++].gpu = 1;
+        c->ngpu++;
       }
-      c->m[c->n++].gpu = 1;
-      c->ngpu++;
     }
   }
   if (use_cpu) {
-    /* Device workers mostly wait on their device but still need a core. */
-    int ncpu = ctx->threads / cpu_threads_each - (use_gpu ? c->ngpu : 0);
+    /* Device workers sleep while their device works, but prepare each
+     * frame on the host (about 0.5 ms of a core for 30k points): two cores
+     * per device are left for them. */
+    int ncpu = ctx->threads / cpu_threads_each - 2 * nlog;
     if (ncpu < 1)
       ncpu = 1;
     for (int i = 0; i < ncpu && c->n < 64; i++) {
@@ -176,7 +190,51 @@ typedef struct batch_job {
   const hicp_transform *inits;
   hicp_result *results;
   atomic_size_t *next;
+  struct batch_pace *pace;
 } batch_job;
+
+/* What the workers of a batch have done so far, for the end game of the
+ * CPU workers in a crew with devices: a CPU worker takes no new frame once
+ * the devices would finish all the frames left before it finished one, so
+ * that the batch does not wait for a slow CPU frame at its end. */
+typedef struct batch_pace {
+  pthread_mutex_t lock;
+  double t0;
+  int devices;       /* device workers in the crew */
+  size_t gpu_frames; /* frames the device workers finished */
+  size_t cpu_frames; /* frames the CPU workers finished, and their time */
+  double cpu_ms;
+} batch_pace;
+
+static int cpu_should_stop(const batch_job *j)
+{
+  batch_pace *p = j->pace;
+  if (p->devices == 0 || j->cm->gpu)
+    return 0;
+  pthread_mutex_lock(&p->lock);
+  int stop = 0;
+  if (p->gpu_frames > 0 && p->cpu_frames > 0) {
+    size_t done = atomic_load(j->next);
+    double left = done < j->nframes ? (double)(j->nframes - done) : 0.0;
+    double gpu_per_ms = (double)p->gpu_frames / (hicp__now_ms() - p->t0);
+    stop = left < gpu_per_ms * (p->cpu_ms / (double)p->cpu_frames);
+  }
+  pthread_mutex_unlock(&p->lock);
+  return stop;
+}
+
+static void pace_done(const batch_job *j, double ms)
+{
+  batch_pace *p = j->pace;
+  pthread_mutex_lock(&p->lock);
+  if (j->cm->gpu) {
+    p->gpu_frames++;
+  } else {
+    p->cpu_frames++;
+    p->cpu_ms += ms;
+  }
+  pthread_mutex_unlock(&p->lock);
+}
 
 static void set_failed(hicp_result *r, uint64_t frame, int code, const char *msg)
 {
@@ -212,9 +270,12 @@ static void *batch_worker(void *arg)
   if (j->slot > 0) /* the caller's own thread is left where it is */
     bind_member(j->cm, j->slot);
   for (;;) {
+    if (cpu_should_stop(j))
+      break;
     size_t i = atomic_fetch_add(j->next, 1);
     if (i >= j->nframes)
       break;
+    const double t_frame = hicp__now_ms();
     hicp_result *r = &j->results[i];
     if (hicp__canceled(j->ctx)) {
       set_failed(r, i, HICP_ECANCELED, "canceled before it started");
@@ -231,6 +292,7 @@ static void *batch_worker(void *arg)
       set_failed(r, i, rc, hicp_context_error(j->cm->ctx));
     else
       r->frame = i;
+    pace_done(j, hicp__now_ms() - t_frame);
   }
   return NULL;
 }
@@ -246,12 +308,17 @@ static int batch_independent(hicp_context *ctx, const hicp_model *m, const float
     return rc;
   atomic_size_t next;
   atomic_init(&next, 0);
+  batch_pace pace;
+  memset(&pace, 0, sizeof pace);
+  pthread_mutex_init(&pace.lock, NULL);
+  pace.t0 = hicp__now_ms();
+  pace.devices = c.ngpu;
   batch_job jobs[64];
   pthread_t tid[64];
   int started[64] = {0};
   for (int i = 0; i < c.n; i++) {
     batch_job j = {ctx,    &c.m[i], i,    m,     frames,  counts, origins,
-                   nframes, stride, plan, inits, results, &next};
+                   nframes, stride, plan, inits, results, &next, &pace};
     jobs[i] = j;
   }
   for (int i = 1; i < c.n; i++)
@@ -260,6 +327,7 @@ static int batch_independent(hicp_context *ctx, const hicp_model *m, const float
   for (int i = 1; i < c.n; i++)
     if (started[i])
       pthread_join(tid[i], NULL);
+  pthread_mutex_destroy(&pace.lock);
   crew_free(&c);
   return HICP_OK;
 }

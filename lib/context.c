@@ -145,6 +145,11 @@ int hicp__canceled(const hicp_context *ctx)
   return ctx->parent != NULL && hicp__cancel_count(ctx->parent) != ctx->parent_seen;
 }
 
+int hicp__context_is_worker(const hicp_context *ctx)
+{
+  return ctx != NULL && ctx->parent != NULL;
+}
+
 int hicp__context_first_device(const hicp_context *ctx)
 {
   return ctx != NULL && ctx->ndevices > 0 ? ctx->devices[0] : 0;

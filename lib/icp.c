@@ -453,13 +453,22 @@ static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, u
   uint32_t *key = malloc(sizeof *key * n);
   *order = malloc(sizeof **order * n);
   *sorted = malloc(sizeof **sorted * 3 * (size_t)n);
-  *bycoord = malloc(sizeof **bycoord * 3 * (size_t)n);
-  int rc = key != NULL && *order != NULL && *sorted != NULL && *bycoord != NULL ? HICP_OK
-                                                                                : HICP_ENOMEM;
+  if (bycoord != NULL)
+    *bycoord = malloc(sizeof **bycoord * 3 * (size_t)n);
+  int rc = key != NULL && *order != NULL && *sorted != NULL &&
+                   (bycoord == NULL || *bycoord != NULL)
+               ? HICP_OK
+               : HICP_ENOMEM;
+  /* The keys and the copies in parallel (on 30k points a single thread
+   * takes 0.3 ms, as long as 20 GPU iterations); the sort is the serial
+   * counting sort, so the order is the same for any thread count. */
+  const int threads = n >= 8192 ? ctx->threads : 1;
+  const long long nn = (long long)n;
   if (rc == HICP_OK) {
     hicp__zgrid g;
     hicp__zgrid_init(&g, m->bbox_min, m->bbox_max);
-    for (uint32_t i = 0; i < n; i++) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long long i = 0; i < nn; i++) {
       double q[3];
       hicp__apply(T0, &p0[3 * (size_t)i], q);
       key[i] = hicp__zkey21(&g, q[0], q[1], q[2]);
@@ -467,19 +476,25 @@ static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, u
     rc = hicp__zsort(key, n, *order, NULL);
   }
   if (rc == HICP_OK) {
-    for (uint32_t j = 0; j < n; j++) {
-      const float *p = &p0[3 * (size_t)(*order)[j]];
-      memcpy(&(*sorted)[3 * (size_t)j], p, 3 * sizeof(float));
-      for (size_t d = 0; d < 3; d++)
-        (*bycoord)[d * n + j] = p[d];
+    float *s = *sorted, *b = bycoord != NULL ? *bycoord : NULL;
+    const uint32_t *o = *order;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long long j = 0; j < nn; j++) {
+      const float *p = &p0[3 * (size_t)o[j]];
+      memcpy(&s[3 * (size_t)j], p, 3 * sizeof(float));
+      if (b != NULL)
+        for (size_t d = 0; d < 3; d++)
+          b[d * n + (size_t)j] = p[d];
     }
   } else {
     free(*order);
     free(*sorted);
-    free(*bycoord);
     *order = NULL;
     *sorted = NULL;
-    *bycoord = NULL;
+    if (bycoord != NULL) {
+      free(*bycoord);
+      *bycoord = NULL;
+    }
     rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for %u scan points", (unsigned)n);
   }
   free(key);
@@ -532,7 +547,10 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   to_internal(&init_pub, origin, m->origin, &T0);
   float *sorted = NULL, *p0s = NULL;
   uint32_t *order = NULL;
-  rc = scan_order(ctx, m, p0, (uint32_t)n, &T0, &sorted, &p0s, &order);
+  /* the device loop reads the points in scan order only; the CPU's also by
+   * coordinate (hicp__frame.p0s) */
+  const int device_loop = backend == HICP_BACKEND_CUDA && team == NULL;
+  rc = scan_order(ctx, m, p0, (uint32_t)n, &T0, &sorted, device_loop ? NULL : &p0s, &order);
   if (rc != HICP_OK)
     return rc;
   f.p0 = sorted;
@@ -557,12 +575,22 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
         snprintf(note, sizeof note, "GPU failed (%.100s); ran on the CPU", ctx->err);
         hicp__clear_error(ctx);
         backend = HICP_BACKEND_CPU;
+        /* the CPU loop's copy by coordinate, which the device did not need */
+        p0s = malloc(sizeof *p0s * 3 * n);
+        if (p0s == NULL) {
+          rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu scan points", n);
+        } else {
+          for (size_t j = 0; j < n; j++)
+            for (size_t d = 0; d < 3; d++)
+              p0s[d * n + j] = sorted[3 * j + d];
+          f.p0s = p0s;
+        }
       } else if (rc == HICP_OK && match_out != NULL) {
         /* the device loop keeps its matches: warm starts stay host-side */
         match_out = NULL;
       }
     }
-    if (backend != HICP_BACKEND_CUDA || team != NULL)
+    if ((backend != HICP_BACKEND_CUDA || team != NULL) && f.p0s != NULL)
       rc = hicp__icp_loop(ctx, m, &f, plan, &T0, t_start, team, &out);
     if (rc == HICP_OK) {
       fill_result(&out, plan, n, origin, m, backend, note, t_start, result);

@@ -31,6 +31,9 @@ int hicp__context_first_device(const hicp_context *ctx);
 /* The device of the context's logical device `logical` (the listed one, or
  * the ordinal itself when none were listed). */
 int hicp__context_device(const hicp_context *ctx, int logical);
+/* 1 for a batch's or a stream's worker context (one of several running
+ * frames side by side), 0 for a context of the user's. */
+int hicp__context_is_worker(const hicp_context *ctx);
 /* 1 if hicp_context_cancel() was called since the current call began (on a
  * worker's context: or on its parent since the worker's frame began). */
 int hicp__canceled(const hicp_context *ctx);
