@@ -885,10 +885,13 @@ extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
   /* Wait without blocking the thread in the driver, so a cancel request
    * from another thread reaches the kernel: poll, at first without pause
    * (most registrations take a few milliseconds; a sleep would add tens
-   * of microseconds of timer slack to each), then every 20 us.  A batch
-   * worker sleeps from the start: its frames overlap with the other
-   * workers', and its core is better left to the CPU workers. */
-  const double t_wait = worker ? -1e300 : hicp__now_ms();
+   * of microseconds of timer slack to each), then sleeping an eighth of
+   * the time waited so far, from 20 us to 100 us: an answer is found at
+   * most about 12% or 100 us late, with fewer wake-ups than fixed 20 us
+   * sleeps.  A batch worker sleeps from the start: its frames overlap with
+   * the other workers', and the cores are better left to the CPU workers. */
+  const double t_launch = hicp__now_ms();
+  const double spin_ms = worker ? 0.0 : 2.0;
   while (rc == HICP_OK) {
     cudaError_t q = cudaEventQuery(r->done);
     if (q == cudaSuccess)
@@ -899,8 +902,10 @@ extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
     }
     if (hicp__canceled(ctx))
       *(volatile int *)r->cancel_host = 1;
-    if (hicp__now_ms() - t_wait > 2.0) {
-      struct timespec ts = {0, 20000};
+    const double waited = hicp__now_ms() - t_launch;
+    if (waited >= spin_ms) {
+      const double us = waited * 1e3 / 8.0;
+      struct timespec ts = {0, (long)(us < 20.0 ? 20000.0 : us > 100.0 ? 100000.0 : us * 1e3)};
       nanosleep(&ts, NULL);
     }
   }

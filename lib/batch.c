@@ -57,6 +57,7 @@ static int batch_options(hicp_context *ctx, const hicp_batch_options *user,
 typedef struct crew_member {
   hicp_context *ctx; /* own context: own errors, own device state */
   int gpu;           /* 1: runs frames on its device */
+  int core;          /* a CPU worker's core (bind_member) */
 } crew_member;
 
 typedef struct crew {
@@ -143,6 +144,8 @@ static int crew_make(hicp_context *ctx, int cpu_threads_each, crew *c)
         crew_free(c);
         return rc;
       }
+      /* the first cores are left to the device workers */
+      c->m[c->n].core = 2 * nlog + i;
       c->m[c->n++].gpu = 0;
     }
   }
@@ -248,13 +251,14 @@ static void set_failed(hicp_result *r, uint64_t frame, int code, const char *msg
   }
 }
 
-/* Pins a worker: device workers near their device, CPU workers to a core. */
-static void bind_member(const crew_member *cm, int slot)
+/* Pins a worker: device workers near their device, CPU workers to their
+ * core. */
+static void bind_member(const crew_member *cm)
 {
   if (cm->gpu)
     hicp__bind_thread_near_gpu(hicp__context_first_device(cm->ctx));
   else if (cm->ctx->threads == 1) /* threads it starts would inherit a core */
-    hicp__bind_thread_core(slot);
+    hicp__bind_thread_core(cm->core);
 }
 
 /* Frame i's origin: origins[i], or zero without origins. */
@@ -268,7 +272,7 @@ static void *batch_worker(void *arg)
 {
   batch_job *j = arg;
   if (j->slot > 0) /* the caller's own thread is left where it is */
-    bind_member(j->cm, j->slot);
+    bind_member(j->cm);
   for (;;) {
     if (cpu_should_stop(j))
       break;
@@ -535,7 +539,6 @@ struct hicp_stream {
 typedef struct stream_worker {
   hicp_stream *s;
   crew_member *cm;
-  int slot;
 } stream_worker;
 
 static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t index)
@@ -588,7 +591,7 @@ static void *stream_worker_main(void *arg)
 {
   stream_worker *w = arg;
   hicp_stream *s = w->s;
-  bind_member(w->cm, w->slot);
+  bind_member(w->cm);
   pthread_mutex_lock(&s->mu);
   for (;;) {
     entry *e = NULL;
@@ -659,7 +662,6 @@ int hicp_stream_create(hicp_context *ctx, const hicp_model *m, const hicp_reg_op
       break;
     w->s = s;
     w->cm = &s->crew.m[i];
-    w->slot = i;
     if (pthread_create(&s->tid[s->nthreads], NULL, stream_worker_main, w) != 0) {
       free(w);
       break;
