@@ -19,6 +19,7 @@
 #include "backend.h"
 #include "cloud.h"
 #include "context.h"
+#include "model.h"
 #include "scheduler.h"
 #include "topology.h"
 
@@ -93,10 +94,25 @@ static void crew_free(crew *c)
   c->n = 0;
 }
 
+/* Device workers for model m on device dev: HICP_GPU_STREAMS, fewer when
+ * that many copies of the model (each worker's context uploads its own)
+ * would take more than a quarter of the device's memory. */
+static int device_streams(const hicp_model *m, int dev)
+{
+  hicp__gpu_info gi;
+  if (hicp__gpu_describe(dev, &gi) != HICP_OK)
+    return 1;
+  const uint64_t bytes =
+      (uint64_t)m->nv * (2 * sizeof(hicp__vtx) + 2 * sizeof(float) + sizeof(uint32_t)) +
+      m->nedges * (sizeof(uint32_t) + sizeof(uint8_t)) + (uint64_t)m->nkd * sizeof(hicp__kdnode);
+  const uint64_t fit = bytes > 0 ? gi.memory_bytes / 4 / bytes : HICP_GPU_STREAMS;
+  return fit < 1 ? 1 : fit > HICP_GPU_STREAMS ? HICP_GPU_STREAMS : (int)fit;
+}
+
 /* The workers the context's backend calls for: its devices ("cuda", or
  * "auto" when a device is usable), its CPU threads ("cpu", or "auto"
  * without a device), or both ("hybrid"). */
-static int crew_make(hicp_context *ctx, int cpu_threads_each, crew *c)
+static int crew_make(hicp_context *ctx, const hicp_model *m, int cpu_threads_each, crew *c)
 {
   memset(c, 0, sizeof *c);
   char why[256];
@@ -115,12 +131,14 @@ static int crew_make(hicp_context *ctx, int cpu_threads_each, crew *c)
         return hicp__fail(ctx, HICP_ENODEVICE, "no CUDA device %d (this host has %d)", dev, ngpu);
       }
     }
-    /* HICP_GPU_STREAMS workers per logical device, each with its own
-     * stream: one frame's registration is mostly waits (barriers, the
+    /* Up to HICP_GPU_STREAMS workers per logical device, each with its
+     * own stream: one frame's registration is mostly waits (barriers, the
      * solve on one thread), so several frames share a device at once */
     for (int k = 0; k < HICP_GPU_STREAMS; k++) {
       for (int i = 0; i < nlog && c->n < 32; i++) {
         int dev = ctx->ndevices > 0 ? ctx->devices[i] : i;
+        if (k >= device_streams(m, dev))
+          continue;
         int rc = child_context(ctx, 1, HICP_BACKEND_CUDA, dev, &c->m[c->n].ctx);
         if (rc != HICP_OK) {
           crew_free(c);
@@ -307,7 +325,7 @@ static int batch_independent(hicp_context *ctx, const hicp_model *m, const float
                              hicp_result *results)
 {
   crew c;
-  int rc = crew_make(ctx, 1, &c);
+  int rc = crew_make(ctx, m, 1, &c);
   if (rc != HICP_OK)
     return rc;
   atomic_size_t next;
@@ -644,7 +662,7 @@ int hicp_stream_create(hicp_context *ctx, const hicp_model *m, const hicp_reg_op
   if (rc == HICP_OK)
     rc = s->bo.track ? child_context(ctx, ctx->threads, ctx->backend,
                                      ctx->ndevices > 0 ? ctx->devices[0] : -1, &s->crew.m[0].ctx)
-                     : crew_make(ctx, 1, &s->crew);
+                     : crew_make(ctx, m, 1, &s->crew);
   if (rc == HICP_OK && s->bo.track)
     s->crew.n = 1;
   hicp_transform_identity(&s->pose);
