@@ -339,6 +339,25 @@ HICP_PP int hicp__cert_rest(const hicp__mview *m, uint32_t cur, float s, uint32_
   return 1;
 }
 
+/* One neighbour u (at w) of the row's vertex v (at squared distance dcur
+ * from q) into the scan *o; bound = hicp__tie_bound(dcur). */
+HICP_PP void hicp__row_add(hicp__row *o, const float q[3], uint32_t u, const hicp__vtx *w,
+                           const hicp__vtx *v, float dcur, float bound, int cert)
+{
+  const float d = hicp__d2(q, w);
+  if (d < o->dnext || (d == o->dnext && u < o->next)) {
+    o->next = u;
+    o->dnext = d;
+  }
+  o->near_tie |= d <= bound;
+  if (cert) {
+    const float l2 = hicp__edge2(w, v);
+    const float r = hicp__bisector(d, dcur, l2);
+    o->rmin = r < o->rmin ? r : o->rmin;
+    o->l2min = l2 < o->l2min ? l2 : o->l2min;
+  }
+}
+
 /* Neighbours e0 .. e1-1 of `cur`'s row, up to the length-code cut, into
  * *o (a hicp__row_scan in progress). */
 HICP_PP void hicp__row_part(const hicp__mview *m, const float q[3], uint32_t cur, float dcur,
@@ -346,21 +365,8 @@ HICP_PP void hicp__row_part(const hicp__mview *m, const float q[3], uint32_t cur
 {
   const float bound = hicp__tie_bound(dcur);
   const hicp__vtx *v = &m->vtx[cur];
-  for (uint32_t e = e0; e < e1 && m->ecode[e] < cut; e++) {
-    const uint32_t u = m->nbr[e];
-    const float d = hicp__d2(q, &m->vtx[u]);
-    if (d < o->dnext || (d == o->dnext && u < o->next)) {
-      o->next = u;
-      o->dnext = d;
-    }
-    o->near_tie |= d <= bound;
-    if (cert) {
-      const float l2 = hicp__edge2(&m->vtx[u], v);
-      const float r = hicp__bisector(d, dcur, l2);
-      o->rmin = r < o->rmin ? r : o->rmin;
-      o->l2min = l2 < o->l2min ? l2 : o->l2min;
-    }
-  }
+  for (uint32_t e = e0; e < e1 && m->ecode[e] < cut; e++)
+    hicp__row_add(o, q, m->nbr[e], &m->vtx[m->nbr[e]], v, dcur, bound, cert);
 }
 
 /* The GPU's row scan: exactly hicp__row_part's neighbours and result (its
@@ -394,18 +400,7 @@ HICP_PP void hicp__row_part4(const hicp__mview *m, const float q[3], uint32_t cu
       live = live && e + (uint32_t)j < e1 && code[j] < cut;
       if (!live)
         break;
-      const float d = hicp__d2(q, &w[j]);
-      if (d < o->dnext || (d == o->dnext && u[j] < o->next)) {
-        o->next = u[j];
-        o->dnext = d;
-      }
-      o->near_tie |= d <= bound;
-      if (cert) {
-        const float l2 = hicp__edge2(&w[j], &v);
-        const float r = hicp__bisector(d, dcur, l2);
-        o->rmin = r < o->rmin ? r : o->rmin;
-        o->l2min = l2 < o->l2min ? l2 : o->l2min;
-      }
+      hicp__row_add(o, q, u[j], &w[j], &v, dcur, bound, cert);
     }
     if (!live)
       break;
