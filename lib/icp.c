@@ -443,22 +443,17 @@ static void fill_result(const hicp__icp_out *out, const hicp__plan *plan, size_t
 /* The scan in the model's Morton order (order.h), as placed by the initial
  * pose: consecutive points then search nearby vertices, in every iteration,
  * so the model's rows and coordinates are read from the cache rather than
- * from memory.  *sorted = the points in that order, *bycoord = the same
- * by coordinate (hicp__frame.p0s), *order[j] = the scan index of point j.
+ * from memory.  *sorted = the points in that order, *order[j] = the scan
+ * index of point j.
  * The order depends only on the scan, the pose and the model, so results
  * stay reproducible to the bit. */
 static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, uint32_t n,
-                      const hicp__xf *T0, float **sorted, float **bycoord, uint32_t **order)
+                      const hicp__xf *T0, float **sorted, uint32_t **order)
 {
   uint32_t *key = malloc(sizeof *key * n);
   *order = malloc(sizeof **order * n);
   *sorted = malloc(sizeof **sorted * 3 * (size_t)n);
-  if (bycoord != NULL)
-    *bycoord = malloc(sizeof **bycoord * 3 * (size_t)n);
-  int rc = key != NULL && *order != NULL && *sorted != NULL &&
-                   (bycoord == NULL || *bycoord != NULL)
-               ? HICP_OK
-               : HICP_ENOMEM;
+  int rc = key != NULL && *order != NULL && *sorted != NULL ? HICP_OK : HICP_ENOMEM;
   /* The keys and the copies in parallel (on 30k points one thread takes
    * 0.24 ms on an H100's host, as long as five of the GPU's iterations);
    * the sort is the serial counting sort, so the order is the same for any
@@ -477,29 +472,37 @@ static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, u
     rc = hicp__zsort(key, n, *order, NULL);
   }
   if (rc == HICP_OK) {
-    float *s = *sorted, *b = bycoord != NULL ? *bycoord : NULL;
+    float *s = *sorted;
     const uint32_t *o = *order;
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (long long j = 0; j < nn; j++) {
-      const float *p = &p0[3 * (size_t)o[j]];
-      memcpy(&s[3 * (size_t)j], p, 3 * sizeof(float));
-      if (b != NULL)
-        for (size_t d = 0; d < 3; d++)
-          b[d * n + (size_t)j] = p[d];
-    }
+    for (long long j = 0; j < nn; j++)
+      memcpy(&s[3 * (size_t)j], &p0[3 * (size_t)o[j]], 3 * sizeof(float));
   } else {
     free(*order);
     free(*sorted);
     *order = NULL;
     *sorted = NULL;
-    if (bycoord != NULL) {
-      free(*bycoord);
-      *bycoord = NULL;
-    }
     rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for %u scan points", (unsigned)n);
   }
   free(key);
   return rc;
+}
+
+/* The CPU loop's copy of the sorted points by coordinate (hicp__frame.p0s):
+ * n x, then n y, then n z.  The device loop does not read it. */
+static int by_coordinate(hicp_context *ctx, const float *sorted, size_t n, float **out)
+{
+  float *b = malloc(sizeof *b * 3 * n);
+  *out = b;
+  if (b == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu scan points", n);
+  const int threads = n >= 8192 ? ctx->threads : 1;
+  const long long nn = (long long)n;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (long long j = 0; j < nn; j++)
+    for (size_t d = 0; d < 3; d++)
+      b[d * n + (size_t)j] = sorted[3 * (size_t)j + d];
+  return HICP_OK;
 }
 
 int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0, size_t n,
@@ -548,14 +551,10 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   to_internal(&init_pub, origin, m->origin, &T0);
   float *sorted = NULL, *p0s = NULL;
   uint32_t *order = NULL;
-  /* the device loop reads the points in scan order only; the CPU's also by
-   * coordinate (hicp__frame.p0s) */
-  const int device_loop = backend == HICP_BACKEND_CUDA && team == NULL;
-  rc = scan_order(ctx, m, p0, (uint32_t)n, &T0, &sorted, device_loop ? NULL : &p0s, &order);
+  rc = scan_order(ctx, m, p0, (uint32_t)n, &T0, &sorted, &order);
   if (rc != HICP_OK)
     return rc;
   f.p0 = sorted;
-  f.p0s = p0s;
   f.match = malloc(sizeof *f.match * n);
   f.e2 = malloc(sizeof *f.e2 * n);
   f.track = calloc(n, sizeof *f.track);
@@ -576,23 +575,17 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
         snprintf(note, sizeof note, "GPU failed (%.100s); ran on the CPU", ctx->err);
         hicp__clear_error(ctx);
         backend = HICP_BACKEND_CPU;
-        /* the CPU loop's copy by coordinate, which the device did not need */
-        p0s = malloc(sizeof *p0s * 3 * n);
-        if (p0s == NULL) {
-          rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu scan points", n);
-        } else {
-          for (size_t j = 0; j < n; j++)
-            for (size_t d = 0; d < 3; d++)
-              p0s[d * n + j] = sorted[3 * j + d];
-          f.p0s = p0s;
-        }
       } else if (rc == HICP_OK && match_out != NULL) {
         /* the device loop keeps its matches: warm starts stay host-side */
         match_out = NULL;
       }
     }
-    if ((backend != HICP_BACKEND_CUDA || team != NULL) && f.p0s != NULL)
-      rc = hicp__icp_loop(ctx, m, &f, plan, &T0, t_start, team, &out);
+    if (backend != HICP_BACKEND_CUDA || team != NULL) {
+      rc = by_coordinate(ctx, sorted, n, &p0s);
+      f.p0s = p0s;
+      if (rc == HICP_OK)
+        rc = hicp__icp_loop(ctx, m, &f, plan, &T0, t_start, team, &out);
+    }
     if (rc == HICP_OK) {
       fill_result(&out, plan, n, origin, m, backend, note, t_start, result);
       if (match_out != NULL)
