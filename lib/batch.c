@@ -102,10 +102,9 @@ static int device_streams(const hicp_model *m, int dev)
   hicp__gpu_info gi;
   if (hicp__gpu_describe(dev, &gi) != HICP_OK)
     return 1;
-  const uint64_t bytes =
-      (uint64_t)m->nv * (2 * sizeof(hicp__vtx) + 2 * sizeof(float) + sizeof(uint32_t)) +
-      m->nedges * (sizeof(uint32_t) + sizeof(uint8_t)) + (uint64_t)m->nkd * sizeof(hicp__kdnode);
-  const uint64_t fit = bytes > 0 ? gi.memory_bytes / 4 / bytes : HICP_GPU_STREAMS;
+  hicp_model_info mi;
+  hicp__model_bytes(m, &mi);
+  const uint64_t fit = gi.memory_bytes / 4 / mi.bytes_total;
   return fit < 1 ? 1 : fit > HICP_GPU_STREAMS ? HICP_GPU_STREAMS : (int)fit;
 }
 

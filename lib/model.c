@@ -77,6 +77,18 @@ void hicp_model_info_init_sized(hicp_model_info *info, size_t size)
   hicp__init_sized(info, size, NULL, 0);
 }
 
+void hicp__model_bytes(const hicp_model *m, hicp_model_info *info)
+{
+  /* rows, neighbours, edge-length codes and units, safe radii */
+  info->bytes_graph = m->has_delaunay ? sizeof(uint32_t) * ((uint64_t)m->nv + 1 + m->nedges) +
+                                            m->nedges + 2 * sizeof(float) * (uint64_t)m->nv
+                                      : 0;
+  info->bytes_points = sizeof(hicp__vtx) * (uint64_t)m->nv + sizeof(uint32_t) * m->npoints;
+  info->bytes_kdtree =
+      sizeof(hicp__kdnode) * (uint64_t)m->nkd + sizeof(hicp__vtx) * (uint64_t)m->nv;
+  info->bytes_total = info->bytes_graph + info->bytes_points + info->bytes_kdtree + sizeof *m;
+}
+
 int hicp_model_get_info(const hicp_model *m, hicp_model_info *out)
 {
   if (m == NULL || out == NULL || out->struct_size < offsetof(hicp_model_info, fallback_reason))
@@ -95,13 +107,8 @@ int hicp_model_get_info(const hicp_model *m, hicp_model_info *out)
       info.degree_hist[d < HICP_DEGREE_BINS ? d : HICP_DEGREE_BINS - 1]++;
     }
     info.mean_degree = m->nv ? (double)m->nedges / m->nv : 0.0;
-    /* rows, neighbours, edge-length codes and units, safe radii */
-    info.bytes_graph = sizeof(uint32_t) * ((uint64_t)m->nv + 1 + m->nedges) + m->nedges +
-                       2 * sizeof(float) * (uint64_t)m->nv;
   }
-  info.bytes_points = sizeof(hicp__vtx) * (uint64_t)m->nv + sizeof(uint32_t) * m->npoints;
-  info.bytes_kdtree = sizeof(hicp__kdnode) * (uint64_t)m->nkd + sizeof(hicp__vtx) * (uint64_t)m->nv;
-  info.bytes_total = info.bytes_graph + info.bytes_points + info.bytes_kdtree + sizeof *m;
+  hicp__model_bytes(m, &info);
   info.build_ms = m->build_ms;
   info.qhull_ms = m->qhull_ms;
   for (int i = 0; i < 3; i++) {

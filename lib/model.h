@@ -43,6 +43,9 @@ struct hicp_model {
 
 /* The per-point code's view of a model. */
 hicp__mview hicp__model_view(const hicp_model *m);
+/* The model's memory, part by part: the bytes_* fields of *info (the
+ * rest untouched); hicp_model_get_info reports them. */
+void hicp__model_bytes(const hicp_model *m, hicp_model_info *info);
 
 /* Allocates an empty model with a fresh uid. */
 hicp_model *hicp__model_new(void);
