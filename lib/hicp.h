@@ -704,6 +704,9 @@ typedef struct hicp_stream hicp_stream;
  * hicp_stream_destroy(): use no other call on it meanwhile; submit and
  * receive from one thread, or from two with the submitter and the receiver
  * each using only its own call).  The model must outlive the stream.
+ * The stream's workers are threads of its own, which start their CPU
+ * threads when the stream starts: hicp_context_start_threads() is not
+ * needed for a stream.
  */
 HICP_API int hicp_stream_create(hicp_context *ctx, const hicp_model *model,
                                 const hicp_reg_options *opts, const hicp_batch_options *bopts,
