@@ -199,8 +199,10 @@ typedef struct hicp__cpu_todo {
  * points at a time, that give the same bits. */
 static inline uint32_t hicp__cpu_front(const hicp__mview *view, hicp__frame *f,
                                        const hicp__xf *T, int method, uint32_t i0, uint32_t end,
-                                       hicp__cpu_wave *wv, hicp__cpu_todo *td, hicp__walkpart *w)
+                                       hicp__cpu_wave *wv, hicp__cpu_todo *td, hicp__walkpart *w,
+                                       int *begun)
 {
+  (void)begun; /* the walks begin in hicp__cpu_wave_run */
   uint32_t n = 0;
   for (uint32_t i = i0; i < end; i++) {
     hicp__nn_res r;
@@ -241,8 +243,12 @@ static inline uint32_t hicp__cpu_front(const hicp__mview *view, hicp__frame *f,
  * chunk functions, E1 ran 1-2% slower. */
 static __attribute__((noinline, unused)) void
 hicp__cpu_wave_run(const hicp__mview *view, hicp__cpu_wave *wv, const hicp__cpu_todo *td,
-                   uint32_t n, int method, int cert, uint32_t end, hicp__walks_fn walks)
+                   uint32_t n, int method, int cert, uint32_t end, int begun, hicp__walks_fn walks)
 {
+  if (begun) { /* the front began every walk at its previous match */
+    walks(view, wv, NULL, n);
+    return;
+  }
   uint16_t first[HICP_CPU_WAVE], later[HICP_CPU_WAVE];
   uint32_t nfirst = 0, nlater = 0;
   for (uint32_t k = 0; k < n;) {
@@ -333,10 +339,11 @@ static inline void hicp__cpu_back(const hicp__mview *view, hicp__frame *f, int c
     const int cert = hicp__track_cert(method);                                                \
     hicp__cpu_wave wv;                                                                        \
     hicp__cpu_todo td;                                                                        \
-    const uint32_t n = FRONT(view, f, T, method, i0, end, &wv, &td, w);                       \
+    int begun = 0;                                                                            \
+    const uint32_t n = FRONT(view, f, T, method, i0, end, &wv, &td, w, &begun);               \
     if (n == 0)                                                                               \
       return;                                                                                 \
-    hicp__cpu_wave_run(view, &wv, &td, n, method, cert, end, WALKS);                          \
+    hicp__cpu_wave_run(view, &wv, &td, n, method, cert, end, begun, WALKS);                   \
     BACK(view, f, cert, &wv, &td, 0, n, w);                                                   \
   }
 

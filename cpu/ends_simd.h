@@ -222,8 +222,9 @@ AVX512 static inline void queries8(__m256 fx, __m256 fy, __m256 fz, __mmask8 m, 
  * decided eight at a time in masks, not point by point in branches. */
 AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
                                     int method, uint32_t i0, uint32_t end, hicp__cpu_wave *wv,
-                                    hicp__cpu_todo *td, hicp__walkpart *w)
+                                    hicp__cpu_todo *td, hicp__walkpart *w, int *begun)
 {
+  (void)begun; /* the walks begin in hicp__cpu_wave_run */
   const int cert = hicp__track_cert(method);
   const float *vbase = &view->vtx[0].x;
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0);
@@ -378,14 +379,22 @@ AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert
  * eight: the same double operations lane by lane in the reference's
  * order.  The four certificates (16-byte records) are read as two loads
  * and a transpose, and written back the same way with the new queries
- * (back_avx2 writes the slacks of those that walk). */
+ * (back_avx2 writes the slacks of those that walk).
+ * With pnn and pnn-opt it also begins the walks that have a previous
+ * match (hicp__cpu_wave_begin's hicp__nn_start and hicp__walk_begin: from
+ * that match, its distance by hicp__d2's float operations in its order),
+ * from the vertex records it loads for the kept points' e2 anyway, and
+ * sets *begun when every walk of the block began so; a walk without a
+ * previous match (a first pass) leaves the starts to hicp__cpu_wave_run.
+ * The walks' queries and records are written as whole 16-byte records. */
 AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
                                 int method, uint32_t i0, uint32_t end, hicp__cpu_wave *wv,
-                                hicp__cpu_todo *td, hicp__walkpart *w)
+                                hicp__cpu_todo *td, hicp__walkpart *w, int *begun)
 {
-  const int cert = hicp__track_cert(method);
-  const __m128i lane = _mm_setr_epi32(0, 1, 2, 3);
+  const int cert = hicp__track_cert(method); /* also: walks start at the previous match */
+  const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), none = _mm_set1_epi32(-1);
   uint32_t n = 0, kept = 0;
+  unsigned unbegun = 0; /* lanes that walked without a previous match */
   for (uint32_t g = i0; g < end; g += 4) {
     const uint32_t cnt = end - g < 4 ? end - g : 4;
     const __m128i m32 = _mm_cmpgt_epi32(_mm_set1_epi32((int)cnt), lane);
@@ -400,16 +409,24 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
     const __m256d qz = xf_row4(&T->r[6], T->t[2], x, y, z);
     const __m128 fx = _mm256_cvtpd_ps(qx), fy = _mm256_cvtpd_ps(qy), fz = _mm256_cvtpd_ps(qz);
     const __m128i prev = _mm_maskload_epi32((const int *)&f->match[g], m32);
+    /* the lanes in the group with a previous match, and its vertex (vertex
+     * 0 in the others, masked off below) */
+    const __m128i has = _mm_andnot_si128(_mm_cmpeq_epi32(prev, none), m32);
+    __m128 yx = _mm_setzero_ps(), yy = yx, yz = yx;
+    if (cert && !_mm_testz_si128(has, has)) {
+      uint32_t at[4];
+      _mm_storeu_si128((__m128i *)at, _mm_and_si128(prev, has));
+      vtx4_avx2(view->vtx, at, &yx, &yy, &yz);
+    }
     unsigned keep = 0;
     if (cert) { /* hicp__track_keep */
       __m256 t[2]; /* the certificates: x, y | z, slack */
       rec4_load4(&f->track[g], m32, t);
       const __m256 xy = t[0], zs = t[1];
       const __m256d slack = _mm256_cvtps_pd(_mm256_extractf128_ps(zs, 1));
-      const __m256d elig = _mm256_and_pd(
-          _mm256_and_pd(m64, _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_xor_si128(
-                                 _mm_cmpeq_epi32(prev, _mm_set1_epi32(-1)), _mm_set1_epi32(-1))))),
-          _mm256_cmp_pd(slack, _mm256_setzero_pd(), _CMP_GT_OQ));
+      const __m256d elig =
+          _mm256_and_pd(_mm256_castsi256_pd(_mm256_cvtepi32_epi64(has)),
+                        _mm256_cmp_pd(slack, _mm256_setzero_pd(), _CMP_GT_OQ));
       const __m256d dx = _mm256_sub_pd(_mm256_cvtps_pd(fx), _mm256_cvtps_pd(_mm256_castps256_ps128(xy)));
       const __m256d dy = _mm256_sub_pd(_mm256_cvtps_pd(fy), _mm256_cvtps_pd(_mm256_extractf128_ps(xy, 1)));
       const __m256d dz = _mm256_sub_pd(_mm256_cvtps_pd(fz), _mm256_cvtps_pd(_mm256_castps256_ps128(zs)));
@@ -429,12 +446,7 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
                     _mm_blendv_ps(fz, _mm256_castps256_ps128(zs), kf),
                     _mm_and_ps(_mm256_extractf128_ps(zs, 1), kf));
       if (keep) {
-        /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 (vertex 0
-         * in the lanes not kept, whose e2 the back writes) */
-        uint32_t at[4];
-        _mm_storeu_si128((__m128i *)at, _mm_and_si128(prev, k32));
-        __m128 yx, yy, yz;
-        vtx4_avx2(view->vtx, at, &yx, &yy, &yz);
+        /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 */
         const __m256d e2 = norm2_4(_mm256_sub_pd(qx, _mm256_cvtps_pd(yx)),
                                    _mm256_sub_pd(qy, _mm256_cvtps_pd(yy)),
                                    _mm256_sub_pd(qz, _mm256_cvtps_pd(yz)));
@@ -445,29 +457,51 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
         kept += (uint32_t)__builtin_popcount(keep);
       }
     }
-    /* the others' walks, in point order */
+    unsigned todo = ((1u << cnt) - 1u) & ~keep;
+    if (todo == 0)
+      continue;
+    /* the others' walks, in point order: the queries as (x, y, z, -)
+     * records, and with `cert` the walks begun at the previous match
+     * (hicp__walk_begin: cur, dcur = hicp__d2, steps 0, cert) */
+    __m128 qr0 = fx, qr1 = fy, qr2 = fz, qr3 = _mm_setzero_ps();
+    _MM_TRANSPOSE4_PS(qr0, qr1, qr2, qr3);
+    const __m128 qrec[4] = {qr0, qr1, qr2, qr3};
+    __m128 wrec[4] = {qr3, qr3, qr3, qr3}; /* the walks' records: set and used with `cert` */
+    if (cert) {
+      unbegun |= todo & ~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(has));
+      const __m128 dx = _mm_sub_ps(fx, yx), dy = _mm_sub_ps(fy, yy), dz = _mm_sub_ps(fz, yz);
+      __m128 w0 = _mm_castsi128_ps(prev);
+      __m128 w1 = _mm_add_ps(_mm_add_ps(_mm_mul_ps(dx, dx), _mm_mul_ps(dy, dy)), _mm_mul_ps(dz, dz));
+      __m128 w2 = _mm_setzero_ps(), w3 = _mm_castsi128_ps(_mm_set1_epi32(cert));
+      _MM_TRANSPOSE4_PS(w0, w1, w2, w3);
+      wrec[0] = w0;
+      wrec[1] = w1;
+      wrec[2] = w2;
+      wrec[3] = w3;
+    }
     double dq[3][4];
-    float sq[3][4];
     uint32_t pv[4];
     _mm256_storeu_pd(dq[0], qx);
     _mm256_storeu_pd(dq[1], qy);
     _mm256_storeu_pd(dq[2], qz);
-    _mm_storeu_ps(sq[0], fx);
-    _mm_storeu_ps(sq[1], fy);
-    _mm_storeu_ps(sq[2], fz);
     _mm_storeu_si128((__m128i *)pv, prev);
-    for (unsigned todo = ((1u << cnt) - 1u) & ~keep; todo != 0; todo &= todo - 1) {
+    for (; todo != 0; todo &= todo - 1) {
       const unsigned k = (unsigned)__builtin_ctz(todo);
       td->qx[n] = dq[0][k];
       td->qy[n] = dq[1][k];
       td->qz[n] = dq[2][k];
-      for (int d = 0; d < 3; d++)
-        wv->q[n][d] = sq[d][k];
+      if (n + 1 < HICP_CPU_WAVE) /* the record's fourth float lands on the next query */
+        _mm_storeu_ps(&wv->q[n][0], qrec[k]);
+      else
+        _mm_maskstore_ps(&wv->q[n][0], _mm_setr_epi32(-1, -1, -1, 0), qrec[k]);
+      if (cert)
+        _mm_storeu_ps((float *)&wv->w[n], wrec[k]);
       td->prev[n] = pv[k];
       td->at[n++] = g + k;
     }
   }
   hicp__cpu_count(w, 0, kept); /* hicp__cpu_done's: walked, no steps */
+  *begun = cert && unbegun == 0;
   return n;
 }
 
