@@ -79,21 +79,12 @@ static inline void hicp__cpu_wave_answer(const hicp__mview *view, const hicp__cp
  * not branches, sort the walks after each step.  Each walk takes the same
  * steps as it would alone: nothing changes but time. */
 #define HICP_CPU_WAVE_WALKS(NAME, ROW_SCAN, ATTR)                                             \
-  ATTR static void NAME(const hicp__mview *view, hicp__cpu_wave *wv, const uint16_t *list,    \
-                        uint32_t n)                                                           \
+  /* From the row scans of the nscan walks listed in wv->scan (their safe  \
+   * ball tests done: how[] 1 for every walk of the wave) */                                  \
+  ATTR static void NAME##_scans(const hicp__mview *view, hicp__cpu_wave *wv, uint32_t nscan)  \
   {                                                                                           \
-    uint32_t nlive = n;                                                                       \
-    for (uint32_t k = 0; k < n; k++)                                                          \
-      wv->live[k] = list != NULL ? list[k] : (uint16_t)k;                                     \
-    while (nlive > 0) {                                                                       \
-      uint32_t nscan = 0;                                                                     \
-      for (uint32_t j = 0; j < nlive; j++) {                                                  \
-        const uint32_t k = wv->live[j];                                                       \
-        wv->how[k] = 1;                                                                       \
-        wv->scan[nscan] = (uint16_t)k;                                                        \
-        nscan += !hicp__walk_in_safe_ball(view, &wv->w[k]);                                   \
-      }                                                                                       \
-      nlive = 0;                                                                              \
+    for (;;) {                                                                                \
+      uint32_t nlive = 0;                                                                     \
       for (uint32_t j = 0; j < nscan; j++) {                                                  \
         if (j + HICP_CPU_AHEAD < nscan) {                                                     \
           const uint32_t *row = view->nbr + view->row[wv->w[wv->scan[j + HICP_CPU_AHEAD]].cur]; \
@@ -107,7 +98,29 @@ static inline void hicp__cpu_wave_answer(const hicp__mview *view, const hicp__cp
         wv->live[nlive] = (uint16_t)k;                                                        \
         nlive += (uint32_t)hicp__walk_move(w, &wv->rs[k]);                                    \
       }                                                                                       \
+      if (nlive == 0)                                                                         \
+        return;                                                                               \
+      nscan = 0;                                                                              \
+      for (uint32_t j = 0; j < nlive; j++) {                                                  \
+        const uint32_t k = wv->live[j];                                                       \
+        wv->how[k] = 1;                                                                       \
+        wv->scan[nscan] = (uint16_t)k;                                                        \
+        nscan += !hicp__walk_in_safe_ball(view, &wv->w[k]);                                   \
+      }                                                                                       \
     }                                                                                         \
+  }                                                                                           \
+                                                                                              \
+  ATTR static void NAME(const hicp__mview *view, hicp__cpu_wave *wv, const uint16_t *list,    \
+                        uint32_t n)                                                           \
+  {                                                                                           \
+    uint32_t nscan = 0;                                                                       \
+    for (uint32_t j = 0; j < n; j++) {                                                        \
+      const uint32_t k = list != NULL ? list[j] : j;                                          \
+      wv->how[k] = 1;                                                                         \
+      wv->scan[nscan] = (uint16_t)k;                                                          \
+      nscan += !hicp__walk_in_safe_ball(view, &wv->w[k]);                                     \
+    }                                                                                         \
+    NAME##_scans(view, wv, nscan);                                                            \
   }
 
 /* The kd descents of the walks list[0 .. n) of *wv (hicp__nn_kd_descend):
@@ -200,9 +213,9 @@ typedef struct hicp__cpu_todo {
 static inline uint32_t hicp__cpu_front(const hicp__mview *view, hicp__frame *f,
                                        const hicp__xf *T, int method, uint32_t i0, uint32_t end,
                                        hicp__cpu_wave *wv, hicp__cpu_todo *td, hicp__walkpart *w,
-                                       int *begun)
+                                       uint32_t *nscan)
 {
-  (void)begun; /* the walks begin in hicp__cpu_wave_run */
+  (void)nscan; /* the walks begin in hicp__cpu_wave_run */
   uint32_t n = 0;
   for (uint32_t i = i0; i < end; i++) {
     hicp__nn_res r;
@@ -243,12 +256,8 @@ static inline uint32_t hicp__cpu_front(const hicp__mview *view, hicp__frame *f,
  * chunk functions, E1 ran 1-2% slower. */
 static __attribute__((noinline, unused)) void
 hicp__cpu_wave_run(const hicp__mview *view, hicp__cpu_wave *wv, const hicp__cpu_todo *td,
-                   uint32_t n, int method, int cert, uint32_t end, int begun, hicp__walks_fn walks)
+                   uint32_t n, int method, int cert, uint32_t end, hicp__walks_fn walks)
 {
-  if (begun) { /* the front began every walk at its previous match */
-    walks(view, wv, NULL, n);
-    return;
-  }
   uint16_t first[HICP_CPU_WAVE], later[HICP_CPU_WAVE];
   uint32_t nfirst = 0, nlater = 0;
   for (uint32_t k = 0; k < n;) {
@@ -339,11 +348,14 @@ static inline void hicp__cpu_back(const hicp__mview *view, hicp__frame *f, int c
     const int cert = hicp__track_cert(method);                                                \
     hicp__cpu_wave wv;                                                                        \
     hicp__cpu_todo td;                                                                        \
-    int begun = 0;                                                                            \
-    const uint32_t n = FRONT(view, f, T, method, i0, end, &wv, &td, w, &begun);               \
+    uint32_t nscan = UINT32_MAX; /* set by a front that begins the walks */                \
+    const uint32_t n = FRONT(view, f, T, method, i0, end, &wv, &td, w, &nscan);               \
     if (n == 0)                                                                               \
       return;                                                                                 \
-    hicp__cpu_wave_run(view, &wv, &td, n, method, cert, end, begun, WALKS);                   \
+    if (nscan != UINT32_MAX)                                                                  \
+      WALKS##_scans(view, &wv, nscan);                                                        \
+    else                                                                                      \
+      hicp__cpu_wave_run(view, &wv, &td, n, method, cert, end, WALKS);                        \
     BACK(view, f, cert, &wv, &td, 0, n, w);                                                   \
   }
 

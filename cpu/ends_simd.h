@@ -222,9 +222,9 @@ AVX512 static inline void queries8(__m256 fx, __m256 fy, __m256 fz, __mmask8 m, 
  * decided eight at a time in masks, not point by point in branches. */
 AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
                                     int method, uint32_t i0, uint32_t end, hicp__cpu_wave *wv,
-                                    hicp__cpu_todo *td, hicp__walkpart *w, int *begun)
+                                    hicp__cpu_todo *td, hicp__walkpart *w, uint32_t *nscan)
 {
-  (void)begun; /* the walks begin in hicp__cpu_wave_run */
+  (void)nscan; /* the walks begin in hicp__cpu_wave_run */
   const int cert = hicp__track_cert(method);
   const float *vbase = &view->vtx[0].x;
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0);
@@ -384,16 +384,19 @@ AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert
  * match (hicp__cpu_wave_begin's hicp__nn_start and hicp__walk_begin: from
  * that match, its distance by hicp__d2's float operations in its order),
  * from the vertex records it loads for the kept points' e2 anyway, and
- * sets *begun when every walk of the block began so; a walk without a
- * previous match (a first pass) leaves the starts to hicp__cpu_wave_run.
- * The walks' queries and records are written as whole 16-byte records. */
+ * their first safe ball tests (hicp__walk_in_safe_ball): when every walk
+ * of the block began so, *nscan is how many of them need a row scan,
+ * listed in wv->scan, for the walks' WALKS##_scans.  A walk without a
+ * previous match (a first pass) leaves the starts to hicp__cpu_wave_run
+ * (*nscan is left as it was).  The walks' queries and records are written
+ * as whole 16-byte records. */
 AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
                                 int method, uint32_t i0, uint32_t end, hicp__cpu_wave *wv,
-                                hicp__cpu_todo *td, hicp__walkpart *w, int *begun)
+                                hicp__cpu_todo *td, hicp__walkpart *w, uint32_t *nscan)
 {
   const int cert = hicp__track_cert(method); /* also: walks start at the previous match */
   const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), none = _mm_set1_epi32(-1);
-  uint32_t n = 0, kept = 0;
+  uint32_t n = 0, kept = 0, ns = 0;
   unsigned unbegun = 0; /* lanes that walked without a previous match */
   for (uint32_t g = i0; g < end; g += 4) {
     const uint32_t cnt = end - g < 4 ? end - g : 4;
@@ -412,11 +415,13 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
     /* the lanes in the group with a previous match, and its vertex (vertex
      * 0 in the others, masked off below) */
     const __m128i has = _mm_andnot_si128(_mm_cmpeq_epi32(prev, none), m32);
-    __m128 yx = _mm_setzero_ps(), yy = yx, yz = yx;
+    __m128 yx = _mm_setzero_ps(), yy = yx, yz = yx, safe = yx;
     if (cert && !_mm_testz_si128(has, has)) {
       uint32_t at[4];
       _mm_storeu_si128((__m128i *)at, _mm_and_si128(prev, has));
       vtx4_avx2(view->vtx, at, &yx, &yy, &yz);
+      safe = _mm_setr_ps(view->safe_r2[at[0]], view->safe_r2[at[1]], view->safe_r2[at[2]],
+                         view->safe_r2[at[3]]);
     }
     unsigned keep = 0;
     if (cert) { /* hicp__track_keep */
@@ -467,11 +472,13 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
     _MM_TRANSPOSE4_PS(qr0, qr1, qr2, qr3);
     const __m128 qrec[4] = {qr0, qr1, qr2, qr3};
     __m128 wrec[4] = {qr3, qr3, qr3, qr3}; /* the walks' records: set and used with `cert` */
+    unsigned ball = 0; /* lanes whose walk ends in its start's safe ball */
     if (cert) {
       unbegun |= todo & ~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(has));
       const __m128 dx = _mm_sub_ps(fx, yx), dy = _mm_sub_ps(fy, yy), dz = _mm_sub_ps(fz, yz);
       __m128 w0 = _mm_castsi128_ps(prev);
       __m128 w1 = _mm_add_ps(_mm_add_ps(_mm_mul_ps(dx, dx), _mm_mul_ps(dy, dy)), _mm_mul_ps(dz, dz));
+      ball = (unsigned)_mm_movemask_ps(_mm_cmplt_ps(w1, safe));
       __m128 w2 = _mm_setzero_ps(), w3 = _mm_castsi128_ps(_mm_set1_epi32(cert));
       _MM_TRANSPOSE4_PS(w0, w1, w2, w3);
       wrec[0] = w0;
@@ -494,14 +501,19 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
         _mm_storeu_ps(&wv->q[n][0], qrec[k]);
       else
         _mm_maskstore_ps(&wv->q[n][0], _mm_setr_epi32(-1, -1, -1, 0), qrec[k]);
-      if (cert)
+      if (cert) {
         _mm_storeu_ps((float *)&wv->w[n], wrec[k]);
+        wv->how[n] = 1;
+        wv->scan[ns] = (uint16_t)n;
+        ns += !((ball >> k) & 1u);
+      }
       td->prev[n] = pv[k];
       td->at[n++] = g + k;
     }
   }
   hicp__cpu_count(w, 0, kept); /* hicp__cpu_done's: walked, no steps */
-  *begun = cert && unbegun == 0;
+  if (cert && unbegun == 0)
+    *nscan = ns;
   return n;
 }
 
