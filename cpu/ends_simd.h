@@ -527,7 +527,7 @@ AVX2 static void back_avx2(const hicp__mview *view, hicp__frame *f, int cert,
                            const hicp__cpu_wave *wv, const hicp__cpu_todo *td, uint32_t k0,
                            uint32_t k1, hicp__walkpart *w)
 {
-  const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), by5 = _mm_setr_epi32(0, 5, 10, 15);
+  const __m128i lane = _mm_setr_epi32(0, 1, 2, 3);
   const __m128i zeroi = _mm_setzero_si128();
   const __m128 inf = _mm_set1_ps(HICP_FLT_INF);
   for (uint32_t g = k0; g < k1; g += 4) {
@@ -542,7 +542,14 @@ AVX2 static void back_avx2(const hicp__mview *view, hicp__frame *f, int cert,
         _mm_and_si128(m32, _mm_cmpeq_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(how4)),
                                            _mm_set1_epi32(1)));
     const __m128i scanned = _mm_andnot_si128(ball, m32);
-    const __m128i near_tie = _mm_mask_i32gather_epi32(zeroi, ri + 2, by5, scanned, 4);
+    /* words 2-4 of the four row scans (near_tie, rmin, l2min): four 16-byte
+     * loads and a transpose, not three gathers (the fourth word is the
+     * next record's first, or for the wave's last record how[0]: inside
+     * *wv either way) */
+    __m128 s0 = _mm_loadu_ps((const float *)(ri + 2)), s1 = _mm_loadu_ps((const float *)(ri + 7));
+    __m128 s2 = _mm_loadu_ps((const float *)(ri + 12)), s3 = _mm_loadu_ps((const float *)(ri + 17));
+    _MM_TRANSPOSE4_PS(s0, s1, s2, s3);
+    const __m128i near_tie = _mm_and_si128(_mm_castps_si128(s0), scanned);
     if (!_mm_testz_si128(near_tie, near_tie)) { /* the flood */
       hicp__cpu_back(view, f, cert, wv, td, g, g + cnt, w);
       continue;
@@ -557,8 +564,8 @@ AVX2 static void back_avx2(const hicp__mview *view, hicp__frame *f, int cert,
     if (cert) { /* hicp__nn_slack */
       const __m128i wcert = _mm_castps_si128(_mm256_extractf128_ps(sc, 1));
       const __m128 sf = _mm_castsi128_ps(scanned);
-      const __m128 rmin = _mm_mask_i32gather_ps(inf, (const float *)ri + 3, by5, sf, 4);
-      const __m128 l2min = _mm_mask_i32gather_ps(inf, (const float *)ri + 4, by5, sf, 4);
+      const __m128 rmin = _mm_blendv_ps(inf, s1, sf);
+      const __m128 l2min = _mm_blendv_ps(inf, s2, sf);
       const __m128 safe = _mm_mask_i32gather_ps(_mm_setzero_ps(), view->safe_r2, cur,
                                                 _mm_castsi128_ps(ball), 4);
       __m128 in_ball, in_cell;
