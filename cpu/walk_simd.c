@@ -147,13 +147,6 @@ row_scan_avx512(const hicp__mview *m, const float q[3], uint32_t cur, float dcur
   o->dnext = dmin;
 }
 
-/* Unsigned 32-bit a < b on AVX2 (signed compare after flipping the sign). */
-AVX2 static inline __m256i lt_epu32(__m256i a, __m256i b)
-{
-  const __m256i s = _mm256_set1_epi32((int)0x80000000u);
-  return _mm256_cmpgt_epi32(_mm256_xor_si256(b, s), _mm256_xor_si256(a, s));
-}
-
 /* Minimum of 8 floats (exact, so any order gives the same bits). */
 AVX2 static inline float hmin_avx2(__m256 a)
 {
@@ -294,25 +287,17 @@ row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, 
     }
     return;
   }
-  /* The lexicographic minimum across the lanes: fold halves three times. */
-  __m256 best_d = s.best_d;
-  __m256i best_u = s.best_u;
-  static const int perms[3][8] = {{4, 5, 6, 7, 0, 1, 2, 3}, {2, 3, 0, 1, 6, 7, 4, 5},
-                                  {1, 0, 3, 2, 5, 4, 7, 6}};
-  for (int h = 0; h < 3; h++) {
-    const __m256i p = _mm256_loadu_si256((const __m256i *)perms[h]);
-    const __m256 od = _mm256_permutevar8x32_ps(best_d, p);
-    const __m256i ou = _mm256_permutevar8x32_epi32(best_u, p);
-    const __m256 better = _mm256_or_ps(
-        _mm256_cmp_ps(od, best_d, _CMP_LT_OQ),
-        _mm256_and_ps(_mm256_cmp_ps(od, best_d, _CMP_EQ_OQ), _mm256_castsi256_ps(lt_epu32(ou, best_u))));
-    best_d = _mm256_blendv_ps(best_d, od, better);
-    best_u = _mm256_castps_si256(
-        _mm256_blendv_ps(_mm256_castsi256_ps(best_u), _mm256_castsi256_ps(ou), better));
-  }
-  const float dmin = _mm256_cvtss_f32(best_d);
-  const uint32_t umin = (uint32_t)_mm256_cvtsi256_si32(best_u);
-  o->next = umin;
+  /* The lexicographic minimum across the lanes: the smallest distance,
+   * then the smallest index among the lanes that hold it (as
+   * row_scan_avx512 does with its reductions). */
+  const float dmin = hmin_avx2(s.best_d);
+  const __m256 at = _mm256_cmp_ps(s.best_d, _mm256_set1_ps(dmin), _CMP_EQ_OQ);
+  const __m256i cand = _mm256_castps_si256(
+      _mm256_blendv_ps(_mm256_castsi256_ps(_mm256_set1_epi32(-1)), _mm256_castsi256_ps(s.best_u), at));
+  __m128i um = _mm_min_epu32(_mm256_castsi256_si128(cand), _mm256_extracti128_si256(cand, 1));
+  um = _mm_min_epu32(um, _mm_shuffle_epi32(um, _MM_SHUFFLE(1, 0, 3, 2)));
+  um = _mm_min_epu32(um, _mm_shuffle_epi32(um, _MM_SHUFFLE(2, 3, 0, 1)));
+  o->next = (uint32_t)_mm_cvtsi128_si32(um);
   o->dnext = dmin;
 }
 
