@@ -250,6 +250,9 @@ row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, 
       .ties = _mm256_setzero_ps(),
       .best_u = _mm256_set1_epi32(-1),
   };
+  /* the early stop's sqrt(T), computed while the first step's loads are
+   * on their way rather than after them */
+  const float sroot = cert ? HICP_SQRTF(hicp__tie_bound(dcur)) : 0.0f;
   if (e - b >= 8) {
     for (uint32_t k = b;;) {
       scan8_avx2(m, m->nbr + k, _mm256_loadu_si256((const __m256i *)(m->nbr + k)), inf, 0, cert,
@@ -258,8 +261,7 @@ row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, 
         break;
       float thr_r, thr_l; /* as in row_scan_avx512 */
       if (cert &&
-          hicp__cert_rest(m, cur, HICP_SQRTF(hicp__tie_bound(dcur)), m->ecode[k + 8], &thr_r,
-                          &thr_l) &&
+          hicp__cert_rest(m, cur, sroot, m->ecode[k + 8], &thr_r, &thr_l) &&
           _mm256_movemask_ps(_mm256_cmp_ps(s.rmin, _mm256_set1_ps(thr_r), _CMP_LE_OQ)) != 0 &&
           _mm256_movemask_ps(_mm256_cmp_ps(s.l2min, _mm256_set1_ps(thr_l), _CMP_LE_OQ)) != 0)
         break;
