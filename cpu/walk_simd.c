@@ -76,6 +76,9 @@ row_scan_avx512(const hicp__mview *m, const float q[3], uint32_t cur, float dcur
   __m512 rmin = _mm512_set1_ps(HICP_FLT_INF), l2min = _mm512_set1_ps(HICP_FLT_INF);
   __m512i best_u = _mm512_set1_epi32(-1);
   __mmask16 ties = 0;
+  /* the early stop's sqrt(T), computed while the first step's gathers are
+   * on their way rather than after them (as in row_scan_avx2) */
+  const float sroot = cert ? HICP_SQRTF(hicp__tie_bound(dcur)) : 0.0f;
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   for (uint32_t k = b; k < e; k += 16) {
@@ -119,8 +122,7 @@ row_scan_avx512(const hicp__mview *m, const float q[3], uint32_t cur, float dcur
       l2min = _mm512_mask_min_ps(l2min, mk, l2, l2min);
       float thr_r, thr_l; /* the rest of the row may not matter */
       if (k + 16 < e &&
-          hicp__cert_rest(m, cur, HICP_SQRTF(hicp__tie_bound(dcur)), m->ecode[k + 16], &thr_r,
-                          &thr_l) &&
+          hicp__cert_rest(m, cur, sroot, m->ecode[k + 16], &thr_r, &thr_l) &&
           _mm512_cmp_ps_mask(rmin, _mm512_set1_ps(thr_r), _CMP_LE_OQ) != 0 &&
           _mm512_cmp_ps_mask(l2min, _mm512_set1_ps(thr_l), _CMP_LE_OQ) != 0)
         break;
