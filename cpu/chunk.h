@@ -200,8 +200,9 @@ static inline uint32_t hicp__cpu_block_end(uint32_t b0, uint32_t end)
  * coordinate, so that the vector fronts list eight walks with compressing
  * stores and the backs load eight walks' points. */
 typedef struct hicp__cpu_todo {
-  uint32_t at[HICP_CPU_WAVE], prev[HICP_CPU_WAVE];
-  double qx[HICP_CPU_WAVE], qy[HICP_CPU_WAVE], qz[HICP_CPU_WAVE];
+  /* 4 more each: the AVX2 front stores whole vectors past the last walk */
+  uint32_t at[HICP_CPU_WAVE + 4], prev[HICP_CPU_WAVE + 4];
+  double qx[HICP_CPU_WAVE + 4], qy[HICP_CPU_WAVE + 4], qz[HICP_CPU_WAVE + 4];
 } hicp__cpu_todo;
 
 /* The front of a block of pass A, points i0 .. end-1 (at most

@@ -375,6 +375,13 @@ AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert
   }
 }
 
+/* The lanes of a 4-bit mask, in order, then lane 0: pack4[m] moves the
+ * lanes of m to the front of a vector (AVX2 has no compress). */
+static const int32_t pack4[16][4] __attribute__((aligned(16))) = {
+    {0, 0, 0, 0}, {0, 0, 0, 0}, {1, 0, 0, 0}, {0, 1, 0, 0}, {2, 0, 0, 0}, {0, 2, 0, 0},
+    {1, 2, 0, 0}, {0, 1, 2, 0}, {3, 0, 0, 0}, {0, 3, 0, 0}, {1, 3, 0, 0}, {0, 1, 3, 0},
+    {2, 3, 0, 0}, {0, 2, 3, 0}, {1, 2, 3, 0}, {0, 1, 2, 3}};
+
 /* hicp__cpu_front four points at a time with AVX2, as front_avx512 does
  * eight: the same double operations lane by lane in the reference's
  * order.  The four certificates (16-byte records) are read as two loads
@@ -486,17 +493,22 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
       wrec[2] = w2;
       wrec[3] = w3;
     }
-    double dq[3][4];
-    uint32_t pv[4];
-    _mm256_storeu_pd(dq[0], qx);
-    _mm256_storeu_pd(dq[1], qy);
-    _mm256_storeu_pd(dq[2], qz);
-    _mm_storeu_si128((__m128i *)pv, prev);
+    /* the walks' points, transformed points and previous matches, packed
+     * to the front of whole vectors (td has room past its last walk) */
+    const __m128i p4 = _mm_load_si128((const __m128i *)pack4[todo]);
+    const __m256i p8 = _mm256_add_epi32(
+        _mm256_slli_epi32(_mm256_permutevar8x32_epi32(_mm256_castsi128_si256(p4),
+                                                      _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)),
+                          1),
+        _mm256_setr_epi32(0, 1, 0, 1, 0, 1, 0, 1));
+    _mm256_storeu_pd(td->qx + n, _mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(qx), p8)));
+    _mm256_storeu_pd(td->qy + n, _mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(qy), p8)));
+    _mm256_storeu_pd(td->qz + n, _mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(qz), p8)));
+    _mm_storeu_si128((__m128i *)(td->prev + n),
+                     _mm_castps_si128(_mm_permutevar_ps(_mm_castsi128_ps(prev), p4)));
+    _mm_storeu_si128((__m128i *)(td->at + n), _mm_add_epi32(_mm_set1_epi32((int)g), p4));
     for (; todo != 0; todo &= todo - 1) {
       const unsigned k = (unsigned)__builtin_ctz(todo);
-      td->qx[n] = dq[0][k];
-      td->qy[n] = dq[1][k];
-      td->qz[n] = dq[2][k];
       if (n + 1 < HICP_CPU_WAVE) /* the record's fourth float lands on the next query */
         _mm_storeu_ps(&wv->q[n][0], qrec[k]);
       else
@@ -507,8 +519,7 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
         wv->scan[ns] = (uint16_t)n;
         ns += !((ball >> k) & 1u);
       }
-      td->prev[n] = pv[k];
-      td->at[n++] = g + k;
+      n++;
     }
   }
   hicp__cpu_count(w, 0, kept); /* hicp__cpu_done's: walked, no steps */
