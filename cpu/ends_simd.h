@@ -115,13 +115,16 @@ AVX2 static inline __m128 round_down4(__m256d s)
 /* Four consecutive 16-byte records of four 32-bit words (as rec4_load8),
  * those in the lanes of m: words 0 and 1 of record k in lanes k and 4 + k
  * of out[0], words 2 and 3 in lanes k and 4 + k of out[1].  Two loads and
- * a transpose. */
-AVX2 static inline void rec4_load4(const void *rec, __m128i m, __m256 out[2])
+ * a transpose.  With `full` (m has all four lanes) plain loads: masked
+ * ones are longer micro-op sequences on AMD's cores. */
+AVX2 static inline void rec4_load4(const void *rec, __m128i m, int full, __m256 out[2])
 {
   const float *p = rec;
   const __m256i pick = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  const __m256 a = _mm256_maskload_ps(p, _mm256_cvtepi32_epi64(_mm_unpacklo_epi32(m, m)));
-  const __m256 b = _mm256_maskload_ps(p + 8, _mm256_cvtepi32_epi64(_mm_unpackhi_epi32(m, m)));
+  const __m256 a = full ? _mm256_loadu_ps(p)
+                        : _mm256_maskload_ps(p, _mm256_cvtepi32_epi64(_mm_unpacklo_epi32(m, m)));
+  const __m256 b = full ? _mm256_loadu_ps(p + 8)
+                        : _mm256_maskload_ps(p + 8, _mm256_cvtepi32_epi64(_mm_unpackhi_epi32(m, m)));
   out[0] = _mm256_permutevar8x32_ps(_mm256_unpacklo_ps(a, b), pick);
   out[1] = _mm256_permutevar8x32_ps(_mm256_unpackhi_ps(a, b), pick);
 }
@@ -411,14 +414,17 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
     const __m256d m64 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(m32));
     /* hicp__apply (the points by coordinate: loads), and the query in float */
     const float *p = f->p0s + g;
-    const __m256d x = _mm256_cvtps_pd(_mm_maskload_ps(p, m32));
-    const __m256d y = _mm256_cvtps_pd(_mm_maskload_ps(p + f->n, m32));
-    const __m256d z = _mm256_cvtps_pd(_mm_maskload_ps(p + 2 * (size_t)f->n, m32));
+    const int full = cnt == 4; /* then plain loads (rec4_load4) */
+    const float *py = p + f->n, *pz = p + 2 * (size_t)f->n;
+    const __m256d x = _mm256_cvtps_pd(full ? _mm_loadu_ps(p) : _mm_maskload_ps(p, m32));
+    const __m256d y = _mm256_cvtps_pd(full ? _mm_loadu_ps(py) : _mm_maskload_ps(py, m32));
+    const __m256d z = _mm256_cvtps_pd(full ? _mm_loadu_ps(pz) : _mm_maskload_ps(pz, m32));
     const __m256d qx = xf_row4(&T->r[0], T->t[0], x, y, z);
     const __m256d qy = xf_row4(&T->r[3], T->t[1], x, y, z);
     const __m256d qz = xf_row4(&T->r[6], T->t[2], x, y, z);
     const __m128 fx = _mm256_cvtpd_ps(qx), fy = _mm256_cvtpd_ps(qy), fz = _mm256_cvtpd_ps(qz);
-    const __m128i prev = _mm_maskload_epi32((const int *)&f->match[g], m32);
+    const __m128i prev = full ? _mm_loadu_si128((const __m128i *)&f->match[g])
+                              : _mm_maskload_epi32((const int *)&f->match[g], m32);
     /* the lanes in the group with a previous match, and its vertex (vertex
      * 0 in the others, masked off below) */
     const __m128i has = _mm_andnot_si128(_mm_cmpeq_epi32(prev, none), m32);
@@ -433,7 +439,7 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
     unsigned keep = 0;
     if (cert) { /* hicp__track_keep */
       __m256 t[2]; /* the certificates: x, y | z, slack */
-      rec4_load4(&f->track[g], m32, t);
+      rec4_load4(&f->track[g], m32, full, t);
       const __m256 xy = t[0], zs = t[1];
       const __m256d slack = _mm256_cvtps_pd(_mm256_extractf128_ps(zs, 1));
       const __m256d elig =
@@ -566,7 +572,7 @@ AVX2 static void back_avx2(const hicp__mview *view, hicp__frame *f, int cert,
       continue;
     }
     __m256 wk[2]; /* the walks (hicp__walk): cur, dcur | steps, cert */
-    rec4_load4(&wv->w[g], m32, wk);
+    rec4_load4(&wv->w[g], m32, cnt == 4, wk);
     const __m256 cd = wk[0], sc = wk[1];
     const __m128i cur = _mm_castps_si128(_mm256_castps256_ps128(cd));
     const __m128 dcur = _mm256_extractf128_ps(cd, 1);
