@@ -89,6 +89,7 @@ void hicp_context_destroy(hicp_context *ctx)
   if (ctx == NULL)
     return;
   hicp__gpu_release(ctx);
+  free(ctx->scratch);
   free(ctx->devices);
   free(ctx);
 }

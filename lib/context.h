@@ -21,6 +21,10 @@ struct hicp_context {
   struct hicp__gpu *gpu;      /* created on first GPU use, NULL otherwise */
   struct hicp_context *parent; /* a batch or stream worker's context: cancelled with it */
   unsigned parent_seen;        /* the parent's requests before this worker's frame */
+  /* A registration's working arrays, kept for the next registration on
+   * this context (hicp__scratch in util.c). */
+  void *scratch;
+  size_t scratch_size;
 };
 
 #endif /* HICP_CONTEXT_H */

@@ -178,7 +178,12 @@ HICP_API void hicp_context_options_init_sized(hicp_context_options *opts, size_t
  */
 HICP_API int hicp_context_create(const hicp_context_options *opts, hicp_context **ctx);
 
-/** Frees a context and everything it owns; NULL is a no-op. */
+/**
+ * Frees a context and everything it owns; NULL is a no-op.  What it owns
+ * includes the working arrays of its last registration (about 60 bytes per
+ * scan point; kept only up to 64 MiB), which it keeps for the next one:
+ * arrays allocated afresh each time cost a page fault per page.
+ */
 HICP_API void hicp_context_destroy(hicp_context *ctx);
 
 /**

@@ -448,61 +448,40 @@ static void fill_result(const hicp__icp_out *out, const hicp__plan *plan, size_t
  * The order depends only on the scan, the pose and the model, so results
  * stay reproducible to the bit. */
 static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, uint32_t n,
-                      const hicp__xf *T0, float **sorted, uint32_t **order)
+                      const hicp__xf *T0, uint32_t *key, float *sorted, uint32_t *order)
 {
-  uint32_t *key = malloc(sizeof *key * n);
-  *order = malloc(sizeof **order * n);
-  *sorted = malloc(sizeof **sorted * 3 * (size_t)n);
-  int rc = key != NULL && *order != NULL && *sorted != NULL ? HICP_OK : HICP_ENOMEM;
   /* The keys and the copies in parallel (on 30k points one thread takes
    * 0.24 ms on an H100's host, as long as five of the GPU's iterations);
    * the sort is the serial counting sort, so the order is the same for any
    * thread count. */
   const int threads = n >= 8192 ? ctx->threads : 1;
   const long long nn = (long long)n;
-  if (rc == HICP_OK) {
-    hicp__zgrid g;
-    hicp__zgrid_init(&g, m->bbox_min, m->bbox_max);
+  hicp__zgrid g;
+  hicp__zgrid_init(&g, m->bbox_min, m->bbox_max);
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (long long i = 0; i < nn; i++) {
-      double q[3];
-      hicp__apply(T0, &p0[3 * (size_t)i], q);
-      key[i] = hicp__zkey21(&g, q[0], q[1], q[2]);
-    }
-    rc = hicp__zsort(key, n, *order, NULL);
+  for (long long i = 0; i < nn; i++) {
+    double q[3];
+    hicp__apply(T0, &p0[3 * (size_t)i], q);
+    key[i] = hicp__zkey21(&g, q[0], q[1], q[2]);
   }
-  if (rc == HICP_OK) {
-    float *s = *sorted;
-    const uint32_t *o = *order;
+  if (hicp__zsort(key, n, order, NULL) != HICP_OK)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for %u scan points", (unsigned)n);
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (long long j = 0; j < nn; j++)
-      memcpy(&s[3 * (size_t)j], &p0[3 * (size_t)o[j]], 3 * sizeof(float));
-  } else {
-    free(*order);
-    free(*sorted);
-    *order = NULL;
-    *sorted = NULL;
-    rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for %u scan points", (unsigned)n);
-  }
-  free(key);
-  return rc;
+  for (long long j = 0; j < nn; j++)
+    memcpy(&sorted[3 * (size_t)j], &p0[3 * (size_t)order[j]], 3 * sizeof(float));
+  return HICP_OK;
 }
 
 /* The CPU loop's copy of the sorted points by coordinate (hicp__frame.p0s):
  * n x, then n y, then n z.  The device loop does not read it. */
-static int by_coordinate(hicp_context *ctx, const float *sorted, size_t n, float **out)
+static void by_coordinate(hicp_context *ctx, const float *sorted, size_t n, float *b)
 {
-  float *b = malloc(sizeof *b * 3 * n);
-  *out = b;
-  if (b == NULL)
-    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu scan points", n);
   const int threads = n >= 8192 ? ctx->threads : 1;
   const long long nn = (long long)n;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (long long j = 0; j < nn; j++)
     for (size_t d = 0; d < 3; d++)
       b[d * n + (size_t)j] = sorted[3 * (size_t)j + d];
-  return HICP_OK;
 }
 
 int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0, size_t n,
@@ -549,22 +528,41 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
     return rc;
   hicp__xf T0;
   to_internal(&init_pub, origin, m->origin, &T0);
-  float *sorted = NULL, *p0s = NULL;
-  uint32_t *order = NULL;
-  rc = scan_order(ctx, m, p0, (uint32_t)n, &T0, &sorted, &order);
-  if (rc != HICP_OK)
-    return rc;
-  f.p0 = sorted;
-  f.match = malloc(sizeof *f.match * n);
-  f.e2 = malloc(sizeof *f.e2 * n);
-  f.track = calloc(n, sizeof *f.track);
-  f.part = malloc(sizeof *f.part * f.nchunks);
-  f.walk = malloc(sizeof *f.walk * f.nchunks);
-  f.points_done = malloc(sizeof *f.points_done * f.nchunks);
-  if (f.match == NULL || f.e2 == NULL || f.track == NULL || f.part == NULL || f.walk == NULL ||
-      f.points_done == NULL) {
-    rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu scan points", n);
-  } else {
+  /* The frame's arrays, carved from the context's scratch block: kept from
+   * one registration to the next, their pages are not faulted in again
+   * (docs/design.md, "A registration's arrays").  Each array starts a
+   * different number of cache lines past a 64-byte boundary: laid end to
+   * end, arrays read side by side can share their low address bits, and
+   * one-thread registrations were 1% slower that way. */
+  enum { KEY, ORDER, SORTED, P0S, MATCH, E2, TRACK, PART, WALK, DONE, NARRAYS };
+  const size_t bytes[NARRAYS] = {
+      [KEY] = sizeof(uint32_t) * n,         [ORDER] = sizeof(uint32_t) * n,
+      [SORTED] = sizeof(float) * 3 * n,     [P0S] = sizeof(float) * 3 * n,
+      [MATCH] = sizeof *f.match * n,        [E2] = sizeof *f.e2 * n,
+      [TRACK] = sizeof *f.track * n,        [PART] = sizeof *f.part * f.nchunks,
+      [WALK] = sizeof *f.walk * f.nchunks,  [DONE] = sizeof *f.points_done * f.nchunks};
+  size_t at[NARRAYS], total = 0;
+  for (int k = 0; k < NARRAYS; k++) {
+    at[k] = total;
+    total += (bytes[k] + 63) / 64 * 64 + 64 * (size_t)(3 * k + 1);
+  }
+  char *blk = hicp__scratch(ctx, total);
+  if (blk == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu scan points", n);
+  uint32_t *key = (uint32_t *)(void *)(blk + at[KEY]);
+  uint32_t *order = (uint32_t *)(void *)(blk + at[ORDER]);
+  float *sorted = (float *)(void *)(blk + at[SORTED]);
+  float *p0s = (float *)(void *)(blk + at[P0S]);
+  f.match = (uint32_t *)(void *)(blk + at[MATCH]);
+  f.e2 = (double *)(void *)(blk + at[E2]);
+  f.track = (hicp__track *)(void *)(blk + at[TRACK]);
+  f.part = (hicp__partial *)(void *)(blk + at[PART]);
+  f.walk = (hicp__walkpart *)(void *)(blk + at[WALK]);
+  f.points_done = (uint32_t *)(void *)(blk + at[DONE]);
+  rc = scan_order(ctx, m, p0, (uint32_t)n, &T0, key, sorted, order);
+  if (rc == HICP_OK) {
+    f.p0 = sorted;
+    memset(f.track, 0, bytes[TRACK]); /* no certificates yet */
     for (size_t j = 0; j < n; j++)
       f.match[j] = warm != NULL && warm[order[j]] < m->nv ? warm[order[j]] : HICP_NONE;
     hicp__icp_out out;
@@ -581,10 +579,9 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
       }
     }
     if (backend != HICP_BACKEND_CUDA || team != NULL) {
-      rc = by_coordinate(ctx, sorted, n, &p0s);
+      by_coordinate(ctx, sorted, n, p0s);
       f.p0s = p0s;
-      if (rc == HICP_OK)
-        rc = hicp__icp_loop(ctx, m, &f, plan, &T0, t_start, team, &out);
+      rc = hicp__icp_loop(ctx, m, &f, plan, &T0, t_start, team, &out);
     }
     if (rc == HICP_OK) {
       fill_result(&out, plan, n, origin, m, backend, note, t_start, result);
@@ -593,15 +590,7 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
           match_out[order[j]] = f.match[j];
     }
   }
-  free(sorted);
-  free(p0s);
-  free(order);
-  free(f.match);
-  free(f.e2);
-  free(f.track);
-  free(f.part);
-  free(f.walk);
-  free(f.points_done);
+  hicp__scratch_done(ctx);
   return rc;
 }
 

@@ -86,6 +86,18 @@ void hicp__clear_error(hicp_context *ctx);
  * HICP_ELIMIT with a message naming `what`.  Callers check before allocating
  * anything sized by input, so hostile headers fail before any allocation. */
 int hicp__check_budget(hicp_context *ctx, uint64_t bytes, const char *what);
+
+/* A block of at least `bytes` (aligned to 64, contents undefined) that the
+ * context keeps from one registration to the next, or NULL when out of
+ * memory.  A registration's arrays, freshly allocated, are fresh pages
+ * each time: a fault per page, and on two threads a TLB flush on every
+ * core when a page was read before it was written (docs/design.md, "A
+ * registration's arrays").  One user at a time, as the context itself;
+ * hicp__scratch_done after each use lets go of a block larger than
+ * HICP_SCRATCH_KEEP. */
+void *hicp__scratch(hicp_context *ctx, size_t bytes);
+void hicp__scratch_done(hicp_context *ctx);
+#define HICP_SCRATCH_KEEP ((size_t)64 << 20)
 /* Overflow-checked size arithmetic: 0 on success, -1 on overflow. */
 int hicp__mul_size(size_t a, size_t b, size_t *out);
 int hicp__add_size(size_t a, size_t b, size_t *out);

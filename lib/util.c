@@ -82,6 +82,28 @@ int hicp__check_budget(hicp_context *ctx, uint64_t bytes, const char *what)
   return 0;
 }
 
+void *hicp__scratch(hicp_context *ctx, size_t bytes)
+{
+  if (bytes <= ctx->scratch_size)
+    return ctx->scratch;
+  free(ctx->scratch);
+  ctx->scratch_size = 0;
+  const size_t size = (bytes + 63) / 64 * 64;
+  ctx->scratch = aligned_alloc(64, size);
+  if (ctx->scratch != NULL)
+    ctx->scratch_size = size;
+  return ctx->scratch;
+}
+
+void hicp__scratch_done(hicp_context *ctx)
+{
+  if (ctx->scratch_size > HICP_SCRATCH_KEEP) {
+    free(ctx->scratch);
+    ctx->scratch = NULL;
+    ctx->scratch_size = 0;
+  }
+}
+
 int hicp__copy_sized(void *dst, size_t dst_size, const void *src, size_t min_size,
                      const char *what, hicp_context *ctx)
 {
