@@ -262,7 +262,7 @@ row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, 
       if (k + 8 >= e)
         break;
       float thr_r, thr_l; /* as in row_scan_avx512 */
-      if (cert &&
+      if (cert && k + 16 < e &&
           hicp__cert_rest(m, cur, sroot, m->ecode[k + 8], &thr_r, &thr_l) &&
           _mm256_movemask_ps(_mm256_cmp_ps(s.rmin, _mm256_set1_ps(thr_r), _CMP_LE_OQ)) != 0 &&
           _mm256_movemask_ps(_mm256_cmp_ps(s.l2min, _mm256_set1_ps(thr_l), _CMP_LE_OQ)) != 0)
