@@ -261,7 +261,11 @@ row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, 
                  &s);
       if (k + 8 >= e)
         break;
-      float thr_r, thr_l; /* as in row_scan_avx512 */
+      /* The early stop (as in row_scan_avx512), only when more than one
+       * step remains: a row of 9-16 takes its two steps without the
+       * test's loads and branches, which cost more than a step here
+       * (docs/design.md, stop 32) */
+      float thr_r, thr_l;
       if (cert && k + 16 < e &&
           hicp__cert_rest(m, cur, sroot, m->ecode[k + 8], &thr_r, &thr_l) &&
           _mm256_movemask_ps(_mm256_cmp_ps(s.rmin, _mm256_set1_ps(thr_r), _CMP_LE_OQ)) != 0 &&
