@@ -439,12 +439,10 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
     unsigned keep = 0;
     if (cert) { /* hicp__track_keep */
       /* the certificates: x, y | z, slack.  A group with no previous
-       * match (a first pass) has none to test and does not read them: the
-       * frame's records are calloc's, and a page of those that is read
-       * before it is written is the shared zero page, whose first write
-       * then costs a fault and a TLB flush on every core of the process
-       * (an interprocessor interrupt, on a VM an exit): 2% of E1
-       * bunny00's time on two threads. */
+       * match (a first pass) has none to test and does not read them
+       * (when the records were fresh calloc'd pages, reading them first
+       * mapped the zero page, and each first write then cost a fault and
+       * a TLB flush on both cores: docs/design.md, stop 32). */
       __m256 t[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
       if (!_mm_testz_si128(has, has))
         rec4_load4(&f->track[g], m32, full, t);
