@@ -123,20 +123,23 @@ static int crew_make(hicp_context *ctx, const hicp_model *m, int cpu_threads_eac
   int nlog = 0;
   if (use_gpu) {
     nlog = ctx->ndevices > 0 ? ctx->ndevices : ngpu;
+    int streams[32]; /* each logical device's workers, asked of the device once */
     for (int i = 0; i < nlog; i++) {
       int dev = ctx->ndevices > 0 ? ctx->devices[i] : i;
       if (dev >= ngpu) {
         crew_free(c);
         return hicp__fail(ctx, HICP_ENODEVICE, "no CUDA device %d (this host has %d)", dev, ngpu);
       }
+      if (i < 32)
+        streams[i] = device_streams(m, dev);
     }
     /* Up to HICP_GPU_STREAMS workers per logical device, each with its
      * own stream: one frame's registration is mostly waits (barriers, the
      * solve on one thread), so several frames share a device at once */
     for (int k = 0; k < HICP_GPU_STREAMS; k++) {
-      for (int i = 0; i < nlog && c->n < 32; i++) {
+      for (int i = 0; i < nlog && i < 32 && c->n < 32; i++) {
         int dev = ctx->ndevices > 0 ? ctx->devices[i] : i;
-        if (k >= device_streams(m, dev))
+        if (k >= streams[i])
           continue;
         int rc = child_context(ctx, 1, HICP_BACKEND_CUDA, dev, &c->m[c->n].ctx);
         if (rc != HICP_OK) {
