@@ -78,6 +78,22 @@ static inline void hicp__cpu_wave_answer(const hicp__mview *view, const hicp__cp
  * each walk's row is prefetched a few steps before its scan, and lists,
  * not branches, sort the walks after each step.  Each walk takes the same
  * steps as it would alone: nothing changes but time. */
+/* The first half of a wave step for the n walks list[0 .. n) (walks
+ * 0 .. n-1 when list is NULL): the safe ball tests; the walks that need a
+ * row scan are listed in wv->scan, and how many is returned. */
+static inline uint32_t hicp__cpu_wave_balls(const hicp__mview *view, hicp__cpu_wave *wv,
+                                            const uint16_t *list, uint32_t n)
+{
+  uint32_t nscan = 0;
+  for (uint32_t j = 0; j < n; j++) {
+    const uint32_t k = list != NULL ? list[j] : j;
+    wv->how[k] = 1;
+    wv->scan[nscan] = (uint16_t)k;
+    nscan += !hicp__walk_in_safe_ball(view, &wv->w[k]);
+  }
+  return nscan;
+}
+
 #define HICP_CPU_WAVE_WALKS(NAME, ROW_SCAN, ATTR)                                             \
   /* From the row scans of the nscan walks listed in wv->scan (their safe  \
    * ball tests done: how[] 1 for every walk of the wave) */                                  \
@@ -100,27 +116,14 @@ static inline void hicp__cpu_wave_answer(const hicp__mview *view, const hicp__cp
       }                                                                                       \
       if (nlive == 0)                                                                         \
         return;                                                                               \
-      nscan = 0;                                                                              \
-      for (uint32_t j = 0; j < nlive; j++) {                                                  \
-        const uint32_t k = wv->live[j];                                                       \
-        wv->how[k] = 1;                                                                       \
-        wv->scan[nscan] = (uint16_t)k;                                                        \
-        nscan += !hicp__walk_in_safe_ball(view, &wv->w[k]);                                   \
-      }                                                                                       \
+      nscan = hicp__cpu_wave_balls(view, wv, wv->live, nlive);                                \
     }                                                                                         \
   }                                                                                           \
                                                                                               \
   ATTR static void NAME(const hicp__mview *view, hicp__cpu_wave *wv, const uint16_t *list,    \
                         uint32_t n)                                                           \
   {                                                                                           \
-    uint32_t nscan = 0;                                                                       \
-    for (uint32_t j = 0; j < n; j++) {                                                        \
-      const uint32_t k = list != NULL ? list[j] : j;                                          \
-      wv->how[k] = 1;                                                                         \
-      wv->scan[nscan] = (uint16_t)k;                                                          \
-      nscan += !hicp__walk_in_safe_ball(view, &wv->w[k]);                                     \
-    }                                                                                         \
-    NAME##_scans(view, wv, nscan);                                                            \
+    NAME##_scans(view, wv, hicp__cpu_wave_balls(view, wv, list, n));                          \
   }
 
 /* The kd descents of the walks list[0 .. n) of *wv (hicp__nn_kd_descend):

@@ -79,8 +79,8 @@ int cmd_nn(int argc, char **argv)
   hicp_context *ctx = cli_context(&common);
   if (ctx == NULL)
     return CLI_FAIL;
-  /* the threads start while the model and scan are read, so that the
-   * registration does not wait for them */
+  /* the threads start while the model and queries are read, so that the
+   * queries do not wait for them */
   (void)hicp_context_start_threads(ctx);
   int status = CLI_FAIL;
   hicp_model *model = NULL;
