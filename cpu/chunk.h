@@ -42,7 +42,17 @@ static inline void hicp__cpu_done(const hicp__mview *view, hicp__frame *f, uint3
  * queries, is at most this many points. */
 #define HICP_CPU_WAVE 256
 
-/* How far ahead, in walks, a wave prefetches the neighbour rows. */
+/* A model of more than this many vertices (1 MiB of vertex records, a
+ * core's L2 cache on Zen 4) does not stay in the caches, and its walks
+ * and fronts prefetch more (below, and front_prefetch in ends_simd.h). */
+#define HICP_CPU_BIG_NV (1u << 16)
+
+/* How far ahead, in walks, a wave prefetches the neighbour rows.  On a
+ * large model (HICP_CPU_BIG_NV) it also prefetches their length codes, and
+ * twice as far ahead the rows' offsets and code units, from which the
+ * row's address is read: on E1's 1M-point model each of these was a miss
+ * that the scan waited on (docs/design.md, stop 33).  On a model in the
+ * caches they cost more instructions than they save. */
 #define HICP_CPU_AHEAD 4
 
 /* A wave of walks: walk k is for the query q[k]; it ended in the safe ball
@@ -95,17 +105,24 @@ static inline uint32_t hicp__cpu_wave_balls(const hicp__mview *view, hicp__cpu_w
 }
 
 #define HICP_CPU_WAVE_WALKS(NAME, ROW_SCAN, ATTR)                                             \
-  /* From the row scans of the nscan walks listed in wv->scan (their safe  \
-   * ball tests done: how[] 1 for every walk of the wave) */                                  \
-  ATTR static void NAME##_scans(const hicp__mview *view, hicp__cpu_wave *wv, uint32_t nscan)  \
+  /* NAME##_scans, with or without the large model's prefetches (big) */                      \
+  ATTR static inline __attribute__((always_inline)) void NAME##_scans_in(                    \
+      const hicp__mview *view, hicp__cpu_wave *wv, uint32_t nscan, const int big)             \
   {                                                                                           \
     for (;;) {                                                                                \
       uint32_t nlive = 0;                                                                     \
       for (uint32_t j = 0; j < nscan; j++) {                                                  \
+        if (big && j + 2 * HICP_CPU_AHEAD < nscan) {                                          \
+          const uint32_t c = wv->w[wv->scan[j + 2 * HICP_CPU_AHEAD]].cur;                     \
+          __builtin_prefetch(view->row + c);                                                  \
+          __builtin_prefetch(view->eunit + c);                                                \
+        }                                                                                     \
         if (j + HICP_CPU_AHEAD < nscan) {                                                     \
-          const uint32_t *row = view->nbr + view->row[wv->w[wv->scan[j + HICP_CPU_AHEAD]].cur]; \
-          __builtin_prefetch(row);                                                            \
-          __builtin_prefetch(row + 16);                                                       \
+          const uint32_t r0 = view->row[wv->w[wv->scan[j + HICP_CPU_AHEAD]].cur];             \
+          __builtin_prefetch(view->nbr + r0);                                                 \
+          __builtin_prefetch(view->nbr + r0 + 16);                                            \
+          if (big)                                                                            \
+            __builtin_prefetch(view->ecode + r0);                                             \
         }                                                                                     \
         const uint32_t k = wv->scan[j];                                                       \
         hicp__walk *w = &wv->w[k];                                                            \
@@ -118,6 +135,18 @@ static inline uint32_t hicp__cpu_wave_balls(const hicp__mview *view, hicp__cpu_w
         return;                                                                               \
       nscan = hicp__cpu_wave_balls(view, wv, wv->live, nlive);                                \
     }                                                                                         \
+  }                                                                                           \
+                                                                                              \
+  /* From the row scans of the nscan walks listed in wv->scan (their safe  \
+   * ball tests done: how[] 1 for every walk of the wave); compiled twice, \
+   * so that a model in the caches takes no test for the prefetches it     \
+   * does not make (HICP_CPU_BIG_NV) */                                                       \
+  ATTR static void NAME##_scans(const hicp__mview *view, hicp__cpu_wave *wv, uint32_t nscan)  \
+  {                                                                                           \
+    if (view->nv > HICP_CPU_BIG_NV)                                                           \
+      NAME##_scans_in(view, wv, nscan, 1);                                                    \
+    else                                                                                      \
+      NAME##_scans_in(view, wv, nscan, 0);                                                    \
   }                                                                                           \
                                                                                               \
   ATTR static void NAME(const hicp__mview *view, hicp__cpu_wave *wv, const uint16_t *list,    \

@@ -11,6 +11,33 @@
 #ifndef HICP_CPU_ENDS_SIMD_H
 #define HICP_CPU_ENDS_SIMD_H
 
+/* On a model of more than HICP_CPU_BIG_NV vertices (cpu/chunk.h) the
+ * fronts prefetch the vertex records and safe radii of the previous
+ * matches HICP_CPU_FRONT_AHEAD points ahead: the front reads them (and the
+ * walks begin from them), and on such a model many are misses, with the
+ * next group's loads waiting behind them (docs/design.md, stop 33).  On
+ * bunny00 (38k vertices), whose model stays in the caches, the same
+ * prefetches cost about 1%, hence the size test. */
+#define HICP_CPU_FRONT_AHEAD 16u
+
+/* The prefetches for the m points g + HICP_CPU_FRONT_AHEAD .. of a front
+ * that ends before point `end`, when there are m of them.  Always inlined:
+ * GCC counts a prefetch as no side effect, so a function of prefetches
+ * alone is "const", and its calls, results unused, were deleted as dead
+ * code before the inliner saw them. */
+static inline __attribute__((always_inline)) void front_prefetch(const hicp__mview *view, const hicp__frame *f, uint32_t g,
+                                  uint32_t m, uint32_t end)
+{
+  if (end - g < HICP_CPU_FRONT_AHEAD + m)
+    return;
+  const uint32_t *pm = &f->match[g + HICP_CPU_FRONT_AHEAD];
+  for (uint32_t t = 0; t < m; t++)
+    if (pm[t] != HICP_NONE) {
+      __builtin_prefetch(&view->vtx[pm[t]]);
+      __builtin_prefetch(&view->safe_r2[pm[t]]);
+    }
+}
+
 /* Eight-lane helpers of the front and the back below (double lanes 0-7;
  * float vectors use their low eight lanes). */
 
@@ -231,9 +258,12 @@ AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, con
   const int cert = hicp__track_cert(method);
   const float *vbase = &view->vtx[0].x;
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0);
+  const int big = cert && view->nv > HICP_CPU_BIG_NV; /* front_prefetch */
   uint32_t n = 0, kept = 0;
   for (uint32_t g = i0; g < end; g += 8) {
     const __mmask8 mk = (__mmask8)((1u << (end - g < 8 ? end - g : 8)) - 1u);
+    if (big)
+      front_prefetch(view, f, g, 8, end);
     /* hicp__apply (the points by coordinate: loads, not gathers), and the
      * query in float */
     const float *p = f->p0s + g;
@@ -408,8 +438,11 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
   const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), none = _mm_set1_epi32(-1);
   uint32_t n = 0, kept = 0, ns = 0;
   unsigned unbegun = 0; /* lanes that walked without a previous match */
+  const int big = cert && view->nv > HICP_CPU_BIG_NV; /* front_prefetch */
   for (uint32_t g = i0; g < end; g += 4) {
     const uint32_t cnt = end - g < 4 ? end - g : 4;
+    if (big)
+      front_prefetch(view, f, g, 4, end);
     const __m128i m32 = _mm_cmpgt_epi32(_mm_set1_epi32((int)cnt), lane);
     const __m256d m64 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(m32));
     /* hicp__apply (the points by coordinate: loads), and the query in float */
