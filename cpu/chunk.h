@@ -104,25 +104,31 @@ static inline uint32_t hicp__cpu_wave_balls(const hicp__mview *view, hicp__cpu_w
   return nscan;
 }
 
-#define HICP_CPU_WAVE_WALKS(NAME, ROW_SCAN, ATTR)                                             \
-  /* NAME##_scans, with or without the large model's prefetches (big) */                      \
-  ATTR static inline __attribute__((always_inline)) void NAME##_scans_in(                    \
-      const hicp__mview *view, hicp__cpu_wave *wv, uint32_t nscan, const int big)             \
+/* BIG is 1 for the variant used on models of more than HICP_CPU_BIG_NV
+ * vertices, with the large model's prefetches, and 0 for the others, which
+ * compile to the code they had before those prefetches: chosen per model
+ * (hicp__cpu_simd_chunk), not tested per scan, since the test and the
+ * second copy's code cost the small models about 1% (docs/design.md,
+ * stop 33). */
+#define HICP_CPU_WAVE_WALKS(NAME, ROW_SCAN, ATTR, BIG)                                        \
+  /* From the row scans of the nscan walks listed in wv->scan (their safe  \
+   * ball tests done: how[] 1 for every walk of the wave) */                                  \
+  ATTR static void NAME##_scans(const hicp__mview *view, hicp__cpu_wave *wv, uint32_t nscan)  \
   {                                                                                           \
     for (;;) {                                                                                \
       uint32_t nlive = 0;                                                                     \
       for (uint32_t j = 0; j < nscan; j++) {                                                  \
-        if (big && j + 2 * HICP_CPU_AHEAD < nscan) {                                          \
+        if ((BIG) && j + 2 * HICP_CPU_AHEAD < nscan) {                                        \
           const uint32_t c = wv->w[wv->scan[j + 2 * HICP_CPU_AHEAD]].cur;                     \
           __builtin_prefetch(view->row + c);                                                  \
           __builtin_prefetch(view->eunit + c);                                                \
         }                                                                                     \
         if (j + HICP_CPU_AHEAD < nscan) {                                                     \
-          const uint32_t r0 = view->row[wv->w[wv->scan[j + HICP_CPU_AHEAD]].cur];             \
-          __builtin_prefetch(view->nbr + r0);                                                 \
-          __builtin_prefetch(view->nbr + r0 + 16);                                            \
-          if (big)                                                                            \
-            __builtin_prefetch(view->ecode + r0);                                             \
+          const uint32_t *row = view->nbr + view->row[wv->w[wv->scan[j + HICP_CPU_AHEAD]].cur]; \
+          __builtin_prefetch(row);                                                            \
+          __builtin_prefetch(row + 16);                                                       \
+          if (BIG)                                                                            \
+            __builtin_prefetch(view->ecode + (row - view->nbr));                              \
         }                                                                                     \
         const uint32_t k = wv->scan[j];                                                       \
         hicp__walk *w = &wv->w[k];                                                            \
@@ -135,18 +141,6 @@ static inline uint32_t hicp__cpu_wave_balls(const hicp__mview *view, hicp__cpu_w
         return;                                                                               \
       nscan = hicp__cpu_wave_balls(view, wv, wv->live, nlive);                                \
     }                                                                                         \
-  }                                                                                           \
-                                                                                              \
-  /* From the row scans of the nscan walks listed in wv->scan (their safe  \
-   * ball tests done: how[] 1 for every walk of the wave); compiled twice, \
-   * so that a model in the caches takes no test for the prefetches it     \
-   * does not make (HICP_CPU_BIG_NV) */                                                       \
-  ATTR static void NAME##_scans(const hicp__mview *view, hicp__cpu_wave *wv, uint32_t nscan)  \
-  {                                                                                           \
-    if (view->nv > HICP_CPU_BIG_NV)                                                           \
-      NAME##_scans_in(view, wv, nscan, 1);                                                    \
-    else                                                                                      \
-      NAME##_scans_in(view, wv, nscan, 0);                                                    \
   }                                                                                           \
                                                                                               \
   ATTR static void NAME(const hicp__mview *view, hicp__cpu_wave *wv, const uint16_t *list,    \

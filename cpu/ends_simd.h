@@ -11,8 +11,8 @@
 #ifndef HICP_CPU_ENDS_SIMD_H
 #define HICP_CPU_ENDS_SIMD_H
 
-/* On a model of more than HICP_CPU_BIG_NV vertices (cpu/chunk.h) the
- * fronts prefetch the vertex records and safe radii of the previous
+/* On a model of more than HICP_CPU_BIG_NV vertices (cpu/chunk.h:
+ * front_avx512_big, front_avx2_big) the fronts prefetch the vertex records and safe radii of the previous
  * matches HICP_CPU_FRONT_AHEAD points ahead: the front reads them (and the
  * walks begin from them), and on such a model many are misses, with the
  * next group's loads waiting behind them (docs/design.md, stop 33).  On
@@ -37,6 +37,22 @@ static inline __attribute__((always_inline)) void front_prefetch(const hicp__mvi
       __builtin_prefetch(&view->safe_r2[pm[t]]);
     }
 }
+
+/* The fronts NAME, for a model of at most HICP_CPU_BIG_NV vertices, and
+ * NAME##_big, for a larger one (with front_prefetch), from NAME##_in. */
+#define HICP_CPU_FRONTS(NAME, ATTR)                                                           \
+  ATTR static uint32_t NAME(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,       \
+                            int method, uint32_t i0, uint32_t end, hicp__cpu_wave *wv,        \
+                            hicp__cpu_todo *td, hicp__walkpart *w, uint32_t *nscan)           \
+  {                                                                                           \
+    return NAME##_in(view, f, T, method, i0, end, wv, td, w, nscan, 0);                       \
+  }                                                                                           \
+  ATTR static uint32_t NAME##_big(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, \
+                                  int method, uint32_t i0, uint32_t end, hicp__cpu_wave *wv,  \
+                                  hicp__cpu_todo *td, hicp__walkpart *w, uint32_t *nscan)     \
+  {                                                                                           \
+    return NAME##_in(view, f, T, method, i0, end, wv, td, w, nscan, 1);                       \
+  }
 
 /* Eight-lane helpers of the front and the back below (double lanes 0-7;
  * float vectors use their low eight lanes). */
@@ -250,15 +266,16 @@ AVX512 static inline void queries8(__m256 fx, __m256 fy, __m256 fz, __mmask8 m, 
  * multiplies and adds), so the same bits.
  * Which points keep their match is a coin toss in ICP's later iterations:
  * decided eight at a time in masks, not point by point in branches. */
-AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
-                                    int method, uint32_t i0, uint32_t end, hicp__cpu_wave *wv,
-                                    hicp__cpu_todo *td, hicp__walkpart *w, uint32_t *nscan)
+AVX512 static inline __attribute__((always_inline)) uint32_t
+front_avx512_in(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int method,
+                uint32_t i0, uint32_t end, hicp__cpu_wave *wv, hicp__cpu_todo *td,
+                hicp__walkpart *w, uint32_t *nscan, const int big_model)
 {
   (void)nscan; /* the walks begin in hicp__cpu_wave_run */
   const int cert = hicp__track_cert(method);
   const float *vbase = &view->vtx[0].x;
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0);
-  const int big = cert && view->nv > HICP_CPU_BIG_NV; /* front_prefetch */
+  const int big = cert && big_model; /* front_prefetch */
   uint32_t n = 0, kept = 0;
   for (uint32_t g = i0; g < end; g += 8) {
     const __mmask8 mk = (__mmask8)((1u << (end - g < 8 ? end - g : 8)) - 1u);
@@ -326,15 +343,17 @@ AVX512 static uint32_t front_avx512(const hicp__mview *view, hicp__frame *f, con
   return n;
 }
 
+HICP_CPU_FRONTS(front_avx512, AVX512)
+
 /* hicp__cpu_back eight walks at a time: the answers, the certificates'
  * slacks (hicp__nn_slack: three square roots and a division in double, a
  * chain that a mispredicted branch on the kind of certificate used to
  * expose), the matches and e2 in vector registers, lane by lane the
  * reference's operations in its order.  A group with a near tie (the
  * flood, rare) goes to the reference. */
-AVX512 static void back_avx512(const hicp__mview *view, hicp__frame *f, int cert,
-                               const hicp__cpu_wave *wv, const hicp__cpu_todo *td, uint32_t k0,
-                               uint32_t k1, hicp__walkpart *w)
+AVX512 static inline __attribute__((always_inline)) void
+back_avx512(const hicp__mview *view, hicp__frame *f, int cert, const hicp__cpu_wave *wv,
+            const hicp__cpu_todo *td, uint32_t k0, uint32_t k1, hicp__walkpart *w)
 {
   const __m512i by3 = HICP_LANES8(3), by5 = HICP_LANES8(5);
   const __m512i zeroi = _mm512_setzero_si512();
@@ -430,15 +449,16 @@ static const int32_t pack4[16][4] __attribute__((aligned(16))) = {
  * previous match (a first pass) leaves the starts to hicp__cpu_wave_run
  * (*nscan is left as it was).  The walks' queries and records are written
  * as whole 16-byte records. */
-AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const hicp__xf *T,
-                                int method, uint32_t i0, uint32_t end, hicp__cpu_wave *wv,
-                                hicp__cpu_todo *td, hicp__walkpart *w, uint32_t *nscan)
+AVX2 static inline __attribute__((always_inline)) uint32_t
+front_avx2_in(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int method,
+              uint32_t i0, uint32_t end, hicp__cpu_wave *wv, hicp__cpu_todo *td,
+              hicp__walkpart *w, uint32_t *nscan, const int big_model)
 {
   const int cert = hicp__track_cert(method); /* also: walks start at the previous match */
   const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), none = _mm_set1_epi32(-1);
   uint32_t n = 0, kept = 0, ns = 0;
   unsigned unbegun = 0; /* lanes that walked without a previous match */
-  const int big = cert && view->nv > HICP_CPU_BIG_NV; /* front_prefetch */
+  const int big = cert && big_model; /* front_prefetch */
   for (uint32_t g = i0; g < end; g += 4) {
     const uint32_t cnt = end - g < 4 ? end - g : 4;
     if (big)
@@ -573,15 +593,17 @@ AVX2 static uint32_t front_avx2(const hicp__mview *view, hicp__frame *f, const h
   return n;
 }
 
+HICP_CPU_FRONTS(front_avx2, AVX2)
+
 /* hicp__cpu_back four walks at a time with AVX2, as back_avx512 does
  * eight: the slacks of both kinds of certificate and e2 in vector
  * registers (lane by lane the reference's double operations in its
  * order), chosen by masks rather than by branches on the kind; then the
  * stores lane by lane (AVX2 has no scatters).  A group with a near tie
  * (the flood, rare) goes to the reference. */
-AVX2 static void back_avx2(const hicp__mview *view, hicp__frame *f, int cert,
-                           const hicp__cpu_wave *wv, const hicp__cpu_todo *td, uint32_t k0,
-                           uint32_t k1, hicp__walkpart *w)
+AVX2 static inline __attribute__((always_inline)) void
+back_avx2(const hicp__mview *view, hicp__frame *f, int cert, const hicp__cpu_wave *wv,
+          const hicp__cpu_todo *td, uint32_t k0, uint32_t k1, hicp__walkpart *w)
 {
   const __m128i lane = _mm_setr_epi32(0, 1, 2, 3);
   const __m128i zeroi = _mm_setzero_si128();

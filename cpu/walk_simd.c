@@ -315,13 +315,24 @@ row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, 
 
 HICP_NN_FUNCTIONS(_avx512, row_scan_avx512, AVX512)
 HICP_NN_FUNCTIONS(_avx2, row_scan_avx2, AVX2)
-HICP_CPU_WAVE_WALKS(walks_avx512, row_scan_avx512, AVX512)
-HICP_CPU_WAVE_WALKS(walks_avx2, row_scan_avx2, AVX2)
+HICP_CPU_WAVE_WALKS(walks_avx512, row_scan_avx512, AVX512, 0)
+HICP_CPU_WAVE_WALKS(walks_avx2, row_scan_avx2, AVX2, 0)
 HICP_CPU_CHUNK_CORRESPOND(chunk_avx512, _avx512, front_avx512, walks_avx512, back_avx512, AVX512)
 HICP_CPU_CHUNK_CORRESPOND(chunk_avx2, _avx2, front_avx2, walks_avx2, back_avx2, AVX2)
 
 HICP_CPU_QUERY_BLOCK(query_avx512, _avx512, walks_avx512, AVX512)
 HICP_CPU_QUERY_BLOCK(query_avx2, _avx2, walks_avx2, AVX2)
+
+/* The same for models of more than HICP_CPU_BIG_NV vertices, with the
+ * prefetches that pay only where the model is not in the caches */
+HICP_CPU_WAVE_WALKS(walks_avx512_big, row_scan_avx512, AVX512, 1)
+HICP_CPU_WAVE_WALKS(walks_avx2_big, row_scan_avx2, AVX2, 1)
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx512_big, _avx512, front_avx512_big, walks_avx512_big,
+                          back_avx512, AVX512)
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx2_big, _avx2, front_avx2_big, walks_avx2_big, back_avx2, AVX2)
+
+HICP_CPU_QUERY_BLOCK(query_avx512_big, _avx512, walks_avx512_big, AVX512)
+HICP_CPU_QUERY_BLOCK(query_avx2_big, _avx2, walks_avx2_big, AVX2)
 #endif
 
 /* The scalar walks call the reference row scan out of line, as the vector
@@ -334,7 +345,7 @@ __attribute__((noinline)) static void row_scan_scalar(const hicp__mview *m, cons
   hicp__row_scan(m, q, cur, dcur, cert, o);
 }
 
-HICP_CPU_WAVE_WALKS(walks_scalar, row_scan_scalar, )
+HICP_CPU_WAVE_WALKS(walks_scalar, row_scan_scalar, , 0)
 HICP_CPU_CHUNK_CORRESPOND(chunk_scalar, , hicp__cpu_front, walks_scalar, hicp__cpu_back, )
 HICP_CPU_QUERY_BLOCK(query_scalar, , walks_scalar, )
 
@@ -361,16 +372,18 @@ int hicp__cpu_isa(void)
   return 0;
 }
 
-/* The walk variants, by hicp__cpu_isa's level. */
+/* The walk variants, by hicp__cpu_isa's level; query_big and chunk_big
+ * for models of more than HICP_CPU_BIG_NV vertices (the scalar reference
+ * has one variant for all). */
 static const struct {
-  hicp__query_fn query;
-  hicp__chunk_fn chunk;
+  hicp__query_fn query, query_big;
+  hicp__chunk_fn chunk, chunk_big;
   hicp__row_fn row;
 } variants[] = {
-    {query_scalar, chunk_scalar, row_scan_scalar},
+    {query_scalar, query_scalar, chunk_scalar, chunk_scalar, row_scan_scalar},
 #if defined(HICP_X86)
-    {query_avx2, chunk_avx2, row_scan_avx2},
-    {query_avx512, chunk_avx512, row_scan_avx512},
+    {query_avx2, query_avx2_big, chunk_avx2, chunk_avx2_big, row_scan_avx2},
+    {query_avx512, query_avx512_big, chunk_avx512, chunk_avx512_big, row_scan_avx512},
 #endif
 };
 
@@ -386,7 +399,8 @@ static int simd_level(const hicp__mview *view)
 
 hicp__query_fn hicp__cpu_simd_query(const hicp__mview *view)
 {
-  return variants[simd_level(view)].query;
+  const int v = simd_level(view);
+  return view->nv > HICP_CPU_BIG_NV ? variants[v].query_big : variants[v].query;
 }
 
 hicp__row_fn hicp__cpu_simd_row(const hicp__mview *view)
@@ -396,5 +410,6 @@ hicp__row_fn hicp__cpu_simd_row(const hicp__mview *view)
 
 hicp__chunk_fn hicp__cpu_simd_chunk(const hicp__mview *view)
 {
-  return variants[simd_level(view)].chunk;
+  const int v = simd_level(view);
+  return view->nv > HICP_CPU_BIG_NV ? variants[v].chunk_big : variants[v].chunk;
 }

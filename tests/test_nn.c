@@ -169,19 +169,32 @@ static void check_cloud(const float *xyz, size_t n, size_t nq, int expect_graph,
   hicp_model_destroy(m);
 }
 
-Test(nn, random_cloud)
+/* check_cloud on n points uniform in a cube, nq queries. */
+static void check_random_cloud(size_t n, size_t nq, const char *name)
 {
   uint64_t seed = th_run_seed();
   th_rng r;
   th_rng_seed(&r, seed);
-  size_t n = 3000;
   float *p = malloc(sizeof(float) * 3 * n);
   for (size_t i = 0; i < 3 * n; i++)
     p[i] = (float)(th_uniform(&r) * 10.0 - 5.0);
-  char what[64];
-  snprintf(what, sizeof what, "random cloud (seed %llu)", (unsigned long long)seed);
-  check_cloud(p, n, 2000, 1, what);
+  char what[96];
+  snprintf(what, sizeof what, "%s (seed %llu)", name, (unsigned long long)seed);
+  check_cloud(p, n, nq, 1, what);
   free(p);
+}
+
+Test(nn, random_cloud)
+{
+  check_random_cloud(3000, 2000, "random cloud");
+}
+
+/* A model of more than 65,536 vertices: its queries take the walk
+ * variants with the large model's prefetches (cpu/walk_simd.c,
+ * HICP_CPU_BIG_NV). */
+Test(nn, large_random_cloud, .timeout = 600)
+{
+  check_random_cloud(70000, 1000, "large random cloud");
 }
 
 Test(nn, real_models)

@@ -121,7 +121,15 @@ static int load_scene_vertices(scene *s, const char *rel)
   return 1;
 }
 
+static int load_scene_n(scene *s, const char *rel, size_t samples);
+
 static int load_scene(scene *s, const char *rel)
+{
+  return load_scene_n(s, rel, MODEL_SAMPLES);
+}
+
+/* The same with `samples` points on the surface. */
+static int load_scene_n(scene *s, const char *rel, size_t samples)
 {
   memset(s, 0, sizeof *s);
   const char *path = th_data(rel);
@@ -130,20 +138,20 @@ static int load_scene(scene *s, const char *rel)
   s->mesh = th_load_cloud(path);
   double origin[3];
   hicp_cloud_origin(s->mesh, origin);
-  double *p = malloc(sizeof(double) * 3 * MODEL_SAMPLES);
+  double *p = malloc(sizeof(double) * 3 * samples);
   synth_rng rng;
   synth_seed(&rng, 4242);
   cr_assert_eq(synth_sample_mesh(hicp_cloud_xyz(s->mesh), hicp_cloud_size(s->mesh), origin,
                                  hicp_cloud_triangles(s->mesh), hicp_cloud_triangle_count(s->mesh),
-                                 MODEL_SAMPLES, &rng, p),
+                                 samples, &rng, p),
                0);
-  float *f = malloc(sizeof(float) * 3 * MODEL_SAMPLES);
-  for (size_t i = 0; i < 3 * MODEL_SAMPLES; i++)
+  float *f = malloc(sizeof(float) * 3 * samples);
+  for (size_t i = 0; i < 3 * samples; i++)
     f[i] = (float)p[i];
   free(p);
   hicp_context *ctx;
   cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
-  cr_assert_eq(hicp_cloud_from_xyz(ctx, f, MODEL_SAMPLES, 0, &s->model_cloud), 0);
+  cr_assert_eq(hicp_cloud_from_xyz(ctx, f, samples, 0, &s->model_cloud), 0);
   free(f);
   s->diag = diag_of(s->model_cloud);
   cr_assert_eq(hicp_model_build_cloud(ctx, s->model_cloud, NULL, &s->model), 0, "%s",
@@ -337,6 +345,45 @@ Test(register, bitwise_methods_threads)
   hicp_result r = run(&s, s.scan, s.n, 2, &o, NULL);
   for (int i = 0; i < 16; i++)
     cr_assert(fabs(r.transform.m[i] - ref.transform.m[i]) < 1e-9 * (1 + fabs(ref.transform.m[i])));
+  free_scene(&s);
+}
+
+/* A model of more than 65,536 vertices takes the walk variants with the
+ * large model's prefetches (cpu/walk_simd.c, HICP_CPU_BIG_NV): the same
+ * bits as the scalar reference, for every vector variant and thread
+ * count, walks included. */
+Test(register, bitwise_large_model, .timeout = 600)
+{
+  scene s;
+  if (!load_scene_n(&s, "meshes/bunny00.off", 70000))
+    cr_skip_test("libcgal-demo data not found");
+  hicp_model_info mi;
+  hicp_model_info_init(&mi);
+  hicp_model_get_info(s.model, &mi);
+  cr_assert_gt(mi.vertices, 65536, "%llu vertices: not a large model",
+               (unsigned long long)mi.vertices);
+  double rpy[3] = {10, -8, 12}, trel[3] = {0.02, 0.0, -0.01}, view[3] = {0, 0, 1};
+  make_scan(&s, rpy, trel, 1e-3, view, 6, 20000);
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = 30;
+  o.tol = 0.0;
+  setenv("HICP_SIMD", "scalar", 1);
+  hicp_result ref = run(&s, s.scan, s.n, 1, &o, NULL);
+  cr_assert_eq(ref.iterations, 30);
+  cr_assert_gt(ref.walk.steps, 0);
+  static const char *simd[] = {"scalar", "avx2", "avx512"};
+  for (size_t k = 0; k < 3; k++) {
+    setenv("HICP_SIMD", simd[k], 1);
+    for (int threads = 1; threads <= 2; threads++) {
+      hicp_result r = run(&s, s.scan, s.n, threads, &o, NULL);
+      cr_assert(memcmp(&r.transform, &ref.transform, sizeof r.transform) == 0,
+                "HICP_SIMD=%s with %d threads differs", simd[k], threads);
+      cr_assert(memcmp(&r.walk, &ref.walk, sizeof r.walk) == 0,
+                "HICP_SIMD=%s with %d threads: walk statistics differ", simd[k], threads);
+    }
+  }
+  unsetenv("HICP_SIMD");
   free_scene(&s);
 }
 
