@@ -265,18 +265,22 @@ AVX512 static inline void queries8(__m256 fx, __m256 fy, __m256 fz, __mmask8 m, 
  * lane by lane the reference's double operations in its order (separate
  * multiplies and adds), so the same bits.
  * Which points keep their match is a coin toss in ICP's later iterations:
- * decided eight at a time in masks, not point by point in branches. */
+ * decided eight at a time in masks, not point by point in branches.
+ * With pnn and pnn-opt it also begins the walks that have a previous
+ * match and makes their first safe ball tests, as front_avx2 does (there
+ * the whole contract): from the vertex records it gathers for the kept
+ * points' e2 anyway. */
 AVX512 static inline __attribute__((always_inline)) uint32_t
 front_avx512_in(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int method,
                 uint32_t i0, uint32_t end, hicp__cpu_wave *wv, hicp__cpu_todo *td,
                 hicp__walkpart *w, uint32_t *nscan, const int big_model)
 {
-  (void)nscan; /* the walks begin in hicp__cpu_wave_run */
-  const int cert = hicp__track_cert(method);
-  const float *vbase = &view->vtx[0].x;
+  const int cert = hicp__track_cert(method); /* also: walks start at the previous match */
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512 zero = _mm512_setzero_ps();
   const int big = cert && big_model; /* front_prefetch */
-  uint32_t n = 0, kept = 0;
+  uint32_t n = 0, kept = 0, ns = 0;
+  unsigned unbegun = 0; /* lanes that walked without a previous match */
   for (uint32_t g = i0; g < end; g += 8) {
     const __mmask8 mk = (__mmask8)((1u << (end - g < 8 ? end - g : 8)) - 1u);
     if (big)
@@ -292,14 +296,31 @@ front_avx512_in(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int 
     const __m512d qz = xf_row8(&T->r[6], T->t[2], x, y, z);
     const __m256 fx = _mm512_cvtpd_ps(qx), fy = _mm512_cvtpd_ps(qy), fz = _mm512_cvtpd_ps(qz);
     const __m512i prev = _mm512_maskz_loadu_epi32(mk, &f->match[g]);
+    /* the lanes with a previous match, its vertex and safe radius */
+    const __mmask8 has =
+        (__mmask8)_mm512_mask_cmpneq_epi32_mask(mk, prev, _mm512_set1_epi32(-1));
+    __m512 yx = zero, yy = zero, yz = zero, safe = zero;
+    if (cert && has) {
+      /* whole 16-byte records and a transpose (vtx8_avx2), vertex 0 in
+       * the lanes without one: gathers are microcoded on AMD's cores */
+      uint32_t at[16];
+      _mm512_storeu_si512(at, _mm512_maskz_mov_epi32((__mmask16)has, prev));
+      __m256 vx, vy, vz;
+      vtx8_avx2(view->vtx, at, &vx, &vy, &vz);
+      yx = _mm512_castps256_ps512(vx);
+      yy = _mm512_castps256_ps512(vy);
+      yz = _mm512_castps256_ps512(vz);
+      safe = _mm512_castps256_ps512(
+          _mm256_setr_ps(view->safe_r2[at[0]], view->safe_r2[at[1]], view->safe_r2[at[2]],
+                         view->safe_r2[at[3]], view->safe_r2[at[4]], view->safe_r2[at[5]],
+                         view->safe_r2[at[6]], view->safe_r2[at[7]]));
+    }
     __mmask8 keep = 0;
     if (cert) { /* hicp__track_keep */
       __m512 t[4]; /* the certificates: q and slack */
       rec4_load8(&f->track[g], mk, t);
       const __m512d slack = wide8(t[3]);
-      const __mmask8 elig =
-          (__mmask8)_mm512_mask_cmpneq_epi32_mask(mk, prev, _mm512_set1_epi32(-1)) &
-          _mm512_cmp_pd_mask(slack, _mm512_setzero_pd(), _CMP_GT_OQ);
+      const __mmask8 elig = has & _mm512_cmp_pd_mask(slack, _mm512_setzero_pd(), _CMP_GT_OQ);
       const __m512d dx = _mm512_sub_pd(_mm512_cvtps_pd(fx), wide8(t[0]));
       const __m512d dy = _mm512_sub_pd(_mm512_cvtps_pd(fy), wide8(t[1]));
       const __m512d dz = _mm512_sub_pd(_mm512_cvtps_pd(fz), wide8(t[2]));
@@ -313,13 +334,11 @@ front_avx512_in(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int 
        * rather than four) */
       if (mk & ~keep)
         rec4_store8(&f->track[g], mk & ~keep, _mm512_castps256_ps512(fx),
-                    _mm512_castps256_ps512(fy), _mm512_castps256_ps512(fz), _mm512_setzero_ps());
+                    _mm512_castps256_ps512(fy), _mm512_castps256_ps512(fz), zero);
       if (keep) {
         /* hicp__cpu_done: the match stays; e2 = hicp__pair_e2 */
-        const __m512i off = _mm512_slli_epi32(prev, 2);
-        const __m512d e2 = norm2_8(_mm512_sub_pd(qx, wide8(gather8(keep, off, vbase))),
-                                   _mm512_sub_pd(qy, wide8(gather8(keep, off, vbase + 1))),
-                                   _mm512_sub_pd(qz, wide8(gather8(keep, off, vbase + 2))));
+        const __m512d e2 = norm2_8(_mm512_sub_pd(qx, wide8(yx)), _mm512_sub_pd(qy, wide8(yy)),
+                                   _mm512_sub_pd(qz, wide8(yz)));
         _mm512_mask_storeu_pd(&f->e2[g], keep, e2);
         kept += (uint32_t)__builtin_popcount(keep);
       }
@@ -337,9 +356,35 @@ front_avx512_in(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int 
     _mm512_mask_compressstoreu_epi32(td->at + n, (__mmask16)todo,
                                      _mm512_add_epi32(_mm512_set1_epi32((int)g), iota));
     queries8(fx, fy, fz, todo, &wv->q[n][0]);
-    n += (uint32_t)__builtin_popcount(todo);
+    const uint32_t cnt = (uint32_t)__builtin_popcount(todo);
+    if (cert) {
+      /* the walks begun at the previous match (hicp__walk_begin: cur,
+       * dcur = hicp__d2 in its float operations and order, steps 0,
+       * cert), as records compressed in a register and stored whole */
+      unbegun |= todo & ~has;
+      const __m512 dx = _mm512_sub_ps(_mm512_castps256_ps512(fx), yx);
+      const __m512 dy = _mm512_sub_ps(_mm512_castps256_ps512(fy), yy);
+      const __m512 dz = _mm512_sub_ps(_mm512_castps256_ps512(fz), yz);
+      const __m512 d = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(dx, dx), _mm512_mul_ps(dy, dy)),
+                                     _mm512_mul_ps(dz, dz));
+      const unsigned ball = _mm512_mask_cmp_ps_mask((__mmask16)todo, d, safe, _CMP_LT_OQ);
+      rec4_store8(&wv->w[n], (__mmask8)((1u << cnt) - 1u),
+                  _mm512_maskz_compress_ps((__mmask16)todo, _mm512_castsi512_ps(prev)),
+                  _mm512_maskz_compress_ps((__mmask16)todo, d), zero,
+                  _mm512_castsi512_ps(_mm512_set1_epi32(cert)));
+      /* hicp__walk_in_safe_ball: the walks that need a row scan */
+      uint32_t k = n;
+      for (unsigned t = todo; t != 0; t &= t - 1, k++) {
+        wv->how[k] = 1;
+        wv->scan[ns] = (uint16_t)k;
+        ns += !((ball >> __builtin_ctz(t)) & 1u);
+      }
+    }
+    n += cnt;
   }
   hicp__cpu_count(w, 0, kept); /* hicp__cpu_done's: walked, no steps */
+  if (cert && unbegun == 0)
+    *nscan = ns;
   return n;
 }
 
