@@ -317,8 +317,11 @@ front_avx512_in(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int 
     }
     __mmask8 keep = 0;
     if (cert) { /* hicp__track_keep */
-      __m512 t[4]; /* the certificates: q and slack */
-      rec4_load8(&f->track[g], mk, t);
+      /* the certificates: q and slack; a group with no previous match (a
+       * first pass) has none to test and does not read them (front_avx2) */
+      __m512 t[4] = {zero, zero, zero, zero};
+      if (has)
+        rec4_load8(&f->track[g], mk, t);
       const __m512d slack = wide8(t[3]);
       const __mmask8 elig = has & _mm512_cmp_pd_mask(slack, _mm512_setzero_pd(), _CMP_GT_OQ);
       const __m512d dx = _mm512_sub_pd(_mm512_cvtps_pd(fx), wide8(t[0]));
