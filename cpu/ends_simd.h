@@ -11,13 +11,14 @@
 #ifndef HICP_CPU_ENDS_SIMD_H
 #define HICP_CPU_ENDS_SIMD_H
 
-/* On a model of more than HICP_CPU_BIG_NV vertices (cpu/chunk.h:
- * front_avx512_big, front_avx2_big) the fronts prefetch the vertex records and safe radii of the previous
- * matches HICP_CPU_FRONT_AHEAD points ahead: the front reads them (and the
- * walks begin from them), and on such a model many are misses, with the
- * next group's loads waiting behind them (docs/design.md, stop 33).  On
- * bunny00 (38k vertices), whose model stays in the caches, the same
- * prefetches cost about 1%, hence the size test. */
+/* On a model of more than HICP_CPU_BIG_NV vertices (cpu/chunk.h) the
+ * fronts (front_avx512_big, front_avx2_big) prefetch the vertex records
+ * and safe radii of the previous matches HICP_CPU_FRONT_AHEAD points
+ * ahead: the front reads them (and the walks begin from them), and on such
+ * a model many are misses, with the next group's loads waiting behind them
+ * (docs/design.md, stop 33).  On bunny00 (38k vertices), whose model stays
+ * in the caches, the same prefetches cost about 1%: the other fronts make
+ * none. */
 #define HICP_CPU_FRONT_AHEAD 16u
 
 /* The prefetches for the m points g + HICP_CPU_FRONT_AHEAD .. of a front
@@ -25,8 +26,8 @@
  * GCC counts a prefetch as no side effect, so a function of prefetches
  * alone is "const", and its calls, results unused, were deleted as dead
  * code before the inliner saw them. */
-static inline __attribute__((always_inline)) void front_prefetch(const hicp__mview *view, const hicp__frame *f, uint32_t g,
-                                  uint32_t m, uint32_t end)
+static inline __attribute__((always_inline)) void
+front_prefetch(const hicp__mview *view, const hicp__frame *f, uint32_t g, uint32_t m, uint32_t end)
 {
   if (end - g < HICP_CPU_FRONT_AHEAD + m)
     return;

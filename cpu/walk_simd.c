@@ -397,10 +397,16 @@ static int simd_level(const hicp__mview *view)
   return hicp__cpu_isa();
 }
 
+/* Whether the model takes the large-model variants (query_big, chunk_big). */
+static int big_model(const hicp__mview *view)
+{
+  return view->nv > HICP_CPU_BIG_NV;
+}
+
 hicp__query_fn hicp__cpu_simd_query(const hicp__mview *view)
 {
   const int v = simd_level(view);
-  return view->nv > HICP_CPU_BIG_NV ? variants[v].query_big : variants[v].query;
+  return big_model(view) ? variants[v].query_big : variants[v].query;
 }
 
 hicp__row_fn hicp__cpu_simd_row(const hicp__mview *view)
@@ -411,5 +417,5 @@ hicp__row_fn hicp__cpu_simd_row(const hicp__mview *view)
 hicp__chunk_fn hicp__cpu_simd_chunk(const hicp__mview *view)
 {
   const int v = simd_level(view);
-  return view->nv > HICP_CPU_BIG_NV ? variants[v].chunk_big : variants[v].chunk;
+  return big_model(view) ? variants[v].chunk_big : variants[v].chunk;
 }

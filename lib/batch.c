@@ -61,6 +61,9 @@ typedef struct crew_member {
   int core;          /* a CPU worker's core (bind_member) */
 } crew_member;
 
+/* At most this many device workers in a crew (of its 64 members). */
+#define CREW_GPU_MAX 32
+
 typedef struct crew {
   crew_member m[64];
   int n;
@@ -123,21 +126,21 @@ static int crew_make(hicp_context *ctx, const hicp_model *m, int cpu_threads_eac
   int nlog = 0;
   if (use_gpu) {
     nlog = ctx->ndevices > 0 ? ctx->ndevices : ngpu;
-    int streams[32]; /* each logical device's workers, asked of the device once */
+    int streams[CREW_GPU_MAX]; /* each logical device's workers, asked of it once */
     for (int i = 0; i < nlog; i++) {
       int dev = ctx->ndevices > 0 ? ctx->devices[i] : i;
       if (dev >= ngpu) {
         crew_free(c);
         return hicp__fail(ctx, HICP_ENODEVICE, "no CUDA device %d (this host has %d)", dev, ngpu);
       }
-      if (i < 32)
+      if (i < CREW_GPU_MAX)
         streams[i] = device_streams(m, dev);
     }
     /* Up to HICP_GPU_STREAMS workers per logical device, each with its
      * own stream: one frame's registration is mostly waits (barriers, the
      * solve on one thread), so several frames share a device at once */
     for (int k = 0; k < HICP_GPU_STREAMS; k++) {
-      for (int i = 0; i < nlog && i < 32 && c->n < 32; i++) {
+      for (int i = 0; i < nlog && i < CREW_GPU_MAX && c->n < CREW_GPU_MAX; i++) {
         int dev = ctx->ndevices > 0 ? ctx->devices[i] : i;
         if (k >= streams[i])
           continue;
