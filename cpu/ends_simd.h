@@ -1,6 +1,7 @@
 /* ends_simd.h: the front and the back of pass A's blocks (cpu/chunk.h:
- * hicp__cpu_front, hicp__cpu_back) with AVX-512, eight points or walks at
- * a time, and with AVX2, four at a time.  Each lane repeats the
+ * hicp__cpu_front, hicp__cpu_back) in vector registers: the fronts with
+ * AVX-512 eight points at a time and with AVX2 four, the back (one for
+ * both vector variants) four walks at a time with AVX2.  Each lane repeats the
  * reference's double operations in its order (separate multiplies and
  * adds, correctly rounded square roots and division), so the bits are the
  * same; what they remove is branches on data (whether a point keeps its
@@ -55,19 +56,13 @@ front_prefetch(const hicp__mview *view, const hicp__frame *f, uint32_t g, uint32
     return NAME##_in(view, f, T, method, i0, end, wv, td, w, nscan, 1);                       \
   }
 
-/* Eight-lane helpers of the front and the back below (double lanes 0-7;
- * float vectors use their low eight lanes). */
+/* Eight-lane helpers of front_avx512 (double lanes 0-7; float vectors
+ * use their low eight lanes). */
 
 /* The low eight floats of a, as doubles. */
 AVX512 static inline __m512d wide8(__m512 a)
 {
   return _mm512_cvtps_pd(_mm512_castps512_ps256(a));
-}
-
-/* Floats base[idx[k]] in the lanes of m (0 elsewhere). */
-AVX512 static inline __m512 gather8(__mmask8 m, __m512i idx, const float *base)
-{
-  return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), (__mmask16)m, idx, base, 4);
 }
 
 /* (a*a + b*b) + c*c, the order of hicp__pair_e2 and hicp__track_keep. */
@@ -85,11 +80,6 @@ AVX512 static inline __m512d xf_row8(const double *r, double t, __m512d x, __m51
   const __m512d rz = _mm512_mul_pd(_mm512_set1_pd(r[2]), z);
   return _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(rx, ry), rz), _mm512_set1_pd(t));
 }
-
-/* Lanes k of a structure array whose records are `stride` 32-bit words. */
-#define HICP_LANES8(stride)                                                                   \
-  _mm512_setr_epi32(0, (stride), 2 * (stride), 3 * (stride), 4 * (stride), 5 * (stride),      \
-                    6 * (stride), 7 * (stride), 0, 0, 0, 0, 0, 0, 0, 0)
 
 /* Each bit of the low four of m four times: the float mask of four
  * 16-byte records. */
@@ -134,8 +124,7 @@ AVX512 static inline void rec4_store8(void *rec, __mmask8 m, __m512 w0, __m512 w
 }
 
 /* Four-lane helpers of front_avx2 and back_avx2 (AVX2 has no mask
- * registers: a mask is a vector with all bits set in its lanes); slacks4
- * serves back_avx512 too. */
+ * registers: a mask is a vector with all bits set in its lanes). */
 
 /* The 64-bit lanes of a mask as 32-bit lanes. */
 AVX2 static inline __m128i narrow4(__m256d m)
@@ -394,88 +383,6 @@ front_avx512_in(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int 
 
 HICP_CPU_FRONTS(front_avx512, AVX512)
 
-/* hicp__cpu_back eight walks at a time: the answers, the certificates'
- * slacks (hicp__nn_slack: three square roots and a division in double, a
- * chain that a mispredicted branch on the kind of certificate used to
- * expose), the matches and e2 in vector registers, lane by lane the
- * reference's operations in its order.  A group with a near tie (the
- * flood, rare) goes to the reference. */
-AVX512 static inline __attribute__((always_inline)) void
-back_avx512(const hicp__mview *view, hicp__frame *f, int cert, const hicp__cpu_wave *wv,
-            const hicp__cpu_todo *td, uint32_t k0, uint32_t k1, hicp__walkpart *w)
-{
-  const __m512i by3 = HICP_LANES8(3), by5 = HICP_LANES8(5);
-  const __m512i zeroi = _mm512_setzero_si512();
-  const __m512 inf = _mm512_set1_ps(HICP_FLT_INF);
-  const float *vbase = &view->vtx[0].x;
-  const uint32_t i0 = td->at[k0]; /* indices from the first walk's point (k0 < k1) */
-  for (uint32_t g = k0; g < k1; g += 8) {
-    const uint32_t cnt = k1 - g < 8 ? k1 - g : 8;
-    const __mmask8 mk = (__mmask8)((1u << cnt) - 1u);
-    /* their last row scans (hicp__row: 5 words) */
-    const int *ri = (const int *)&wv->rs[g];
-    const __m512i how = _mm512_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&wv->how[g]));
-    const __mmask8 ball = (__mmask8)_mm512_mask_cmpeq_epi32_mask(mk, how, _mm512_set1_epi32(1));
-    const __m512i near_tie = _mm512_mask_i32gather_epi32(zeroi, mk, by5, ri + 2, 4);
-    if (_mm512_mask_cmpneq_epi32_mask(mk & ~ball, near_tie, zeroi)) { /* the flood */
-      hicp__cpu_back(view, f, cert, wv, td, g, g + cnt, w);
-      continue;
-    }
-    __m512 wk[4]; /* the walks, hicp__walk: cur, dcur, steps, cert */
-    rec4_load8(&wv->w[g], mk, wk);
-    const __m512i cur = _mm512_castps_si512(wk[0]);
-    const __m512 dcur = wk[1];
-    const __m512i steps = _mm512_castps_si512(wk[2]);
-    const __m512i at = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(mk, &td->at[g]),
-                                        _mm512_set1_epi32((int)i0));
-    __m512 slack = _mm512_setzero_ps();
-    if (cert) { /* hicp__nn_slack */
-      const __m512i wcert = _mm512_castps_si512(wk[3]);
-      const __m512 rmin = _mm512_mask_i32gather_ps(inf, mk, by5, (const float *)ri + 3, 4);
-      const __m512 l2min = _mm512_mask_i32gather_ps(inf, mk, by5, (const float *)ri + 4, 4);
-      const __m512 safe = gather8(ball, cur, view->safe_r2);
-      __m128 b0, c0, b1, c1; /* slacks4 on walks 0-3 and 4-7 */
-      slacks4(_mm512_castps512_ps128(dcur), _mm512_castps512_ps128(safe),
-              _mm512_castps512_ps128(rmin), _mm512_castps512_ps128(l2min), &b0, &c0);
-      slacks4(_mm512_extractf32x4_ps(dcur, 1), _mm512_extractf32x4_ps(safe, 1),
-              _mm512_extractf32x4_ps(rmin, 1), _mm512_extractf32x4_ps(l2min, 1), &b1, &c1);
-      const __m512 in_ball = _mm512_insertf32x4(_mm512_castps128_ps512(b0), b1, 1);
-      const __m512 in_cell = _mm512_insertf32x4(_mm512_castps128_ps512(c0), c1, 1);
-      const __mmask16 cell = _mm512_mask_cmpneq_epi32_mask((__mmask16)(mk & ~ball), wcert, zeroi) &
-                             _mm512_cmp_ps_mask(rmin, inf, _CMP_LT_OQ) &
-                             _mm512_cmp_ps_mask(l2min, _mm512_set1_ps(1e-30f), _CMP_GT_OQ) &
-                             _mm512_cmp_ps_mask(l2min, inf, _CMP_LT_OQ);
-      slack = _mm512_mask_mov_ps(_mm512_maskz_mov_ps((__mmask16)ball, in_ball), cell, in_cell);
-    }
-    /* hicp__track_update: the query (written by front_avx512 when
-     * certifying) and its slack */
-    float *tb = &f->track[i0].q[0];
-    const __m512i at4 = _mm512_slli_epi32(at, 2);
-    if (!cert) {
-      const float *qb = &wv->q[g][0];
-      _mm512_mask_i32scatter_ps(tb, mk, at4, gather8(mk, by3, qb), 4);
-      _mm512_mask_i32scatter_ps(tb + 1, mk, at4, gather8(mk, by3, qb + 1), 4);
-      _mm512_mask_i32scatter_ps(tb + 2, mk, at4, gather8(mk, by3, qb + 2), 4);
-    }
-    _mm512_mask_i32scatter_ps(tb + 3, mk, at4, slack, 4);
-    /* hicp__cpu_done: match and e2 */
-    _mm512_mask_i32scatter_epi32(&f->match[i0], mk, at, cur, 4);
-    const __m512i off = _mm512_slli_epi32(cur, 2);
-    const __m512d e2 =
-        norm2_8(_mm512_sub_pd(_mm512_maskz_loadu_pd(mk, td->qx + g), wide8(gather8(mk, off, vbase))),
-                _mm512_sub_pd(_mm512_maskz_loadu_pd(mk, td->qy + g),
-                              wide8(gather8(mk, off, vbase + 1))),
-                _mm512_sub_pd(_mm512_maskz_loadu_pd(mk, td->qz + g),
-                              wide8(gather8(mk, off, vbase + 2))));
-    _mm512_mask_i32scatter_pd(&f->e2[i0], mk, _mm512_castsi512_si256(at), e2, 8);
-    /* the walk statistics */
-    uint32_t st[16];
-    _mm512_storeu_si512(st, steps);
-    for (uint32_t k = 0; k < cnt; k++)
-      hicp__cpu_count(w, st[k], 1);
-  }
-}
-
 /* The lanes of a 4-bit mask, in order, then lane 0: pack4[m] moves the
  * lanes of m to the front of a vector (AVX2 has no compress). */
 static const int32_t pack4[16][4] __attribute__((aligned(16))) = {
@@ -644,12 +551,14 @@ front_avx2_in(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int me
 
 HICP_CPU_FRONTS(front_avx2, AVX2)
 
-/* hicp__cpu_back four walks at a time with AVX2, as back_avx512 does
- * eight: the slacks of both kinds of certificate and e2 in vector
- * registers (lane by lane the reference's double operations in its
- * order), chosen by masks rather than by branches on the kind; then the
- * stores lane by lane (AVX2 has no scatters).  A group with a near tie
- * (the flood, rare) goes to the reference. */
+/* hicp__cpu_back four walks at a time: the slacks of both kinds of
+ * certificate and e2 in vector registers (lane by lane the reference's
+ * double operations in its order), chosen by masks rather than by
+ * branches on the kind; then the stores lane by lane.  A group with a
+ * near tie (the flood, rare) goes to the reference.  The AVX-512 variants
+ * use it too: their own back, eight walks at a time with gathers of the
+ * row scans' words and the vertex records and scatters of the results,
+ * was 4% slower on E1 (Zen 4, docs/design.md, stop 34). */
 AVX2 static inline __attribute__((always_inline)) void
 back_avx2(const hicp__mview *view, hicp__frame *f, int cert, const hicp__cpu_wave *wv,
           const hicp__cpu_todo *td, uint32_t k0, uint32_t k1, hicp__walkpart *w)

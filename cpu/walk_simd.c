@@ -309,15 +309,15 @@ row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, 
   o->dnext = dmin;
 }
 
-/* The fronts and backs of pass A's blocks (front_avx512, back_avx512,
- * front_avx2, back_avx2). */
+/* The fronts and the back of pass A's blocks (front_avx512, front_avx2,
+ * back_avx2). */
 #include "ends_simd.h"
 
 HICP_NN_FUNCTIONS(_avx512, row_scan_avx512, AVX512)
 HICP_NN_FUNCTIONS(_avx2, row_scan_avx2, AVX2)
 HICP_CPU_WAVE_WALKS(walks_avx512, row_scan_avx512, AVX512, 0)
 HICP_CPU_WAVE_WALKS(walks_avx2, row_scan_avx2, AVX2, 0)
-HICP_CPU_CHUNK_CORRESPOND(chunk_avx512, _avx512, front_avx512, walks_avx512, back_avx512, AVX512)
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx512, _avx512, front_avx512, walks_avx512, back_avx2, AVX512)
 HICP_CPU_CHUNK_CORRESPOND(chunk_avx2, _avx2, front_avx2, walks_avx2, back_avx2, AVX2)
 
 HICP_CPU_QUERY_BLOCK(query_avx512, _avx512, walks_avx512, AVX512)
@@ -328,7 +328,7 @@ HICP_CPU_QUERY_BLOCK(query_avx2, _avx2, walks_avx2, AVX2)
 HICP_CPU_WAVE_WALKS(walks_avx512_big, row_scan_avx512, AVX512, 1)
 HICP_CPU_WAVE_WALKS(walks_avx2_big, row_scan_avx2, AVX2, 1)
 HICP_CPU_CHUNK_CORRESPOND(chunk_avx512_big, _avx512, front_avx512_big, walks_avx512_big,
-                          back_avx512, AVX512)
+                          back_avx2, AVX512)
 HICP_CPU_CHUNK_CORRESPOND(chunk_avx2_big, _avx2, front_avx2_big, walks_avx2_big, back_avx2, AVX2)
 
 HICP_CPU_QUERY_BLOCK(query_avx512_big, _avx512, walks_avx512_big, AVX512)
