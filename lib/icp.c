@@ -447,6 +447,14 @@ static void fill_result(const hicp__icp_out *out, const hicp__plan *plan, size_t
  * index of point j.
  * The order depends only on the scan, the pose and the model, so results
  * stay reproducible to the bit. */
+/* Threads for the frame's per-point copies and keys: one below 8,192
+ * points, where starting the others costs more than they save.  (In the
+ * pragmas only, so that a build without OpenMP has no unused variable.) */
+static inline int copy_threads(const hicp_context *ctx, size_t n)
+{
+  return n >= 8192 ? ctx->threads : 1;
+}
+
 static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, uint32_t n,
                       const hicp__xf *T0, uint32_t *key, float *sorted, uint32_t *order)
 {
@@ -454,11 +462,10 @@ static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, u
    * 0.24 ms on an H100's host, as long as five of the GPU's iterations);
    * the sort is the serial counting sort, so the order is the same for any
    * thread count. */
-  const int threads = n >= 8192 ? ctx->threads : 1;
   const long long nn = (long long)n;
   hicp__zgrid g;
   hicp__zgrid_init(&g, m->bbox_min, m->bbox_max);
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(copy_threads(ctx, n)) schedule(static)
   for (long long i = 0; i < nn; i++) {
     double q[3];
     hicp__apply(T0, &p0[3 * (size_t)i], q);
@@ -466,7 +473,7 @@ static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, u
   }
   if (hicp__zsort(key, n, order, NULL) != HICP_OK)
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory for %u scan points", (unsigned)n);
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(copy_threads(ctx, n)) schedule(static)
   for (long long j = 0; j < nn; j++)
     memcpy(&sorted[3 * (size_t)j], &p0[3 * (size_t)order[j]], 3 * sizeof(float));
   return HICP_OK;
@@ -476,9 +483,8 @@ static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, u
  * n x, then n y, then n z.  The device loop does not read it. */
 static void by_coordinate(hicp_context *ctx, const float *sorted, size_t n, float *b)
 {
-  const int threads = n >= 8192 ? ctx->threads : 1;
   const long long nn = (long long)n;
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(copy_threads(ctx, n)) schedule(static)
   for (long long j = 0; j < nn; j++)
     for (size_t d = 0; d < 3; d++)
       b[d * n + (size_t)j] = sorted[3 * (size_t)j + d];
