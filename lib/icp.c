@@ -440,6 +440,16 @@ static void fill_result(const hicp__icp_out *out, const hicp__plan *plan, size_t
   memcpy(result, &r, sz);
 }
 
+#if defined(_OPENMP)
+/* Threads for the frame's per-point copies and keys: one below 8,192
+ * points, where starting the others costs more than they save.  Named only
+ * in the pragmas, so a build without OpenMP leaves it out. */
+static inline int copy_threads(const hicp_context *ctx, size_t n)
+{
+  return n >= 8192 ? ctx->threads : 1;
+}
+#endif
+
 /* The scan in the model's Morton order (order.h), as placed by the initial
  * pose: consecutive points then search nearby vertices, in every iteration,
  * so the model's rows and coordinates are read from the cache rather than
@@ -447,14 +457,6 @@ static void fill_result(const hicp__icp_out *out, const hicp__plan *plan, size_t
  * index of point j.
  * The order depends only on the scan, the pose and the model, so results
  * stay reproducible to the bit. */
-/* Threads for the frame's per-point copies and keys: one below 8,192
- * points, where starting the others costs more than they save.  (In the
- * pragmas only, so that a build without OpenMP has no unused variable.) */
-static inline int copy_threads(const hicp_context *ctx, size_t n)
-{
-  return n >= 8192 ? ctx->threads : 1;
-}
-
 static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, uint32_t n,
                       const hicp__xf *T0, uint32_t *key, float *sorted, uint32_t *order)
 {
