@@ -82,7 +82,6 @@ AVX512 static void chunk_sum_avx512(const hicp__mview *view, const hicp__frame *
   /* the points' coordinates by coordinate (hicp__frame.p0s) */
   const float *ps = f->p0s;
   const size_t n = f->n;
-  const __m256 fzero = _mm256_setzero_ps();
   for (uint32_t k = 0; k < NG; k++) {
     const uint32_t grp = bitrev(k, LOG);
     __m512d a[NF];
@@ -92,14 +91,18 @@ AVX512 static void chunk_sum_avx512(const hicp__mview *view, const hicp__frame *
     for (uint32_t i = base + grp * W; i < end; i += HICP_LANES) {
       const uint32_t cnt = end - i;
       const __mmask8 m = cnt >= W ? (__mmask8)0xff : (__mmask8)((1u << cnt) - 1u);
-      const __m512i mt = _mm512_maskz_loadu_epi32((__mmask16)m, f->match + i);
-      const __m512i yoff = _mm512_slli_epi64(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(mt)), 4);
-      const float *vb = &view->vtx[0].x;
+      /* the matched vertices (vertex 0 in the lanes past the chunk):
+       * whole records and a transpose, not gathers (vtx_simd.h) */
+      uint32_t mt[8];
+      _mm256_storeu_si256((__m256i *)mt,
+                          _mm512_castsi512_si256(_mm512_maskz_loadu_epi32((__mmask16)m, f->match + i)));
+      __m256 vx, vy, vz;
+      vtx8_avx2(view->vtx, mt, &vx, &vy, &vz);
       const __m512d e2 = _mm512_maskz_loadu_pd(m, f->e2 + i);
       const __m512d px = load8(m, ps + i), py = load8(m, ps + n + i), pz = load8(m, ps + 2 * n + i);
-      const __m512d yx = _mm512_cvtps_pd(_mm512_mask_i64gather_ps(fzero, m, yoff, vb, 1));
-      const __m512d yy = _mm512_cvtps_pd(_mm512_mask_i64gather_ps(fzero, m, yoff, vb + 1, 1));
-      const __m512d yz = _mm512_cvtps_pd(_mm512_mask_i64gather_ps(fzero, m, yoff, vb + 2, 1));
+      const __m512d yx = _mm512_maskz_cvtps_pd(m, vx);
+      const __m512d yy = _mm512_maskz_cvtps_pd(m, vy);
+      const __m512d yz = _mm512_maskz_cvtps_pd(m, vz);
       /* hicp__partial_add_pair, with masks for its branches */
       a[HICP_PF_N_ALL] = _mm512_mask_add_pd(a[HICP_PF_N_ALL], m, a[HICP_PF_N_ALL], one);
       a[HICP_PF_E2_ALL] = _mm512_mask_add_pd(a[HICP_PF_E2_ALL], m, a[HICP_PF_E2_ALL], e2);
