@@ -223,12 +223,13 @@ static inline uint32_t hicp__cpu_block_end(uint32_t b0, uint32_t end)
 /* Where a block's walks are listed before they run: walk k is for point
  * at[k], with the transformed point (qx[k], qy[k], qz[k]) (double), its
  * query (in the wave) and the point's previous match prev[k].  By
- * coordinate, so that the vector fronts list eight walks with compressing
- * stores and the backs load eight walks' points. */
+ * coordinate, so that the vector fronts list their walks with whole
+ * vector stores and the back loads four walks' points. */
 typedef struct hicp__cpu_todo {
-  /* 4 more each: the AVX2 front stores whole vectors past the last walk */
-  uint32_t at[HICP_CPU_WAVE + 4], prev[HICP_CPU_WAVE + 4];
-  double qx[HICP_CPU_WAVE + 4], qy[HICP_CPU_WAVE + 4], qz[HICP_CPU_WAVE + 4];
+  /* 8 more each: the vector fronts store whole vectors past the last
+   * walk (four lanes with AVX2, eight with AVX-512) */
+  uint32_t at[HICP_CPU_WAVE + 8], prev[HICP_CPU_WAVE + 8];
+  double qx[HICP_CPU_WAVE + 8], qy[HICP_CPU_WAVE + 8], qz[HICP_CPU_WAVE + 8];
 } hicp__cpu_todo;
 
 /* The front of a block of pass A, points i0 .. end-1 (at most

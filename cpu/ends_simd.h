@@ -227,10 +227,15 @@ AVX2 static inline void slacks4(__m128 dcur, __m128 safe, __m128 rmin, __m128 l2
 
 /* The queries (x, y, z in lanes 0-7) of the points in mask m, in order,
  * as the consecutive float[3] records at out: interleaved in two
- * registers (24 floats) and stored compressed, each bit of m standing for
- * its point's three floats.  (Copying them point by point from a stored
- * vector was 1.5% of a registration, waiting on the copies' loads.) */
-AVX512 static inline void queries8(__m256 fx, __m256 fy, __m256 fz, __mmask8 m, float *out)
+ * registers (24 floats) and compressed, each bit of m standing for its
+ * point's three floats.  (Copying them point by point from a stored
+ * vector was 1.5% of a registration, waiting on the copies' loads.)  With
+ * `room` (32 floats free at out) the compressed registers are stored
+ * whole; a compressing store to memory is a long microcoded sequence on
+ * Zen 4 (docs/design.md, stop 34), so it is kept for a wave's last
+ * queries. */
+AVX512 static inline void queries8(__m256 fx, __m256 fy, __m256 fz, __mmask8 m, float *out,
+                                   int room)
 {
   const __m512 xy = _mm512_castpd_ps(_mm512_insertf64x4(
       _mm512_castps_pd(_mm512_castps256_ps512(fx)), _mm256_castps_pd(fy), 1));
@@ -245,9 +250,15 @@ AVX512 static inline void queries8(__m256 fx, __m256 fy, __m256 fz, __mmask8 m, 
   b = (b | (b << 4)) & 0x0c30c3u;
   b = (b | (b << 2)) & 0x249249u;
   b *= 7u;
-  _mm512_mask_compressstoreu_ps(out, (__mmask16)b, _mm512_permutex2var_ps(xy, lo, z));
-  _mm512_mask_compressstoreu_ps(out + __builtin_popcount(b & 0xffffu), (__mmask16)(b >> 16),
-                                _mm512_permutex2var_ps(xy, hi, z));
+  const __m512 r0 = _mm512_permutex2var_ps(xy, lo, z), r1 = _mm512_permutex2var_ps(xy, hi, z);
+  float *out1 = out + __builtin_popcount(b & 0xffffu);
+  if (room) {
+    _mm512_storeu_ps(out, _mm512_maskz_compress_ps((__mmask16)b, r0));
+    _mm512_storeu_ps(out1, _mm512_maskz_compress_ps((__mmask16)(b >> 16), r1));
+  } else {
+    _mm512_mask_compressstoreu_ps(out, (__mmask16)b, r0);
+    _mm512_mask_compressstoreu_ps(out1, (__mmask16)(b >> 16), r1);
+  }
 }
 
 /* hicp__cpu_front eight points at a time: the transform, the certificate
@@ -336,19 +347,22 @@ front_avx512_in(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int 
         kept += (uint32_t)__builtin_popcount(keep);
       }
     }
-    /* the others' walks, in point order: compressed into the list (a
-     * branch, as most groups have walks in ICP's first iterations and
-     * none in its last) */
+    /* the others' walks, in point order: compressed in registers and
+     * stored whole into the list, which has room past its end (a branch,
+     * as most groups have walks in ICP's first iterations and none in its
+     * last) */
     const __mmask8 todo = mk & ~keep;
     if (todo == 0)
       continue;
-    _mm512_mask_compressstoreu_pd(td->qx + n, todo, qx);
-    _mm512_mask_compressstoreu_pd(td->qy + n, todo, qy);
-    _mm512_mask_compressstoreu_pd(td->qz + n, todo, qz);
-    _mm512_mask_compressstoreu_epi32(td->prev + n, (__mmask16)todo, prev);
-    _mm512_mask_compressstoreu_epi32(td->at + n, (__mmask16)todo,
-                                     _mm512_add_epi32(_mm512_set1_epi32((int)g), iota));
-    queries8(fx, fy, fz, todo, &wv->q[n][0]);
+    _mm512_storeu_pd(td->qx + n, _mm512_maskz_compress_pd(todo, qx));
+    _mm512_storeu_pd(td->qy + n, _mm512_maskz_compress_pd(todo, qy));
+    _mm512_storeu_pd(td->qz + n, _mm512_maskz_compress_pd(todo, qz));
+    _mm256_storeu_si256((__m256i *)(td->prev + n),
+                        _mm512_castsi512_si256(_mm512_maskz_compress_epi32((__mmask16)todo, prev)));
+    _mm256_storeu_si256((__m256i *)(td->at + n),
+                        _mm512_castsi512_si256(_mm512_maskz_compress_epi32(
+                            (__mmask16)todo, _mm512_add_epi32(_mm512_set1_epi32((int)g), iota))));
+    queries8(fx, fy, fz, todo, &wv->q[n][0], n + 11 <= HICP_CPU_WAVE);
     const uint32_t cnt = (uint32_t)__builtin_popcount(todo);
     if (cert) {
       /* the walks begun at the previous match (hicp__walk_begin: cur,
