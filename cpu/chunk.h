@@ -429,7 +429,8 @@ hicp__query_fn hicp__cpu_simd_query(const hicp__mview *view);
  * hicp__cpu_isa). */
 hicp__chunk_fn hicp__cpu_simd_chunk(const hicp__mview *view);
 
-/* hicp__cpu_isa (lib/icp.h) picks the variant: 0 scalar, 1 AVX2, 2 AVX-512F. */
+/* hicp__cpu_isa (lib/icp.h) picks the variant: 0 scalar, 1 AVX2, 2 AVX-512F,
+ * 3 AVX-512F fronts and sums with the AVX2 walks. */
 
 /* One chunk's partial sums (a hicp__chunk_sum variant). */
 typedef void (*hicp__sum_fn)(const hicp__mview *view, const hicp__frame *f,

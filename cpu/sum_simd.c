@@ -288,6 +288,7 @@ hicp__sum_fn hicp__cpu_simd_sum(void)
 #if defined(__x86_64__) && defined(__GNUC__)
   switch (hicp__cpu_isa()) {
   case 2:
+  case 3:
     return chunk_sum_avx512;
   case 1:
     return chunk_sum_avx2;

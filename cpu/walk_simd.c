@@ -333,6 +333,15 @@ HICP_CPU_CHUNK_CORRESPOND(chunk_avx2_big, _avx2, front_avx2_big, walks_avx2_big,
 
 HICP_CPU_QUERY_BLOCK(query_avx512_big, _avx512, walks_avx512_big, AVX512)
 HICP_CPU_QUERY_BLOCK(query_avx2_big, _avx2, walks_avx2_big, AVX2)
+
+/* "avx512-scan8", the default on AMD's cores with AVX-512: the AVX-512
+ * fronts with the AVX2 walks, whose row scans load eight vertex records
+ * and transpose them where the AVX-512 ones gather sixteen (gathers are
+ * microcoded on Zen 4; docs/design.md, stop 34).  Its queries are the
+ * AVX2 variant's. */
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx512_scan8, _avx2, front_avx512, walks_avx2, back_avx2, AVX512)
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx512_scan8_big, _avx2, front_avx512_big, walks_avx2_big,
+                          back_avx2, AVX512)
 #endif
 
 /* The scalar walks call the reference row scan out of line, as the vector
@@ -361,12 +370,14 @@ int hicp__cpu_isa(void)
     return avx2;
   if (force != NULL && strcmp(force, "avx512") == 0)
     return avx512 ? 2 : avx2;
-  /* On AMD's cores with AVX-512 (Zen 4) the AVX2 variant took 25-32% less
-   * time on every E1 case: the AVX-512 one's compressing stores to memory
-   * were most of the difference, its gathers and scatters the rest
-   * (docs/design.md, "AVX-512 on Zen 4"). */
-  if (avx512 && !__builtin_cpu_is("amd"))
-    return 2;
+  if (force != NULL && strcmp(force, "avx512-scan8") == 0)
+    return avx512 ? 3 : avx2;
+  /* On AMD's cores with AVX-512 (Zen 4) the AVX-512 row scans' gathers are
+   * microcoded: there the AVX-512 fronts and sums run with the AVX2 walks,
+   * 5-8% faster on E1 than the AVX2 variant, which was the default there
+   * until then (docs/design.md, "AVX-512 fronts with eight-lane scans"). */
+  if (avx512)
+    return __builtin_cpu_is("amd") ? 3 : 2;
   return avx2;
 #endif
   return 0;
@@ -384,6 +395,7 @@ static const struct {
 #if defined(HICP_X86)
     {query_avx2, query_avx2_big, chunk_avx2, chunk_avx2_big, row_scan_avx2},
     {query_avx512, query_avx512_big, chunk_avx512, chunk_avx512_big, row_scan_avx512},
+    {query_avx2, query_avx2_big, chunk_avx512_scan8, chunk_avx512_scan8_big, row_scan_avx2},
 #endif
 };
 

@@ -52,6 +52,8 @@ int hicp_device_get_info(hicp_context *ctx, int ordinal, hicp_device_info *out)
 const char *hicp_cpu_vector_code(void)
 {
   switch (hicp__cpu_isa()) {
+  case 3:
+    return "avx512-scan8";
   case 2:
     return "avx512";
   case 1:

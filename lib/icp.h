@@ -86,8 +86,9 @@ void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T
  * many threads the region had (cpu/cpu_backend.c). */
 int hicp__cpu_start_threads(int threads);
 
-/* The CPU backend's vector code: 0 scalar, 1 AVX2, 2 AVX-512F
- * (cpu/walk_simd.c; the rule is hicp_cpu_vector_code's).  The tests set
+/* The CPU backend's vector code: 0 scalar, 1 AVX2, 2 AVX-512F, 3 AVX-512F
+ * fronts and sums with the AVX2 walks (cpu/walk_simd.c; the rule is
+ * hicp_cpu_vector_code's).  The tests set
  * HICP_SIMD to compare the variants bit for bit. */
 int hicp__cpu_isa(void);
 

@@ -190,12 +190,13 @@ Test(api, devices)
   hicp_context_destroy(ctx);
 }
 
-/* The CPU's vector code: one of three names, and HICP_SIMD picks one the
- * CPU has (AVX2 where it has AVX2, else the scalar code). */
+/* The CPU's vector code: one of four names, and HICP_SIMD picks one the
+ * CPU has (AVX2 where it has AVX2 but not AVX-512, else the scalar code). */
 Test(api, cpu_vector_code)
 {
   const char *v = hicp_cpu_vector_code();
-  cr_assert(strcmp(v, "avx512") == 0 || strcmp(v, "avx2") == 0 || strcmp(v, "scalar") == 0,
+  cr_assert(strcmp(v, "avx512") == 0 || strcmp(v, "avx512-scan8") == 0 ||
+                strcmp(v, "avx2") == 0 || strcmp(v, "scalar") == 0,
             "%s", v);
   const char *saved = getenv("HICP_SIMD");
   char *keep = saved != NULL ? strdup(saved) : NULL;
@@ -203,8 +204,18 @@ Test(api, cpu_vector_code)
   cr_assert_str_eq(hicp_cpu_vector_code(), "scalar");
 #if defined(__x86_64__) && defined(__GNUC__)
   cr_assert_eq(setenv("HICP_SIMD", "avx2", 1), 0);
-  cr_assert_str_eq(hicp_cpu_vector_code(),
-                   __builtin_cpu_supports("avx2") ? "avx2" : "scalar");
+  const char *avx2 = __builtin_cpu_supports("avx2") ? "avx2" : "scalar";
+  cr_assert_str_eq(hicp_cpu_vector_code(), avx2);
+  const int avx512 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f");
+  cr_assert_eq(setenv("HICP_SIMD", "avx512", 1), 0);
+  cr_assert_str_eq(hicp_cpu_vector_code(), avx512 ? "avx512" : avx2);
+  cr_assert_eq(setenv("HICP_SIMD", "avx512-scan8", 1), 0);
+  cr_assert_str_eq(hicp_cpu_vector_code(), avx512 ? "avx512-scan8" : avx2);
+  /* unset, the default: AVX-512 with eight-lane scans on AMD's cores */
+  cr_assert_eq(unsetenv("HICP_SIMD"), 0);
+  if (avx512)
+    cr_assert_str_eq(hicp_cpu_vector_code(),
+                     __builtin_cpu_is("amd") ? "avx512-scan8" : "avx512");
 #endif
   if (keep != NULL)
     setenv("HICP_SIMD", keep, 1);

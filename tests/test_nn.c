@@ -675,7 +675,7 @@ Test(nn, certifying_scans_report_whole_rows)
   uint64_t seed = th_run_seed();
   th_rng r;
   th_rng_seed(&r, seed);
-  static const char *simd[] = {"scalar", "avx2", "avx512"};
+  static const char *simd[] = {"scalar", "avx2", "avx512", "avx512-scan8"};
   static const double scale[] = {1e-4, 1e-2, 0.1, 0.3, 0.5, 0.8, 3.0};
   size_t exact_ties = 0;
   for (int kind = 0; kind < 4; kind++) {
@@ -739,7 +739,7 @@ Test(nn, certifying_scans_report_whole_rows)
                                  &thr_r, &thr_l) &&
                  part.rmin <= thr_r && part.l2min <= thr_l;
       }
-      for (int s = 0; s < 3; s++) {
+      for (int s = 0; s < (int)(sizeof simd / sizeof *simd); s++) {
         setenv("HICP_SIMD", simd[s], 1);
         const hicp__row_fn scan = hicp__cpu_simd_row(&view);
         for (int cert = 0; cert < 2; cert++) {

@@ -331,8 +331,8 @@ Test(register, bitwise_methods_threads)
     }
   }
   /* The vector row scans (cpu/walk_simd.c) give the reference's bits. */
-  static const char *simd[] = {"scalar", "avx2", "avx512"};
-  for (size_t k = 0; k < 3; k++) {
+  static const char *simd[] = {"scalar", "avx2", "avx512", "avx512-scan8"};
+  for (size_t k = 0; k < sizeof simd / sizeof *simd; k++) {
     setenv("HICP_SIMD", simd[k], 1);
     hicp_result r = run(&s, s.scan, s.n, 2, &o, NULL);
     cr_assert(memcmp(&r.transform, &ref.transform, sizeof r.transform) == 0,
@@ -372,8 +372,8 @@ Test(register, bitwise_large_model, .timeout = 600)
   hicp_result ref = run(&s, s.scan, s.n, 1, &o, NULL);
   cr_assert_eq(ref.iterations, 30);
   cr_assert_gt(ref.walk.steps, 0);
-  static const char *simd[] = {"scalar", "avx2", "avx512"};
-  for (size_t k = 0; k < 3; k++) {
+  static const char *simd[] = {"scalar", "avx2", "avx512", "avx512-scan8"};
+  for (size_t k = 0; k < sizeof simd / sizeof *simd; k++) {
     setenv("HICP_SIMD", simd[k], 1);
     for (int threads = 1; threads <= 2; threads++) {
       hicp_result r = run(&s, s.scan, s.n, threads, &o, NULL);

@@ -235,8 +235,8 @@ Test(solve, chunk_shape_matches_description)
   sels[3] = sels[1]; /* all at once */
   sels[3].trim_on = 1;
   sels[3].trim_e2 = 0.3;
-  static const char *simd[] = {"scalar", "avx2", "avx512"};
-  for (int k = 0; k < 3; k++) {
+  static const char *simd[] = {"scalar", "avx2", "avx512", "avx512-scan8"};
+  for (int k = 0; k < (int)(sizeof simd / sizeof *simd); k++) {
     setenv("HICP_SIMD", simd[k], 1);
     hicp__sum_fn sum = k == 0 ? hicp__chunk_sum : hicp__cpu_simd_sum();
     for (int s = 0; s < 4; s++)
