@@ -335,10 +335,10 @@ HICP_CPU_QUERY_BLOCK(query_avx512_big, _avx512, walks_avx512_big, AVX512)
 HICP_CPU_QUERY_BLOCK(query_avx2_big, _avx2, walks_avx2_big, AVX2)
 
 /* "avx512-scan8", the default on AMD's cores with AVX-512: the AVX-512
- * fronts with the AVX2 walks, whose row scans load eight vertex records
- * and transpose them where the AVX-512 ones gather sixteen (gathers are
- * microcoded on Zen 4; docs/design.md, stop 34).  Its queries are the
- * AVX2 variant's. */
+ * fronts (and sums, sum_simd.c) with the AVX2 walks and back, whose row
+ * scans load eight vertex records and transpose them where the AVX-512
+ * ones gather sixteen (gathers are microcoded on Zen 4; docs/design.md,
+ * stop 34).  Its queries are the AVX2 variant's. */
 HICP_CPU_CHUNK_CORRESPOND(chunk_avx512_scan8, _avx2, front_avx512, walks_avx2, back_avx2, AVX512)
 HICP_CPU_CHUNK_CORRESPOND(chunk_avx512_scan8_big, _avx2, front_avx512_big, walks_avx2_big,
                           back_avx2, AVX512)
