@@ -94,8 +94,8 @@ AVX512 static void chunk_sum_avx512(const hicp__mview *view, const hicp__frame *
       /* the matched vertices (vertex 0 in the lanes past the chunk):
        * whole records and a transpose, not gathers (vtx_simd.h) */
       uint32_t mt[8];
-      _mm256_storeu_si256((__m256i *)mt,
-                          _mm512_castsi512_si256(_mm512_maskz_loadu_epi32((__mmask16)m, f->match + i)));
+      const __m512i mt16 = _mm512_maskz_loadu_epi32((__mmask16)m, f->match + i);
+      _mm256_storeu_si256((__m256i *)mt, _mm512_castsi512_si256(mt16));
       __m256 vx, vy, vz;
       vtx8_avx2(view->vtx, mt, &vx, &vy, &vz);
       const __m512d e2 = _mm512_maskz_loadu_pd(m, f->e2 + i);
