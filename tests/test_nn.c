@@ -782,6 +782,142 @@ Test(nn, certifying_scans_report_whole_rows)
   cr_assert_gt(exact_ties, 100, "only %zu steps among tied neighbours", exact_ties);
 }
 
+/* Pass A (hicp__cpu_pass_a: the vector fronts, waves and backs of every
+ * variant, one and two threads) leaves each point the same state, pass
+ * after pass of a motion that shrinks like ICP's: the match, e2 and the
+ * whole certificate record.  The record decides which later queries are
+ * kept, so a variant that wrote it differently would change only the
+ * time, which no other test sees.  With pnn that state is also the
+ * per-point reference's, hicp__nn_track (the GPU's code); pnn-opt's first
+ * pass starts walks from their neighbours' answers on the CPU
+ * (cpu/chunk.h), so its walks, and the records, differ from the
+ * reference's there. */
+Test(nn, pass_a_keeps_the_reference_state, .timeout = 300)
+{
+  uint64_t seed = th_run_seed();
+  th_rng r;
+  th_rng_seed(&r, seed);
+  const size_t nm = 6000;
+  const uint32_t n = 2600, chunk = 1024; /* the last chunk is ragged */
+  enum { PASSES = 24 };
+  float *pm = malloc(sizeof(float) * 3 * nm);
+  for (size_t i = 0; i < nm; i++) { /* a wavy surface */
+    const double u = th_uniform(&r), v = th_uniform(&r);
+    pm[3 * i] = (float)u, pm[3 * i + 1] = (float)v;
+    pm[3 * i + 2] = (float)(0.1 * sin(6 * u) * cos(5 * v));
+  }
+  hicp_model *m = build(pm, nm, 1);
+  hicp__mview view = hicp__model_view(m);
+  /* the scan: the surface sampled anew, with noise, in a random order */
+  float *p0 = malloc(sizeof(float) * 3 * n), *p0s = malloc(sizeof(float) * 3 * n);
+  for (uint32_t i = 0; i < n; i++) {
+    const double u = 0.1 + 0.8 * th_uniform(&r), v = 0.1 + 0.8 * th_uniform(&r);
+    const double xyz[3] = {u, v, 0.1 * sin(6 * u) * cos(5 * v) + 0.002 * th_normal(&r)};
+    for (int d = 0; d < 3; d++) {
+      p0[3 * i + d] = (float)xyz[d];
+      p0s[(size_t)d * n + i] = (float)xyz[d];
+    }
+  }
+  const uint32_t nchunks = (n + chunk - 1) / chunk;
+  const size_t all = (size_t)PASSES * n; /* run 0's state after each pass */
+  uint32_t *match = malloc(sizeof *match * n), *want_match = malloc(sizeof *match * all);
+  double *e2 = malloc(sizeof *e2 * n), *want_e2 = malloc(sizeof *e2 * all);
+  hicp__track *track = malloc(sizeof *track * n), *want_track = malloc(sizeof *track * all);
+  uint32_t *ref_match = malloc(sizeof *match * n);
+  hicp__track *ref_track = malloc(sizeof *track * n);
+  hicp__partial *part = malloc(sizeof *part * nchunks);
+  hicp__walkpart *walk = malloc(sizeof *walk * nchunks);
+  uint32_t *done = malloc(sizeof *done * nchunks);
+  hicp__frame f;
+  memset(&f, 0, sizeof f);
+  f.p0 = p0, f.p0s = p0s, f.n = n, f.chunk = chunk, f.nchunks = nchunks;
+  f.match = match, f.e2 = e2, f.track = track, f.part = part, f.walk = walk;
+  f.points_done = done;
+  hicp__select sel;
+  memset(&sel, 0, sizeof sel);
+  sel.max_d2 = HUGE_VAL;
+  static const char *simd[] = {"scalar", "avx2", "avx512", "avx512-scan8"};
+  size_t moved = 0, certified = 0, kept = 0;
+  for (int method = 0; method < 2; method++) {
+    const int how = method == 0 ? HICP_NN_PNN : HICP_NN_PNN_OPT;
+    for (int run = 0; run < 5; run++) {
+      for (uint32_t i = 0; i < n; i++) {
+        match[i] = ref_match[i] = HICP_NONE;
+        memset(&track[i], 0, sizeof track[i]);
+        memset(&ref_track[i], 0, sizeof ref_track[i]);
+      }
+      if (run < 4)
+        setenv("HICP_SIMD", simd[run], 1);
+      else
+        unsetenv("HICP_SIMD");
+      const int threads = run == 4 ? 2 : 1; /* the default variant with two */
+      for (int pass = 0; pass < PASSES; pass++) {
+        /* a rotation about z and a shift, shrinking by 0.8 a pass, with a
+         * jump back now and then */
+        const double s = pass % 11 == 10 ? 0.5 : pow(0.8, pass % 11);
+        const double a = 0.08 * s, c = cos(a), sn = sin(a);
+        const hicp__xf T = {{c, -sn, 0.0, sn, c, 0.0, 0.0, 0.0, 1.0},
+                            {0.02 * s, -0.01 * s, 0.003 * s}};
+        hicp__cpu_pass_a(&view, &f, &T, how, &sel, 0, nchunks, threads);
+        const size_t at = (size_t)pass * n;
+        if (run == 0) {
+          memcpy(want_match + at, match, sizeof *match * n);
+          memcpy(want_e2 + at, e2, sizeof *e2 * n);
+          memcpy(want_track + at, track, sizeof *track * n);
+        }
+        for (uint32_t i = 0; i < n; i++) {
+          cr_assert(match[i] == want_match[at + i] &&
+                        memcmp(&e2[i], &want_e2[at + i], sizeof e2[i]) == 0 &&
+                        memcmp(&track[i], &want_track[at + i], sizeof track[i]) == 0,
+                    "seed %llu method %d run %d pass %d point %u: match %u slack %.9g, want %u "
+                    "slack %.9g",
+                    (unsigned long long)seed, how, run, pass, i, match[i], (double)track[i].slack,
+                    want_match[at + i], (double)want_track[at + i].slack);
+          if (run != 0 || how != HICP_NN_PNN)
+            continue;
+          /* the per-point reference */
+          double qd[3];
+          float q[3];
+          hicp__cpu_point(&T, &f, i, qd, q);
+          const hicp__track old = ref_track[i];
+          const hicp__nn_res res = hicp__nn_track(&view, q, how, ref_match[i], &ref_track[i]);
+          ref_match[i] = res.v;
+          const double re2 = hicp__pair_e2(qd, &view.vtx[res.v]);
+          cr_assert(res.v == match[i] && memcmp(&re2, &e2[i], sizeof re2) == 0 &&
+                        memcmp(&ref_track[i], &track[i], sizeof track[i]) == 0,
+                    "seed %llu pass %d point %u: pass A's match %u slack %.9g, hicp__nn_track's "
+                    "%u %.9g",
+                    (unsigned long long)seed, pass, i, match[i], (double)track[i].slack, res.v,
+                    (double)ref_track[i].slack);
+          certified += ref_track[i].slack > 0.0f && memcmp(&old, &ref_track[i], sizeof old) != 0;
+          moved += res.steps > 0;
+          kept += old.slack > 0.0f && memcmp(&old, &ref_track[i], sizeof old) == 0;
+        }
+      }
+    }
+  }
+  unsetenv("HICP_SIMD");
+  /* the states this test is about must occur, or it proves little */
+  cr_assert_gt(moved, 1000, "only %zu walks moved", moved);
+  cr_assert_gt(certified, 1000, "only %zu new certificates", certified);
+  cr_assert_gt(kept, 1000, "only %zu queries kept by a certificate", kept);
+  free(pm);
+  free(p0);
+  free(p0s);
+  free(match);
+  free(want_match);
+  free(e2);
+  free(want_e2);
+  free(track);
+  free(want_track);
+  free(ref_match);
+  free(ref_track);
+  free(part);
+  free(walk);
+  free(done);
+  hicp_model_destroy(m);
+}
+
 /* cpu/segments.h, which hands out the points of pass A and the queries of
  * hicp_nn_query: every item exactly once, in pieces of at most the owner's
  * size that never cross a multiple of `align`, whatever the number of
