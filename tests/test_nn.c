@@ -792,7 +792,7 @@ Test(nn, certifying_scans_report_whole_rows)
  * pass starts walks from their neighbours' answers on the CPU
  * (cpu/chunk.h), so its walks, and the records, differ from the
  * reference's there. */
-Test(nn, pass_a_keeps_the_reference_state, .timeout = 300)
+Test(nn, pass_a_keeps_the_reference_state)
 {
   uint64_t seed = th_run_seed();
   th_rng r;
