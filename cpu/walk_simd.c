@@ -50,6 +50,17 @@ static inline uint32_t row_end(const hicp__mview *m, uint32_t b, uint32_t end, u
   return end;
 }
 
+/* Plain row scans read rows of up to this many neighbours whole, without
+ * the cut (hicp__row_cut), in both vector variants.  Nearly every row is
+ * this short (the mean is about 16), and for them the cut's square root,
+ * division and code search, which stand between the row and the loop's
+ * bound, cost more than the neighbours they skip (E1, with the AVX2 scan
+ * 6-10%, the AVX-512 one 1-1.5% on Zen 4: docs/design.md, "Plain row scans
+ * whole up to 32 neighbours").  Longer rows (flat CAD faces reach
+ * thousands) keep it.  Neighbours past the cut are neither nearer nor
+ * near-ties, so the walk takes the same step either way. */
+#define HICP_SCAN_WHOLE 32u
+
 /* The neighbours of `cur` that can matter (all of them with `cert`), 16 at
  * a time.  Inlined into the waves: its setup (constants, broadcasts) then
  * leaves the loop, and a call costs a sixth of a typical scan's
@@ -60,16 +71,9 @@ row_scan_avx512(const hicp__mview *m, const float q[3], uint32_t cur, float dcur
                 hicp__row *o)
 {
   const uint32_t b = m->row[cur], end = m->row[cur + 1];
-  /* A row of 32 or fewer (nearly all: the mean is about 16) is scanned
-   * whole, without the cut: the cut's square root, division and code
-   * search stand between the row and the loop's bound, and cost more than
-   * the neighbours they skip (E1 on Zen 4: 1-1.5%; on the Intel host of a
-   * GPU machine 4-5% on bunny00, in noise; with the AVX2 scan 6-10%:
-   * docs/design.md, "Plain row scans whole up to 32 neighbours").  Long
-   * rows (flat CAD faces reach thousands) keep it.  Neighbours past the
-   * cut are neither nearer nor near-ties (hicp__row_cut), so the walk
-   * takes the same step. */
-  const uint32_t e = cert || end - b <= 32 ? end : row_end(m, b, end, hicp__row_cut(m, cur, dcur));
+  const uint32_t e = cert || end - b <= HICP_SCAN_WHOLE
+                         ? end
+                         : row_end(m, b, end, hicp__row_cut(m, cur, dcur));
   const __m512 qx = _mm512_set1_ps(q[0]), qy = _mm512_set1_ps(q[1]), qz = _mm512_set1_ps(q[2]);
   const __m512 bound = _mm512_set1_ps(hicp__tie_bound(dcur));
   const float *base = &m->vtx[0].x;
@@ -239,8 +243,9 @@ row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, 
               hicp__row *o)
 {
   const uint32_t b = m->row[cur], end = m->row[cur + 1];
-  /* rows of 32 or fewer whole, as in row_scan_avx512 */
-  const uint32_t e = cert || end - b <= 32 ? end : row_end(m, b, end, hicp__row_cut(m, cur, dcur));
+  const uint32_t e = cert || end - b <= HICP_SCAN_WHOLE
+                         ? end
+                         : row_end(m, b, end, hicp__row_cut(m, cur, dcur));
   const hicp__vtx *v = &m->vtx[cur];
   const __m256 inf = _mm256_set1_ps(HICP_FLT_INF);
   scan_avx2 s = {

@@ -263,8 +263,8 @@ HICP_API int hicp_device_get_info(hicp_context *ctx, int ordinal, hicp_device_in
  * AVX2 code's eight-lane row scans, which are the faster there.  The
  * environment variable HICP_SIMD=scalar|avx2|avx512|avx512-scan8 picks
  * another that the CPU has.  Models without a Delaunay graph, or of 2^29
- * vertices or more, take the scalar code.  Every variant gives the same bits; only the time
- * differs.  Never fails; the string is static.
+ * vertices or more, take the scalar code.  Every variant gives the same
+ * bits; only the time differs.  Never fails; the string is static.
  */
 HICP_API const char *hicp_cpu_vector_code(void);
 

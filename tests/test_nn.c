@@ -675,7 +675,6 @@ Test(nn, certifying_scans_report_whole_rows)
   uint64_t seed = th_run_seed();
   th_rng r;
   th_rng_seed(&r, seed);
-  static const char *simd[] = {"scalar", "avx2", "avx512", "avx512-scan8"};
   static const double scale[] = {1e-4, 1e-2, 0.1, 0.3, 0.5, 0.8, 3.0};
   size_t exact_ties = 0;
   for (int kind = 0; kind < 4; kind++) {
@@ -739,23 +738,23 @@ Test(nn, certifying_scans_report_whole_rows)
                                  &thr_r, &thr_l) &&
                  part.rmin <= thr_r && part.l2min <= thr_l;
       }
-      for (int s = 0; s < (int)(sizeof simd / sizeof *simd); s++) {
-        setenv("HICP_SIMD", simd[s], 1);
+      for (int s = 0; s < (int)TH_NSIMD; s++) {
+        setenv("HICP_SIMD", th_simd[s], 1);
         const hicp__row_fn scan = hicp__cpu_simd_row(&view);
         for (int cert = 0; cert < 2; cert++) {
           hicp__row got;
           scan(&view, q, cur, dcur, cert, &got);
           cr_assert_eq(got.near_tie, want.near_tie, "seed %llu kind %d query %zu %s cert %d",
-                       (unsigned long long)seed, kind, k, simd[s], cert);
+                       (unsigned long long)seed, kind, k, th_simd[s], cert);
           if (want.near_tie) /* the walk's step */
             cr_assert(got.next == want.next && got.dnext == want.dnext,
                       "seed %llu kind %d query %zu %s cert %d: step to %u, want %u",
-                      (unsigned long long)seed, kind, k, simd[s], cert, got.next, want.next);
+                      (unsigned long long)seed, kind, k, th_simd[s], cert, got.next, want.next);
           else if (cert) /* the certificate */
             cr_assert(memcmp(&got.rmin, &want.rmin, sizeof got.rmin) == 0 &&
                           memcmp(&got.l2min, &want.l2min, sizeof got.l2min) == 0,
                       "seed %llu kind %d query %zu %s: rmin %.9g l2min %.9g, want %.9g %.9g",
-                      (unsigned long long)seed, kind, k, simd[s], (double)got.rmin,
+                      (unsigned long long)seed, kind, k, th_simd[s], (double)got.rmin,
                       (double)got.l2min, (double)want.rmin, (double)want.l2min);
         }
       }
@@ -836,21 +835,22 @@ Test(nn, pass_a_keeps_the_reference_state)
   hicp__select sel;
   memset(&sel, 0, sizeof sel);
   sel.max_d2 = HUGE_VAL;
-  static const char *simd[] = {"scalar", "avx2", "avx512", "avx512-scan8"};
   size_t moved = 0, certified = 0, kept = 0;
   for (int method = 0; method < 2; method++) {
     const int how = method == 0 ? HICP_NN_PNN : HICP_NN_PNN_OPT;
-    for (int run = 0; run < 5; run++) {
+    /* each variant with one thread, then the default one with two */
+    for (int run = 0; run <= (int)TH_NSIMD; run++) {
       for (uint32_t i = 0; i < n; i++) {
         match[i] = ref_match[i] = HICP_NONE;
         memset(&track[i], 0, sizeof track[i]);
         memset(&ref_track[i], 0, sizeof ref_track[i]);
       }
-      if (run < 4)
-        setenv("HICP_SIMD", simd[run], 1);
+      const int last = run == (int)TH_NSIMD;
+      if (!last)
+        setenv("HICP_SIMD", th_simd[run], 1);
       else
         unsetenv("HICP_SIMD");
-      const int threads = run == 4 ? 2 : 1; /* the default variant with two */
+      const int threads = last ? 2 : 1;
       for (int pass = 0; pass < PASSES; pass++) {
         /* a rotation about z and a shift, shrinking by 0.8 a pass, with a
          * jump back now and then */

@@ -331,12 +331,11 @@ Test(register, bitwise_methods_threads)
     }
   }
   /* The vector row scans (cpu/walk_simd.c) give the reference's bits. */
-  static const char *simd[] = {"scalar", "avx2", "avx512", "avx512-scan8"};
-  for (size_t k = 0; k < sizeof simd / sizeof *simd; k++) {
-    setenv("HICP_SIMD", simd[k], 1);
+  for (size_t k = 0; k < TH_NSIMD; k++) {
+    setenv("HICP_SIMD", th_simd[k], 1);
     hicp_result r = run(&s, s.scan, s.n, 2, &o, NULL);
     cr_assert(memcmp(&r.transform, &ref.transform, sizeof r.transform) == 0,
-              "HICP_SIMD=%s differs", simd[k]);
+              "HICP_SIMD=%s differs", th_simd[k]);
   }
   unsetenv("HICP_SIMD");
   /* Another chunk size sums in another shape: close, not necessarily equal. */
@@ -372,15 +371,14 @@ Test(register, bitwise_large_model, .timeout = 600)
   hicp_result ref = run(&s, s.scan, s.n, 1, &o, NULL);
   cr_assert_eq(ref.iterations, 30);
   cr_assert_gt(ref.walk.steps, 0);
-  static const char *simd[] = {"scalar", "avx2", "avx512", "avx512-scan8"};
-  for (size_t k = 0; k < sizeof simd / sizeof *simd; k++) {
-    setenv("HICP_SIMD", simd[k], 1);
+  for (size_t k = 0; k < TH_NSIMD; k++) {
+    setenv("HICP_SIMD", th_simd[k], 1);
     for (int threads = 1; threads <= 2; threads++) {
       hicp_result r = run(&s, s.scan, s.n, threads, &o, NULL);
       cr_assert(memcmp(&r.transform, &ref.transform, sizeof r.transform) == 0,
-                "HICP_SIMD=%s with %d threads differs", simd[k], threads);
+                "HICP_SIMD=%s with %d threads differs", th_simd[k], threads);
       cr_assert(memcmp(&r.walk, &ref.walk, sizeof r.walk) == 0,
-                "HICP_SIMD=%s with %d threads: walk statistics differ", simd[k], threads);
+                "HICP_SIMD=%s with %d threads: walk statistics differ", th_simd[k], threads);
     }
   }
   unsetenv("HICP_SIMD");

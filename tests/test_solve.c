@@ -235,9 +235,8 @@ Test(solve, chunk_shape_matches_description)
   sels[3] = sels[1]; /* all at once */
   sels[3].trim_on = 1;
   sels[3].trim_e2 = 0.3;
-  static const char *simd[] = {"scalar", "avx2", "avx512", "avx512-scan8"};
-  for (int k = 0; k < (int)(sizeof simd / sizeof *simd); k++) {
-    setenv("HICP_SIMD", simd[k], 1);
+  for (int k = 0; k < (int)TH_NSIMD; k++) {
+    setenv("HICP_SIMD", th_simd[k], 1);
     hicp__sum_fn sum = k == 0 ? hicp__chunk_sum : hicp__cpu_simd_sum();
     for (int s = 0; s < 4; s++)
       for (uint32_t c = 0; c < f.nchunks; c++) {
@@ -245,7 +244,7 @@ Test(solve, chunk_shape_matches_description)
         sum(&view, &f, &sels[s], c, &got);
         longhand_chunk(&f, vtx, &sels[s], c, &want);
         cr_assert(memcmp(&got, &want, sizeof got) == 0, "HICP_SIMD=%s, selection %d, chunk %u differs",
-                  simd[k], s, c);
+                  th_simd[k], s, c);
         cr_assert(got.v[HICP_PF_N_IN] > 0.0 && got.v[HICP_PF_N_IN] < got.v[HICP_PF_N_ALL] + (s == 0));
       }
   }

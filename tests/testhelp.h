@@ -45,4 +45,10 @@ static inline void th_rotation(double roll, double pitch, double yaw, double r[9
 /* Angle in degrees of R_a R_b^T (rotation difference). */
 double th_rotation_error_deg(const double *ma, const double *mb); /* 4x4 row-major */
 
+/* Every value of HICP_SIMD, the CPU's vector variants (cpu/walk_simd.c),
+ * the scalar reference first: the suites run each and compare bits.  A
+ * variant the CPU lacks runs the widest it has. */
+static const char *const th_simd[] = {"scalar", "avx2", "avx512", "avx512-scan8"};
+#define TH_NSIMD (sizeof th_simd / sizeof *th_simd)
+
 #endif /* HICP_TESTHELP_H */
