@@ -104,6 +104,38 @@ static inline uint32_t hicp__cpu_wave_balls(const hicp__mview *view, hicp__cpu_w
   return nscan;
 }
 
+/* Before the j-th of a wave step's nscan row scans: the row of the scan
+ * HICP_CPU_AHEAD later into the cache, and with `big` (a model of more than
+ * HICP_CPU_BIG_NV vertices) its length codes too, and the row offsets and
+ * code units of the scan twice as far ahead. */
+static inline __attribute__((always_inline)) void
+hicp__cpu_wave_prefetch(const hicp__mview *view, const hicp__cpu_wave *wv, uint32_t j,
+                        uint32_t nscan, int big)
+{
+  if (big && j + 2 * HICP_CPU_AHEAD < nscan) {
+    const uint32_t c = wv->w[wv->scan[j + 2 * HICP_CPU_AHEAD]].cur;
+    __builtin_prefetch(view->row + c);
+    __builtin_prefetch(view->eunit + c);
+  }
+  if (j + HICP_CPU_AHEAD < nscan) {
+    const uint32_t *row = view->nbr + view->row[wv->w[wv->scan[j + HICP_CPU_AHEAD]].cur];
+    __builtin_prefetch(row);
+    __builtin_prefetch(row + 16);
+    if (big)
+      __builtin_prefetch(view->ecode + (row - view->nbr));
+  }
+}
+
+/* After walk k's row scan (in wv->rs[k]): the walk takes its step, and if
+ * it moved it is listed in wv->live for the next wave step (*nlive). */
+static inline __attribute__((always_inline)) void
+hicp__cpu_wave_after(hicp__cpu_wave *wv, uint32_t k, uint32_t *nlive)
+{
+  wv->how[k] = 2;
+  wv->live[*nlive] = (uint16_t)k;
+  *nlive += (uint32_t)hicp__walk_move(&wv->w[k], &wv->rs[k]);
+}
+
 /* BIG is 1 for the variant used on models of more than HICP_CPU_BIG_NV
  * vertices, with the large model's prefetches, and 0 for the others, which
  * compile to the code they had before those prefetches: chosen per model
@@ -118,24 +150,11 @@ static inline uint32_t hicp__cpu_wave_balls(const hicp__mview *view, hicp__cpu_w
     for (;;) {                                                                                \
       uint32_t nlive = 0;                                                                     \
       for (uint32_t j = 0; j < nscan; j++) {                                                  \
-        if ((BIG) && j + 2 * HICP_CPU_AHEAD < nscan) {                                        \
-          const uint32_t c = wv->w[wv->scan[j + 2 * HICP_CPU_AHEAD]].cur;                     \
-          __builtin_prefetch(view->row + c);                                                  \
-          __builtin_prefetch(view->eunit + c);                                                \
-        }                                                                                     \
-        if (j + HICP_CPU_AHEAD < nscan) {                                                     \
-          const uint32_t *row = view->nbr + view->row[wv->w[wv->scan[j + HICP_CPU_AHEAD]].cur]; \
-          __builtin_prefetch(row);                                                            \
-          __builtin_prefetch(row + 16);                                                       \
-          if (BIG)                                                                            \
-            __builtin_prefetch(view->ecode + (row - view->nbr));                              \
-        }                                                                                     \
+        hicp__cpu_wave_prefetch(view, wv, j, nscan, BIG);                                     \
         const uint32_t k = wv->scan[j];                                                       \
-        hicp__walk *w = &wv->w[k];                                                            \
+        const hicp__walk *w = &wv->w[k];                                                      \
         ROW_SCAN(view, wv->q[k], w->cur, w->dcur, w->cert, &wv->rs[k]);                       \
-        wv->how[k] = 2;                                                                       \
-        wv->live[nlive] = (uint16_t)k;                                                        \
-        nlive += (uint32_t)hicp__walk_move(w, &wv->rs[k]);                                    \
+        hicp__cpu_wave_after(wv, k, &nlive);                                                  \
       }                                                                                       \
       if (nlive == 0)                                                                         \
         return;                                                                               \
@@ -421,6 +440,17 @@ typedef void (*hicp__row_fn)(const hicp__mview *view, const float q[3], uint32_t
 /* The row scan of the walks of hicp__cpu_simd_chunk and hicp__cpu_simd_query
  * (walk_simd.c; the tests compare it with whole rows). */
 hicp__row_fn hicp__cpu_simd_row(const hicp__mview *view);
+
+/* Two rows scanned at once, each as a hicp__row_fn would (rows of 8 to 32
+ * neighbours). */
+typedef void (*hicp__row2_fn)(const hicp__mview *view, const float qa[3], uint32_t cura,
+                              float dcura, int certa, hicp__row *oa, const float qb[3],
+                              uint32_t curb, float dcurb, int certb, hicp__row *ob);
+
+/* The paired row scan of hicp__cpu_simd_chunk's walks, or NULL where they
+ * scan one row at a time (walk_simd.c; the tests compare it with whole
+ * rows). */
+hicp__row2_fn hicp__cpu_simd_row2(const hicp__mview *view);
 
 /* The fastest query block function this CPU supports (walk_simd.c). */
 hicp__query_fn hicp__cpu_simd_query(const hicp__mview *view);

@@ -169,12 +169,35 @@ AVX2 static inline float hmin_avx2(__m256 a)
 }
 
 /* What row_scan_avx2 carries from one step of eight neighbours to the
- * next: the row's constants and its running minima, lane by lane. */
+ * next: the row's constants and its running minima, lane by lane.  Whether
+ * a neighbour is within the tie bound is read from best_d at the end (a
+ * lane's minimum is at most the bound when one of its distances is). */
 typedef struct scan_avx2 {
   __m256 qx, qy, qz, bound, vx, vy, vz, dv;
-  __m256 best_d, rmin, l2min, ties;
+  __m256 best_d, rmin, l2min;
   __m256i best_u;
 } scan_avx2;
+
+/* The state of a scan of cur's row for the query q, dcur = hicp__d2(q,
+ * cur). */
+AVX2 static inline __attribute__((always_inline)) void
+scan_begin_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, scan_avx2 *s)
+{
+  const hicp__vtx *v = &m->vtx[cur];
+  const __m256 inf = _mm256_set1_ps(HICP_FLT_INF);
+  s->qx = _mm256_set1_ps(q[0]);
+  s->qy = _mm256_set1_ps(q[1]);
+  s->qz = _mm256_set1_ps(q[2]);
+  s->bound = _mm256_set1_ps(hicp__tie_bound(dcur));
+  s->vx = _mm256_set1_ps(v->x);
+  s->vy = _mm256_set1_ps(v->y);
+  s->vz = _mm256_set1_ps(v->z);
+  s->dv = _mm256_set1_ps(dcur);
+  s->best_d = inf;
+  s->rmin = inf;
+  s->l2min = inf;
+  s->best_u = _mm256_set1_epi32(-1);
+}
 
 /* One step of row_scan_avx2: the neighbours nb[0 .. 7] (indices u), or with
  * `masked` those in the lanes of mk (the others hold vertex 0).  Each lane
@@ -183,10 +206,12 @@ typedef struct scan_avx2 {
  * a branch taken almost never) the smaller index.  Without `masked` no lane
  * needs a mask: a row of eight or more is scanned in whole steps of eight,
  * its last one ending at the row's end and so seeing a few neighbours a
- * second time, which changes none of the minima. */
+ * second time, which changes none of the minima.  With `again` a whole
+ * step may be seen twice (row_scan2_avx2), where every lane ties with
+ * itself: then the tie is taken without a branch. */
 AVX2 static inline __attribute__((always_inline)) void
-scan8_avx2(const hicp__mview *m, const uint32_t *nb, __m256i u, __m256 mk, int masked, int cert,
-           scan_avx2 *s)
+scan8_avx2(const hicp__mview *m, const uint32_t *nb, __m256i u, __m256 mk, int masked, int again,
+           int cert, scan_avx2 *s)
 {
   const __m256 inf = _mm256_set1_ps(HICP_FLT_INF);
   __m256 x, y, z;
@@ -200,13 +225,12 @@ scan8_avx2(const hicp__mview *m, const uint32_t *nb, __m256i u, __m256 mk, int m
   const __m256 lt = _mm256_cmp_ps(dm, s->best_d, _CMP_LT_OQ);
   const __m256 eq = masked ? _mm256_and_ps(_mm256_cmp_ps(dm, s->best_d, _CMP_EQ_OQ), mk)
                            : _mm256_cmp_ps(dm, s->best_d, _CMP_EQ_OQ);
-  if (_mm256_movemask_ps(eq) != 0)
+  if (again || _mm256_movemask_ps(eq) != 0)
     s->best_u = _mm256_castps_si256(_mm256_blendv_ps(
         _mm256_castsi256_ps(s->best_u), _mm256_castsi256_ps(_mm256_min_epu32(u, s->best_u)), eq));
   s->best_u = _mm256_castps_si256(
       _mm256_blendv_ps(_mm256_castsi256_ps(s->best_u), _mm256_castsi256_ps(u), lt));
   s->best_d = _mm256_min_ps(dm, s->best_d);
-  s->ties = _mm256_or_ps(s->ties, _mm256_cmp_ps(dm, s->bound, _CMP_LE_OQ));
   if (cert) { /* hicp__edge2 and hicp__bisector, lane by lane */
     const __m256 zero = _mm256_setzero_ps();
     const __m256 ex = _mm256_sub_ps(x, s->vx), ey = _mm256_sub_ps(y, s->vy);
@@ -229,6 +253,36 @@ scan8_avx2(const hicp__mview *m, const uint32_t *nb, __m256i u, __m256 mk, int m
   }
 }
 
+/* The result of a scan whose steps are done, into *o. */
+AVX2 static inline __attribute__((always_inline)) void
+scan_end_avx2(const scan_avx2 *s, int cert, hicp__row *o)
+{
+  o->near_tie = _mm256_movemask_ps(_mm256_cmp_ps(s->best_d, s->bound, _CMP_LE_OQ)) != 0;
+  o->rmin = HICP_FLT_INF;
+  o->l2min = HICP_FLT_INF;
+  if (!o->near_tie) { /* as in row_scan_avx512 */
+    o->next = HICP_NONE;
+    o->dnext = HICP_FLT_INF;
+    if (cert) {
+      o->rmin = hmin_avx2(s->rmin);
+      o->l2min = hmin_avx2(s->l2min);
+    }
+    return;
+  }
+  /* The lexicographic minimum across the lanes: the smallest distance,
+   * then the smallest index among the lanes that hold it (as
+   * row_scan_avx512 does with its reductions). */
+  const float dmin = hmin_avx2(s->best_d);
+  const __m256 at = _mm256_cmp_ps(s->best_d, _mm256_set1_ps(dmin), _CMP_EQ_OQ);
+  const __m256i cand = _mm256_castps_si256(_mm256_blendv_ps(
+      _mm256_castsi256_ps(_mm256_set1_epi32(-1)), _mm256_castsi256_ps(s->best_u), at));
+  __m128i um = _mm_min_epu32(_mm256_castsi256_si128(cand), _mm256_extracti128_si256(cand, 1));
+  um = _mm_min_epu32(um, _mm_shuffle_epi32(um, _MM_SHUFFLE(1, 0, 3, 2)));
+  um = _mm_min_epu32(um, _mm_shuffle_epi32(um, _MM_SHUFFLE(2, 3, 0, 1)));
+  o->next = (uint32_t)_mm_cvtsi128_si32(um);
+  o->dnext = dmin;
+}
+
 /* The same, 8 at a time.  Inlined into the waves like the AVX-512 scan.
  * While it gathered it ran 3% slower inlined (Intel VM); since it loads
  * whole vertex records (vtx_simd.h), inlining pays a little on Zen 3
@@ -246,30 +300,16 @@ row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, 
   const uint32_t e = cert || end - b <= HICP_SCAN_WHOLE
                          ? end
                          : row_end(m, b, end, hicp__row_cut(m, cur, dcur));
-  const hicp__vtx *v = &m->vtx[cur];
   const __m256 inf = _mm256_set1_ps(HICP_FLT_INF);
-  scan_avx2 s = {
-      .qx = _mm256_set1_ps(q[0]),
-      .qy = _mm256_set1_ps(q[1]),
-      .qz = _mm256_set1_ps(q[2]),
-      .bound = _mm256_set1_ps(hicp__tie_bound(dcur)),
-      .vx = _mm256_set1_ps(v->x),
-      .vy = _mm256_set1_ps(v->y),
-      .vz = _mm256_set1_ps(v->z),
-      .dv = _mm256_set1_ps(dcur),
-      .best_d = inf,
-      .rmin = inf,
-      .l2min = inf,
-      .ties = _mm256_setzero_ps(),
-      .best_u = _mm256_set1_epi32(-1),
-  };
+  scan_avx2 s;
+  scan_begin_avx2(m, q, cur, dcur, &s);
   /* the early stop's sqrt(T), computed while the first step's loads are
    * on their way rather than after them */
   const float sroot = cert ? HICP_SQRTF(hicp__tie_bound(dcur)) : 0.0f;
   if (e - b >= 8) {
     for (uint32_t k = b;;) {
-      scan8_avx2(m, m->nbr + k, _mm256_loadu_si256((const __m256i *)(m->nbr + k)), inf, 0, cert,
-                 &s);
+      scan8_avx2(m, m->nbr + k, _mm256_loadu_si256((const __m256i *)(m->nbr + k)), inf, 0, 0,
+                 cert, &s);
       if (k + 8 >= e)
         break;
       /* The early stop (as in row_scan_avx512), only when more than one
@@ -292,32 +332,115 @@ row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, 
     const __m256i u = _mm256_maskload_epi32((const int *)(m->nbr + b), mki);
     uint32_t idx[8];
     _mm256_storeu_si256((__m256i *)idx, u);
-    scan8_avx2(m, idx, u, _mm256_castsi256_ps(mki), 1, cert, &s);
+    scan8_avx2(m, idx, u, _mm256_castsi256_ps(mki), 1, 0, cert, &s);
   }
-  o->near_tie = _mm256_movemask_ps(s.ties) != 0;
-  o->rmin = HICP_FLT_INF;
-  o->l2min = HICP_FLT_INF;
-  if (!o->near_tie) { /* as in row_scan_avx512 */
-    o->next = HICP_NONE;
-    o->dnext = HICP_FLT_INF;
-    if (cert) {
-      o->rmin = hmin_avx2(s.rmin);
-      o->l2min = hmin_avx2(s.l2min);
+  scan_end_avx2(&s, cert, o);
+}
+
+/* Two walks' row scans at once, for the AVX-512 machines' eight-lane walks
+ * (avx512-scan8), whose 32 vector registers hold both scans' state.
+ *
+ * Why: a row scan ends in branches on its data (how many steps its row
+ * takes; whether a neighbour is nearer, the walk's coin toss), and the
+ * core mispredicts about one per scan.  Each misprediction discards the
+ * next scan's work that was begun behind it, so one walk's scans wait on
+ * another's.  Scanned together, two walks' loads and arithmetic are in
+ * flight before either's branches: E1 4-5% faster on bunny00 and
+ * ChineseDragon-10kv on one thread (docs/design.md, "Two walks' row
+ * scans at once").  With 16 registers (AVX2 alone) the two states spill
+ * and nothing is gained; three walks spill even with 32.
+ *
+ * Both rows have 8 to HICP_PAIR_MAX neighbours (hicp__pair_fits), read
+ * whole, in steps of eight as row_scan_avx2 reads them; the shorter row's
+ * last step is repeated while the longer one's go on (a step seen twice
+ * changes none of the minima: scan8_avx2's `again`), so the pair takes one
+ * loop and one loop exit.  Whole rows: the certifying scans' early stop,
+ * which would end the two walks' loops at different steps, is left out
+ * (it changes where a scan stops, never its result).  Each result is
+ * row_scan_avx2's, bit for bit (tests/test_nn.c). */
+#define HICP_PAIR_MAX HICP_SCAN_WHOLE
+
+/* Whether walk w's row goes into row_scan2_avx2. */
+static inline int hicp__pair_fits(const hicp__mview *m, const hicp__walk *w)
+{
+  return m->row[w->cur + 1] - m->row[w->cur] - 8u <= HICP_PAIR_MAX - 8u;
+}
+
+#define AVX512VL __attribute__((target("avx2,avx512f,avx512vl")))
+
+AVX512VL static inline __attribute__((always_inline)) void
+row_scan2_avx2(const hicp__mview *m, const float qa[3], uint32_t cura, float dcura, int certa,
+               hicp__row *oa, const float qb[3], uint32_t curb, float dcurb, int certb,
+               hicp__row *ob)
+{
+  const uint32_t ba = m->row[cura], ea = m->row[cura + 1] - 8u;
+  const uint32_t bb = m->row[curb], eb = m->row[curb + 1] - 8u;
+  const __m256 inf = _mm256_set1_ps(HICP_FLT_INF);
+  scan_avx2 sa, sb;
+  scan_begin_avx2(m, qa, cura, dcura, &sa);
+  scan_begin_avx2(m, qb, curb, dcurb, &sb);
+  /* steps: ceil(length / 8) each, the last one ending at the row's end */
+  const uint32_t na = (ea - ba + 15u) / 8u, nb = (eb - bb + 15u) / 8u;
+  const uint32_t n = na > nb ? na : nb;
+  for (uint32_t t = 0; t < n; t++) {
+    const uint32_t ka = ba + 8u * t < ea ? ba + 8u * t : ea;
+    const uint32_t kb = bb + 8u * t < eb ? bb + 8u * t : eb;
+    scan8_avx2(m, m->nbr + ka, _mm256_loadu_si256((const __m256i *)(m->nbr + ka)), inf, 0, 1,
+               certa, &sa);
+    scan8_avx2(m, m->nbr + kb, _mm256_loadu_si256((const __m256i *)(m->nbr + kb)), inf, 0, 1,
+               certb, &sb);
+  }
+  scan_end_avx2(&sa, certa, oa);
+  scan_end_avx2(&sb, certb, ob);
+}
+
+/* The waves of HICP_CPU_WAVE_WALKS (cpu/chunk.h), small models, with the
+ * row scans of consecutive walks in pairs where both rows fit
+ * (row_scan2_avx2); the others, and an odd last one, go alone. */
+AVX512VL static void walks_avx2_pairs_scans(const hicp__mview *view, hicp__cpu_wave *wv,
+                                            uint32_t nscan)
+{
+  for (;;) {
+    uint32_t nlive = 0, j = 0;
+    for (; j + 1 < nscan; j += 2) {
+      hicp__cpu_wave_prefetch(view, wv, j, nscan, 0);
+      hicp__cpu_wave_prefetch(view, wv, j + 1, nscan, 0);
+      const uint32_t ka = wv->scan[j], kb = wv->scan[j + 1];
+      const hicp__walk *wa = &wv->w[ka], *wb = &wv->w[kb];
+      if (hicp__pair_fits(view, wa) && hicp__pair_fits(view, wb)) {
+        row_scan2_avx2(view, wv->q[ka], wa->cur, wa->dcur, wa->cert, &wv->rs[ka], wv->q[kb],
+                       wb->cur, wb->dcur, wb->cert, &wv->rs[kb]);
+      } else {
+        row_scan_avx2(view, wv->q[ka], wa->cur, wa->dcur, wa->cert, &wv->rs[ka]);
+        row_scan_avx2(view, wv->q[kb], wb->cur, wb->dcur, wb->cert, &wv->rs[kb]);
+      }
+      hicp__cpu_wave_after(wv, ka, &nlive);
+      hicp__cpu_wave_after(wv, kb, &nlive);
     }
-    return;
+    if (j < nscan) {
+      const uint32_t k = wv->scan[j];
+      const hicp__walk *w = &wv->w[k];
+      row_scan_avx2(view, wv->q[k], w->cur, w->dcur, w->cert, &wv->rs[k]);
+      hicp__cpu_wave_after(wv, k, &nlive);
+    }
+    if (nlive == 0)
+      return;
+    nscan = hicp__cpu_wave_balls(view, wv, wv->live, nlive);
   }
-  /* The lexicographic minimum across the lanes: the smallest distance,
-   * then the smallest index among the lanes that hold it (as
-   * row_scan_avx512 does with its reductions). */
-  const float dmin = hmin_avx2(s.best_d);
-  const __m256 at = _mm256_cmp_ps(s.best_d, _mm256_set1_ps(dmin), _CMP_EQ_OQ);
-  const __m256i cand = _mm256_castps_si256(
-      _mm256_blendv_ps(_mm256_castsi256_ps(_mm256_set1_epi32(-1)), _mm256_castsi256_ps(s.best_u), at));
-  __m128i um = _mm_min_epu32(_mm256_castsi256_si128(cand), _mm256_extracti128_si256(cand, 1));
-  um = _mm_min_epu32(um, _mm_shuffle_epi32(um, _MM_SHUFFLE(1, 0, 3, 2)));
-  um = _mm_min_epu32(um, _mm_shuffle_epi32(um, _MM_SHUFFLE(2, 3, 0, 1)));
-  o->next = (uint32_t)_mm_cvtsi128_si32(um);
-  o->dnext = dmin;
+}
+
+AVX512VL static void walks_avx2_pairs(const hicp__mview *view, hicp__cpu_wave *wv,
+                                      const uint16_t *list, uint32_t n)
+{
+  walks_avx2_pairs_scans(view, wv, hicp__cpu_wave_balls(view, wv, list, n));
+}
+
+/* For the tests: row_scan2_avx2 out of line. */
+AVX512VL static void row_scan2_tested(const hicp__mview *m, const float qa[3], uint32_t cura,
+                                      float dcura, int certa, hicp__row *oa, const float qb[3],
+                                      uint32_t curb, float dcurb, int certb, hicp__row *ob)
+{
+  row_scan2_avx2(m, qa, cura, dcura, certa, oa, qb, curb, dcurb, certb, ob);
 }
 
 /* The fronts and the back of pass A's blocks (front_avx512, front_avx2,
@@ -349,8 +472,10 @@ HICP_CPU_QUERY_BLOCK(query_avx2_big, _avx2, walks_avx2_big, AVX2)
  * fronts (and sums, sum_simd.c) with the AVX2 walks and back, whose row
  * scans load eight vertex records and transpose them where the AVX-512
  * ones gather sixteen (gathers are microcoded on Zen 4; docs/design.md,
- * stop 34).  Its queries are the AVX2 variant's. */
-HICP_CPU_CHUNK_CORRESPOND(chunk_avx512_scan8, _avx2, front_avx512, walks_avx2, back_avx2, AVX512)
+ * stop 34), on small models two walks' scans at once (walks_avx2_pairs).
+ * Its queries are the AVX2 variant's. */
+HICP_CPU_CHUNK_CORRESPOND(chunk_avx512_scan8, _avx2, front_avx512, walks_avx2_pairs, back_avx2,
+                          AVX512)
 HICP_CPU_CHUNK_CORRESPOND(chunk_avx512_scan8_big, _avx2, front_avx512_big, walks_avx2_big,
                           back_avx2, AVX512)
 #endif
@@ -374,6 +499,8 @@ int hicp__cpu_isa(void)
 #if defined(HICP_X86)
   const int avx2 = __builtin_cpu_supports("avx2") != 0;
   const int avx512 = avx2 && __builtin_cpu_supports("avx512f") != 0;
+  /* avx512-scan8's paired scans use AVX-512VL's 32 vector registers */
+  const int avx512vl = avx512 && __builtin_cpu_supports("avx512vl") != 0;
   const char *force = getenv("HICP_SIMD");
   if (force != NULL && strcmp(force, "scalar") == 0)
     return 0;
@@ -382,13 +509,13 @@ int hicp__cpu_isa(void)
   if (force != NULL && strcmp(force, "avx512") == 0)
     return avx512 ? 2 : avx2;
   if (force != NULL && strcmp(force, "avx512-scan8") == 0)
-    return avx512 ? 3 : avx2;
+    return avx512vl ? 3 : avx2;
   /* On AMD's cores with AVX-512 (Zen 4) the AVX-512 row scans' gathers are
    * microcoded: there the AVX-512 fronts and sums run with the AVX2 walks,
    * 5-8% faster on E1 than the AVX2 variant, which was the default there
    * until then (docs/design.md, "AVX-512 fronts with eight-lane scans"). */
   if (avx512)
-    return __builtin_cpu_is("amd") ? 3 : 2;
+    return __builtin_cpu_is("amd") && avx512vl ? 3 : 2;
   return avx2;
 #endif
   return 0;
@@ -435,6 +562,17 @@ hicp__query_fn hicp__cpu_simd_query(const hicp__mview *view)
 hicp__row_fn hicp__cpu_simd_row(const hicp__mview *view)
 {
   return variants[simd_level(view)].row;
+}
+
+hicp__row2_fn hicp__cpu_simd_row2(const hicp__mview *view)
+{
+#if defined(HICP_X86)
+  if (simd_level(view) == 3 && !big_model(view))
+    return row_scan2_tested;
+#else
+  (void)view;
+#endif
+  return NULL;
 }
 
 hicp__chunk_fn hicp__cpu_simd_chunk(const hicp__mview *view)

@@ -660,6 +660,18 @@ static void whole_row(const hicp__mview *m, const float q[3], uint32_t cur, hicp
   }
 }
 
+/* Whether a vector scan's result `got` (certifying or not) is the whole
+ * row's, `want`: the same step, or the same certificate. */
+static int same_row(const hicp__row *got, const hicp__row *want, int cert)
+{
+  if (got->near_tie != want->near_tie)
+    return 0;
+  if (want->near_tie) /* the walk's step */
+    return got->next == want->next && got->dnext == want->dnext;
+  return !cert || (memcmp(&got->rmin, &want->rmin, sizeof got->rmin) == 0 &&
+                   memcmp(&got->l2min, &want->l2min, sizeof got->l2min) == 0);
+}
+
 /* Certifying row scans stop once the rest of the row cannot change their
  * minima (hicp__cert_rest); the scalar scan and each vector one must still
  * report the whole row's minima, bit for bit, and the same step.  Queries
@@ -676,7 +688,7 @@ Test(nn, certifying_scans_report_whole_rows)
   th_rng r;
   th_rng_seed(&r, seed);
   static const double scale[] = {1e-4, 1e-2, 0.1, 0.3, 0.5, 0.8, 3.0};
-  size_t exact_ties = 0;
+  size_t exact_ties = 0, paired = 0;
   for (int kind = 0; kind < 4; kind++) {
     const size_t n = kind >= 2 ? 10 * 10 * 10 : 3000;
     float *p = malloc(sizeof(float) * 3 * n);
@@ -696,6 +708,12 @@ Test(nn, certifying_scans_report_whole_rows)
     hicp_model *m = build(p, n, 1);
     hicp__mview view = hicp__model_view(m);
     size_t long_rows = 0, stops = 0;
+    struct { /* the query before, for the paired scans */
+      float q[3];
+      uint32_t cur, len;
+      float dcur;
+      hicp__row want;
+    } prev = {{0, 0, 0}, 0, 0, 0, {0}};
     for (size_t k = 0; k < 4000; k++) {
       const uint32_t cur = (uint32_t)(th_rng_next(&r) % view.nv);
       const hicp__vtx *v = &view.vtx[cur];
@@ -744,21 +762,41 @@ Test(nn, certifying_scans_report_whole_rows)
         for (int cert = 0; cert < 2; cert++) {
           hicp__row got;
           scan(&view, q, cur, dcur, cert, &got);
-          cr_assert_eq(got.near_tie, want.near_tie, "seed %llu kind %d query %zu %s cert %d",
-                       (unsigned long long)seed, kind, k, th_simd[s], cert);
-          if (want.near_tie) /* the walk's step */
-            cr_assert(got.next == want.next && got.dnext == want.dnext,
-                      "seed %llu kind %d query %zu %s cert %d: step to %u, want %u",
-                      (unsigned long long)seed, kind, k, th_simd[s], cert, got.next, want.next);
-          else if (cert) /* the certificate */
-            cr_assert(memcmp(&got.rmin, &want.rmin, sizeof got.rmin) == 0 &&
-                          memcmp(&got.l2min, &want.l2min, sizeof got.l2min) == 0,
-                      "seed %llu kind %d query %zu %s: rmin %.9g l2min %.9g, want %.9g %.9g",
-                      (unsigned long long)seed, kind, k, th_simd[s], (double)got.rmin,
-                      (double)got.l2min, (double)want.rmin, (double)want.l2min);
+          cr_assert(same_row(&got, &want, cert),
+                    "seed %llu kind %d query %zu %s cert %d: near_tie %d step to %u rmin %.9g "
+                    "l2min %.9g, want %d %u %.9g %.9g",
+                    (unsigned long long)seed, kind, k, th_simd[s], cert, got.near_tie, got.next,
+                    (double)got.rmin, (double)got.l2min, want.near_tie, want.next,
+                    (double)want.rmin, (double)want.l2min);
+        }
+        /* the paired scan (avx512-scan8), this query with the one before,
+         * in either order, when both rows fit: each result the whole
+         * row's as alone, whatever the other row's length and kind */
+        const hicp__row2_fn scan2 = hicp__cpu_simd_row2(&view);
+        const uint32_t rowlen = view.row[cur + 1] - view.row[cur];
+        if (scan2 != NULL && k > 0 && rowlen >= 8 && rowlen <= 32 && prev.len >= 8 &&
+            prev.len <= 32) {
+          for (int c = 0; c < 4; c++) {
+            const int ca = c & 1, cb = c >> 1;
+            hicp__row ga, gb;
+            scan2(&view, q, cur, dcur, ca, &ga, prev.q, prev.cur, prev.dcur, cb, &gb);
+            cr_assert(same_row(&ga, &want, ca) && same_row(&gb, &prev.want, cb),
+                      "seed %llu kind %d query %zu %s: paired scan (certs %d %d)",
+                      (unsigned long long)seed, kind, k, th_simd[s], ca, cb);
+            scan2(&view, prev.q, prev.cur, prev.dcur, cb, &gb, q, cur, dcur, ca, &ga);
+            cr_assert(same_row(&ga, &want, ca) && same_row(&gb, &prev.want, cb),
+                      "seed %llu kind %d query %zu %s: paired scan, swapped (certs %d %d)",
+                      (unsigned long long)seed, kind, k, th_simd[s], ca, cb);
+            paired++;
+          }
         }
       }
       unsetenv("HICP_SIMD");
+      prev.want = want;
+      memcpy(prev.q, q, sizeof prev.q);
+      prev.cur = cur;
+      prev.dcur = dcur;
+      prev.len = view.row[cur + 1] - view.row[cur];
       /* the GPU's scan, four neighbours at a time: every field as the
        * scalar scan's */
       for (int cert = 0; cert < 2; cert++) {
@@ -779,6 +817,12 @@ Test(nn, certifying_scans_report_whole_rows)
     hicp_model_destroy(m);
   }
   cr_assert_gt(exact_ties, 100, "only %zu steps among tied neighbours", exact_ties);
+  /* where the paired scans run (AVX-512VL), they must have been tested */
+  setenv("HICP_SIMD", "avx512-scan8", 1);
+  const int has_pairs = hicp__cpu_isa() == 3;
+  unsetenv("HICP_SIMD");
+  if (has_pairs)
+    cr_assert_gt(paired, 1000, "only %zu paired scans", paired);
 }
 
 /* Pass A (hicp__cpu_pass_a: the vector fronts, waves and backs of every
