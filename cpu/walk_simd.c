@@ -345,9 +345,9 @@ row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, 
  * core mispredicts about one per scan.  Each misprediction discards the
  * next scan's work that was begun behind it, so one walk's scans wait on
  * another's.  Scanned together, two walks' loads and arithmetic are in
- * flight before either's branches: E1 4-5% faster on bunny00 and
- * ChineseDragon-10kv on one thread (docs/design.md, "Two walks' row
- * scans at once").  With 16 registers (AVX2 alone) the two states spill
+ * flight before either's branches: E1's bunny00 4% faster,
+ * ChineseDragon-10kv and fandisk_large 2.5% on one thread (docs/design.md,
+ * "Two walks' row scans at once").  With 16 registers (AVX2 alone) the two states spill
  * and nothing is gained; three walks spill even with 32.
  *
  * Both rows have 8 to HICP_PAIR_MAX neighbours (hicp__pair_fits), read
