@@ -22,6 +22,8 @@
 
 #define AVX512 __attribute__((target("avx512f")))
 #define AVX2 __attribute__((target("avx2")))
+/* AVX2 code with AVX-512VL's 32 vector registers (row_scan2_avx2) */
+#define AVX512VL __attribute__((target("avx2,avx512f,avx512vl")))
 
 #include "vtx_simd.h"
 
@@ -337,6 +339,14 @@ row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, 
   scan_end_avx2(&s, cert, o);
 }
 
+/* Rows of 8 to HICP_PAIR_MAX neighbours go into row_scan2_avx2. */
+#define HICP_PAIR_MAX HICP_SCAN_WHOLE
+
+static inline int pair_fits(const hicp__mview *m, const hicp__walk *w)
+{
+  return m->row[w->cur + 1] - m->row[w->cur] - 8u <= HICP_PAIR_MAX - 8u;
+}
+
 /* Two walks' row scans at once, for the AVX-512 machines' eight-lane walks
  * (avx512-scan8), whose 32 vector registers hold both scans' state.
  *
@@ -346,28 +356,19 @@ row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, 
  * next scan's work that was begun behind it, so one walk's scans wait on
  * another's.  Scanned together, two walks' loads and arithmetic are in
  * flight before either's branches: E1's bunny00 4% faster,
- * ChineseDragon-10kv and fandisk_large 2.5% on one thread (docs/design.md,
- * "Two walks' row scans at once").  With 16 registers (AVX2 alone) the two states spill
- * and nothing is gained; three walks spill even with 32.
+ * ChineseDragon-10kv and fandisk_large 2.5% on one thread
+ * (docs/design.md, "Two walks' row scans at once").  With 16 registers
+ * (AVX2 alone) the two states spill and nothing is gained; three walks
+ * spill even with 32.
  *
- * Both rows have 8 to HICP_PAIR_MAX neighbours (hicp__pair_fits), read
- * whole, in steps of eight as row_scan_avx2 reads them; the shorter row's
- * last step is repeated while the longer one's go on (a step seen twice
- * changes none of the minima: scan8_avx2's `again`), so the pair takes one
- * loop and one loop exit.  Whole rows: the certifying scans' early stop,
- * which would end the two walks' loops at different steps, is left out
- * (it changes where a scan stops, never its result).  Each result is
+ * Both rows have 8 to HICP_PAIR_MAX neighbours (pair_fits), read whole,
+ * in steps of eight as row_scan_avx2 reads them; the shorter row's last
+ * step is repeated while the longer one's go on (a step seen twice
+ * changes none of the minima: scan8_avx2's `again`), so the pair takes
+ * one loop and one loop exit.  Whole rows: the certifying scans' early
+ * stop, which would end the two walks' loops at different steps, is left
+ * out (it changes where a scan stops, never its result).  Each result is
  * row_scan_avx2's, bit for bit (tests/test_nn.c). */
-#define HICP_PAIR_MAX HICP_SCAN_WHOLE
-
-/* Whether walk w's row goes into row_scan2_avx2. */
-static inline int hicp__pair_fits(const hicp__mview *m, const hicp__walk *w)
-{
-  return m->row[w->cur + 1] - m->row[w->cur] - 8u <= HICP_PAIR_MAX - 8u;
-}
-
-#define AVX512VL __attribute__((target("avx2,avx512f,avx512vl")))
-
 AVX512VL static inline __attribute__((always_inline)) void
 row_scan2_avx2(const hicp__mview *m, const float qa[3], uint32_t cura, float dcura, int certa,
                hicp__row *oa, const float qb[3], uint32_t curb, float dcurb, int certb,
@@ -407,7 +408,7 @@ AVX512VL static void walks_avx2_pairs_scans(const hicp__mview *view, hicp__cpu_w
       hicp__cpu_wave_prefetch(view, wv, j + 1, nscan, 0);
       const uint32_t ka = wv->scan[j], kb = wv->scan[j + 1];
       const hicp__walk *wa = &wv->w[ka], *wb = &wv->w[kb];
-      if (hicp__pair_fits(view, wa) && hicp__pair_fits(view, wb)) {
+      if (pair_fits(view, wa) && pair_fits(view, wb)) {
         row_scan2_avx2(view, wv->q[ka], wa->cur, wa->dcur, wa->cert, &wv->rs[ka], wv->q[kb],
                        wb->cur, wb->dcur, wb->cert, &wv->rs[kb]);
       } else {
