@@ -259,8 +259,9 @@ HICP_API int hicp_device_get_info(hicp_context *ctx, int ordinal, hicp_device_in
 /**
  * The vector code the CPU backend's nearest-neighbour walks and sums run on
  * this CPU: "avx512", "avx512-scan8", "avx2" or "scalar".  The widest the
- * CPU has; on AMD's cores with AVX-512 "avx512-scan8", AVX-512 with the
- * AVX2 code's eight-lane row scans, which are the faster there.  The
+ * CPU has; on AMD's cores with AVX-512 (and AVX-512VL) "avx512-scan8",
+ * AVX-512 with the AVX2 code's eight-lane row scans, two walks at a time
+ * in AVX-512VL's registers, which are the faster there.  The
  * environment variable HICP_SIMD=scalar|avx2|avx512|avx512-scan8 picks
  * another that the CPU has.  Models without a Delaunay graph, or of 2^29
  * vertices or more, take the scalar code.  Every variant gives the same
