@@ -441,8 +441,13 @@ typedef void (*hicp__row_fn)(const hicp__mview *view, const float q[3], uint32_t
  * (walk_simd.c; the tests compare it with whole rows). */
 hicp__row_fn hicp__cpu_simd_row(const hicp__mview *view);
 
-/* Two rows scanned at once, each as a hicp__row_fn would (rows of 8 to 32
- * neighbours). */
+/* The rows a paired scan takes: HICP_CPU_PAIR_MIN to HICP_CPU_PAIR_MAX
+ * neighbours (a row read whole in steps of eight). */
+#define HICP_CPU_PAIR_MIN 8u
+#define HICP_CPU_PAIR_MAX 32u
+
+/* Two rows scanned at once, each as a hicp__row_fn would (rows of
+ * HICP_CPU_PAIR_MIN to HICP_CPU_PAIR_MAX neighbours). */
 typedef void (*hicp__row2_fn)(const hicp__mview *view, const float qa[3], uint32_t cura,
                               float dcura, int certa, hicp__row *oa, const float qb[3],
                               uint32_t curb, float dcurb, int certb, hicp__row *ob);

@@ -339,12 +339,15 @@ row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, 
   scan_end_avx2(&s, cert, o);
 }
 
-/* Rows of 8 to HICP_PAIR_MAX neighbours go into row_scan2_avx2. */
-#define HICP_PAIR_MAX HICP_SCAN_WHOLE
+/* Rows of HICP_CPU_PAIR_MIN to HICP_CPU_PAIR_MAX neighbours (cpu/chunk.h)
+ * go into row_scan2_avx2: at least one whole step of eight, and no longer
+ * than the plain scan reads whole (so neither scan has a length cut). */
+_Static_assert(HICP_CPU_PAIR_MIN == 8u && HICP_CPU_PAIR_MAX <= HICP_SCAN_WHOLE, "pair rows");
 
 static inline int pair_fits(const hicp__mview *m, const hicp__walk *w)
 {
-  return m->row[w->cur + 1] - m->row[w->cur] - 8u <= HICP_PAIR_MAX - 8u;
+  return m->row[w->cur + 1] - m->row[w->cur] - HICP_CPU_PAIR_MIN <=
+         HICP_CPU_PAIR_MAX - HICP_CPU_PAIR_MIN;
 }
 
 /* Two walks' row scans at once, for the AVX-512 machines' eight-lane walks
@@ -361,11 +364,11 @@ static inline int pair_fits(const hicp__mview *m, const hicp__walk *w)
  * (AVX2 alone) the two states spill and nothing is gained; three walks
  * spill even with 32.
  *
- * Both rows have 8 to HICP_PAIR_MAX neighbours (pair_fits), read whole,
- * in steps of eight as row_scan_avx2 reads them; the shorter row's last
- * step is repeated while the longer one's go on (a step seen twice
- * changes none of the minima: scan8_avx2's `again`), so the pair takes
- * one loop and one loop exit.  Whole rows: the certifying scans' early
+ * Both rows have HICP_CPU_PAIR_MIN to HICP_CPU_PAIR_MAX neighbours
+ * (pair_fits), read whole, in steps of eight as row_scan_avx2 reads them;
+ * the shorter row's last step is repeated while the longer one's go on (a
+ * step seen twice changes none of the minima: scan8_avx2's `again`), so
+ * the pair takes one loop and one loop exit.  Whole rows: the certifying scans' early
  * stop, which would end the two walks' loops at different steps, is left
  * out (it changes where a scan stops, never its result).  Each result is
  * row_scan_avx2's, bit for bit (tests/test_nn.c). */

@@ -776,8 +776,8 @@ Test(nn, certifying_scans_report_whole_rows)
          * row's as alone, whatever the other row's length and kind */
         const hicp__row2_fn scan2 = hicp__cpu_simd_row2(&view);
         has_pairs |= scan2 != NULL;
-        if (scan2 != NULL && k > 0 && rowlen >= 8 && rowlen <= 32 && prev.len >= 8 &&
-            prev.len <= 32) {
+        if (scan2 != NULL && k > 0 && rowlen >= HICP_CPU_PAIR_MIN && rowlen <= HICP_CPU_PAIR_MAX &&
+            prev.len >= HICP_CPU_PAIR_MIN && prev.len <= HICP_CPU_PAIR_MAX) {
           for (int c = 0; c < 4; c++) {
             const int ca = c & 1, cb = c >> 1;
             hicp__row ga, gb;
