@@ -14,7 +14,7 @@
  * the result's pose and errors.  Model building and file reading are
  * excluded from registration times; `build` times them separately.
  * --gap sleeps MS milliseconds between two registrations, as when frames
- * arrive at a camera's rate rather than back to back (docs/design.md,
+ * arrive at a camera's rate rather than back to back (docs/cpu-engine.md,
  * "Two threads on a shared VM").  Like `hicp register` and `hicp nn`, it
  * starts the context's threads before reading the model and scan
  * (hicp_context_start_threads); --start-threads 0 leaves that to the

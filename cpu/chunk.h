@@ -51,7 +51,7 @@ static inline void hicp__cpu_done(const hicp__mview *view, hicp__frame *f, uint3
  * large model (HICP_CPU_BIG_NV) it also prefetches their length codes, and
  * twice as far ahead the rows' offsets and code units, from which the
  * row's address is read: on E1's 1M-point model each of these was a miss
- * that the scan waited on (docs/design.md, stop 33).  On a model in the
+ * that the scan waited on (docs/cpu-engine.md, stop 33).  On a model in the
  * caches they cost more instructions than they save. */
 #define HICP_CPU_AHEAD 4
 
@@ -140,7 +140,7 @@ hicp__cpu_wave_after(hicp__cpu_wave *wv, uint32_t k, uint32_t *nlive)
  * vertices, with the large model's prefetches, and 0 for the others, which
  * compile to the code they had before those prefetches: chosen per model
  * (hicp__cpu_simd_chunk), not tested per scan, since the test and the
- * second copy's code cost the small models about 1% (docs/design.md,
+ * second copy's code cost the small models about 1% (docs/cpu-engine.md,
  * stop 33). */
 #define HICP_CPU_WAVE_WALKS(NAME, ROW_SCAN, ATTR, BIG)                                        \
   /* From the row scans of the nscan walks listed in wv->scan (their safe  \

@@ -17,7 +17,7 @@
  * and safe radii of the previous matches HICP_CPU_FRONT_AHEAD points
  * ahead: the front reads them (and the walks begin from them), and on such
  * a model many are misses, with the next group's loads waiting behind them
- * (docs/design.md, stop 33).  On bunny00 (38k vertices), whose model stays
+ * (docs/cpu-engine.md, stop 33).  On bunny00 (38k vertices), whose model stays
  * in the caches, the same prefetches cost about 1%: the other fronts make
  * none. */
 #define HICP_CPU_FRONT_AHEAD 16u
@@ -240,7 +240,7 @@ AVX2 static inline void slacks4(__m128 dcur, __m128 safe, __m128 rmin, __m128 l2
  * vector was 1.5% of a registration, waiting on the copies' loads.)  With
  * `room` (32 floats free at out) the compressed registers are stored
  * whole; a compressing store to memory is a long microcoded sequence on
- * Zen 4 (docs/design.md, stop 34), so it is kept for a wave's last
+ * Zen 4 (docs/cpu-engine.md, stop 34), so it is kept for a wave's last
  * queries. */
 AVX512 static inline void queries8(__m256 fx, __m256 fy, __m256 fz, __mmask8 m, float *out,
                                    int room)
@@ -469,7 +469,7 @@ front_avx2_in(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int me
        * match (a first pass) has none to test and does not read them
        * (when the records were fresh calloc'd pages, reading them first
        * mapped the zero page, and each first write then cost a fault and
-       * a TLB flush on both cores: docs/design.md, stop 32). */
+       * a TLB flush on both cores: docs/cpu-engine.md, stop 32). */
       __m256 t[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
       if (!_mm_testz_si128(has, has))
         rec4_load4(&f->track[g], m32, full, t);
@@ -576,7 +576,7 @@ HICP_CPU_FRONTS(front_avx2, AVX2)
  * near tie (the flood, rare) goes to the reference.  The AVX-512 variants
  * use it too: their own back, eight walks at a time with gathers of the
  * row scans' words and the vertex records and scatters of the results,
- * was 4% slower on E1 (Zen 4, docs/design.md, stop 34). */
+ * was 4% slower on E1 (Zen 4, docs/cpu-engine.md, stop 34). */
 AVX2 static inline __attribute__((always_inline)) void
 back_avx2(const hicp__mview *view, hicp__frame *f, int cert, const hicp__cpu_wave *wv,
           const hicp__cpu_todo *td, uint32_t k0, uint32_t k1, hicp__walkpart *w)

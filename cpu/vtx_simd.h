@@ -3,7 +3,7 @@
  * gathers.  Each vertex is one 16-byte record (x, y, z, id: lib/pp/types.h),
  * so four or eight whole-record loads and a transpose give the same floats
  * as three gathers, in fewer instructions where gathers are microcoded:
- * on Zen 3 (docs/design.md, "Gathers on AVX2") an 8-lane row scan took
+ * on Zen 3 (docs/cpu-engine.md, "Gathers on AVX2") an 8-lane row scan took
  * 15% less time this way.  Every index must be a vertex; lanes a caller
  * leaves out should hold a valid one (0) and be masked off afterwards.
  * Included by walk_simd.c and sum_simd.c inside their x86-64 sections,

@@ -57,7 +57,7 @@ static inline uint32_t row_end(const hicp__mview *m, uint32_t b, uint32_t end, u
  * this short (the mean is about 16), and for them the cut's square root,
  * division and code search, which stand between the row and the loop's
  * bound, cost more than the neighbours they skip (E1, with the AVX2 scan
- * 6-10%, the AVX-512 one 1-1.5% on Zen 4: docs/design.md, "Plain row scans
+ * 6-10%, the AVX-512 one 1-1.5% on Zen 4: docs/cpu-engine.md, "Plain row scans
  * whole up to 32 neighbours").  Longer rows (flat CAD faces reach
  * thousands) keep it.  Neighbours past the cut are neither nearer nor
  * near-ties, so the walk takes the same step either way. */
@@ -289,7 +289,7 @@ scan_end_avx2(const scan_avx2 *s, int cert, hicp__row *o)
  * While it gathered it ran 3% slower inlined (Intel VM); since it loads
  * whole vertex records (vtx_simd.h), inlining pays a little on Zen 3
  * (E1 one thread, 16 alternated rounds, pair by pair: boeing x0.977,
- * ChineseDragon-10kv x0.960, bunny00 x0.966; docs/design.md).  A row of
+ * ChineseDragon-10kv x0.960, bunny00 x0.966; docs/cpu-engine.md).  A row of
  * eight or more goes in whole steps of eight without masks (scan8_avx2),
  * and each lane keeps its minimum with one compare and one blend, an exact
  * tie taking a branch: 6% less time on E1's bunny00 and ChineseDragon-10kv
@@ -317,7 +317,7 @@ row_scan_avx2(const hicp__mview *m, const float q[3], uint32_t cur, float dcur, 
       /* The early stop (as in row_scan_avx512), only when more than one
        * step remains: a row of 9-16 takes its two steps without the
        * test's loads and branches, which cost more than a step here
-       * (docs/design.md, stop 32) */
+       * (docs/cpu-engine.md, stop 32) */
       float thr_r, thr_l;
       if (cert && k + 16 < e &&
           hicp__cert_rest(m, cur, sroot, m->ecode[k + 8], &thr_r, &thr_l) &&
@@ -360,7 +360,7 @@ static inline int pair_fits(const hicp__mview *m, const hicp__walk *w)
  * another's.  Scanned together, two walks' loads and arithmetic are in
  * flight before either's branches: E1's bunny00 4% faster,
  * ChineseDragon-10kv and fandisk_large 2.5% on one thread
- * (docs/design.md, "Two walks' row scans at once").  With 16 registers
+ * (docs/cpu-engine.md, "Two walks' row scans at once").  With 16 registers
  * (AVX2 alone) the two states spill and nothing is gained; three walks
  * spill even with 32.
  *
@@ -477,7 +477,7 @@ HICP_CPU_QUERY_BLOCK(query_avx2_big, _avx2, walks_avx2_big, AVX2)
 /* "avx512-scan8", the default on AMD's cores with AVX-512: the AVX-512
  * fronts (and sums, sum_simd.c) with the AVX2 walks and back, whose row
  * scans load eight vertex records and transpose them where the AVX-512
- * ones gather sixteen (gathers are microcoded on Zen 4; docs/design.md,
+ * ones gather sixteen (gathers are microcoded on Zen 4; docs/cpu-engine.md,
  * stop 34), on small models two walks' scans at once (walks_avx2_pairs).
  * Its queries are the AVX2 variant's. */
 HICP_CPU_CHUNK_CORRESPOND(chunk_avx512_scan8, _avx2, front_avx512, walks_avx2_pairs, back_avx2,
@@ -519,7 +519,7 @@ int hicp__cpu_isa(void)
   /* On AMD's cores with AVX-512 (Zen 4) the AVX-512 row scans' gathers are
    * microcoded: there the AVX-512 fronts and sums run with the AVX2 walks,
    * 5-8% faster on E1 than the AVX2 variant, which was the default there
-   * until then (docs/design.md, "AVX-512 fronts with eight-lane scans"). */
+   * until then (docs/cpu-engine.md, "AVX-512 fronts with eight-lane scans"). */
   if (avx512)
     return __builtin_cpu_is("amd") && avx512vl ? 3 : 2;
   return avx2;

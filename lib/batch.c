@@ -617,7 +617,7 @@ static void *stream_worker_main(void *arg)
   bind_member(w->cm);
   /* A tracking worker spreads each frame over the context's threads: its
    * OpenMP team starts now, while the caller reads the first frame, and
-   * not inside that frame's registration (docs/design.md, "Starting the
+   * not inside that frame's registration (docs/cpu-engine.md, "Starting the
    * threads before the first registration").  One thread, or a device
    * worker, has nothing to start. */
   (void)hicp_context_start_threads(w->cm->ctx);

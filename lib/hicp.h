@@ -200,7 +200,7 @@ HICP_API int hicp_context_threads(const hicp_context *ctx);
  * made from the calling thread, instead of at the first of them.  A program
  * that must answer its first frame quickly calls it before it reads its
  * model and scan: a first registration that starts the threads itself took
- * about 5 ms longer on a two-core virtual machine (docs/design.md,
+ * about 5 ms longer on a two-core virtual machine (docs/cpu-engine.md,
  * "Starting the threads before the first registration").  The threads are
  * the calling thread's OpenMP team: they wait, spinning a little and then
  * sleeping, until its next registration.  As with any OpenMP program, a

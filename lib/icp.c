@@ -538,10 +538,11 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   to_internal(&init_pub, origin, m->origin, &T0);
   /* The frame's arrays, carved from the context's scratch block: kept from
    * one registration to the next, their pages are not faulted in again
-   * (docs/design.md, "A registration's arrays").  Each array starts a
-   * different number of cache lines past a 64-byte boundary: laid end to
-   * end, arrays read side by side can share their low address bits, and
-   * one-thread registrations were 1% slower that way. */
+   * (docs/cpu-engine.md, "The AVX2 front begins the walks; pages and
+   * latencies").  Each array starts a different number of cache lines
+   * past a 64-byte boundary: laid end to end, arrays read side by side can
+   * share their low address bits, and one-thread registrations were 1%
+   * slower that way. */
   enum { KEY, ORDER, SORTED, P0S, MATCH, E2, TRACK, PART, WALK, DONE, NARRAYS };
   const size_t bytes[NARRAYS] = {
       [KEY] = sizeof(uint32_t) * n,         [ORDER] = sizeof(uint32_t) * n,

@@ -91,10 +91,10 @@ int hicp__check_budget(hicp_context *ctx, uint64_t bytes, const char *what);
  * context keeps from one registration to the next, or NULL when out of
  * memory.  A registration's arrays, freshly allocated, are fresh pages
  * each time: a fault per page, and on two threads a TLB flush on every
- * core when a page was read before it was written (docs/design.md, "A
- * registration's arrays").  One user at a time, as the context itself;
- * hicp__scratch_done after each use lets go of a block larger than
- * HICP_SCRATCH_KEEP. */
+ * core when a page was read before it was written (docs/cpu-engine.md,
+ * "The AVX2 front begins the walks; pages and latencies").  One user at a
+ * time, as the context itself; hicp__scratch_done after each use lets go
+ * of a block larger than HICP_SCRATCH_KEEP. */
 void *hicp__scratch(hicp_context *ctx, size_t bytes);
 void hicp__scratch_done(hicp_context *ctx);
 #define HICP_SCRATCH_KEEP ((size_t)64 << 20)
