@@ -368,10 +368,10 @@ static inline int pair_fits(const hicp__mview *m, const hicp__walk *w)
  * (pair_fits), read whole, in steps of eight as row_scan_avx2 reads them;
  * the shorter row's last step is repeated while the longer one's go on (a
  * step seen twice changes none of the minima: scan8_avx2's `again`), so
- * the pair takes one loop and one loop exit.  Whole rows: the certifying scans' early
- * stop, which would end the two walks' loops at different steps, is left
- * out (it changes where a scan stops, never its result).  Each result is
- * row_scan_avx2's, bit for bit (tests/test_nn.c). */
+ * the pair takes one loop and one loop exit.  Whole rows: the certifying
+ * scans' early stop, which would end the two walks' loops at different
+ * steps, is left out (it changes where a scan stops, never its result).
+ * Each result is row_scan_avx2's, bit for bit (tests/test_nn.c). */
 AVX512VL static inline __attribute__((always_inline)) void
 row_scan2_avx2(const hicp__mview *m, const float qa[3], uint32_t cura, float dcura, int certa,
                hicp__row *oa, const float qb[3], uint32_t curb, float dcurb, int certb,
