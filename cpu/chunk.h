@@ -205,7 +205,7 @@ static inline void hicp__cpu_wave_begin(const hicp__mview *view, hicp__cpu_wave 
   uint16_t kd[HICP_CPU_WAVE];
   for (uint32_t j = 0; j < n; j++) {
     const uint32_t k = list != NULL ? list[j] : j;
-    if (hicp__nn_start_descends(method, prev[k]))
+    if (hicp__nn_start_descends(view, method, prev[k]))
       kd[nkd++] = (uint16_t)k;
     else
       start[k] = hicp__nn_start(view, wv->q[k], method, prev[k]);
@@ -300,7 +300,14 @@ static inline uint32_t hicp__cpu_front(const hicp__mview *view, hicp__frame *f,
  * depends only on the points and their indices, not on who takes which
  * piece, so the walks, and their statistics, are the same for any thread
  * count; answers never depend on a start.  Out of line: inlined into the
- * chunk functions, E1 ran 1-2% slower. */
+ * chunk functions, E1 ran 1-2% slower.
+ *
+ * A model with a start table (lib/model.h; every model with a graph,
+ * model files from format 3) needs no anchors: each walk without a previous
+ * match starts at its cell's vertex (hicp__nn_start), one load where a
+ * descent is a dozen, and nearer than an anchor's answer (first passes
+ * 0.4-1.0 steps a walk against 1.2-2.0; docs/cpu-engine.md, "A start
+ * table for the first pass"). */
 static __attribute__((noinline, unused)) void
 hicp__cpu_wave_run(const hicp__mview *view, hicp__cpu_wave *wv, const hicp__cpu_todo *td,
                    uint32_t n, int method, int cert, uint32_t end, hicp__walks_fn walks)
@@ -311,7 +318,8 @@ hicp__cpu_wave_run(const hicp__mview *view, hicp__cpu_wave *wv, const hicp__cpu_
     const uint32_t b0 = td->at[k] / HICP_CPU_BLOCK * HICP_CPU_BLOCK;
     const uint32_t bend = hicp__cpu_block_end(b0, end);
     uint32_t k1 = k;
-    int fresh = method == 0; /* HICP_NN_PNN_OPT */
+    /* HICP_NN_PNN_OPT on a model without a start table */
+    int fresh = method == 0 && view->start == NULL;
     for (; k1 < n && td->at[k1] < bend; k1++)
       fresh &= td->prev[k1] == HICP_NONE;
     /* the walks are listed in point order: all of the block walk when

@@ -259,6 +259,10 @@ static int device_model(hicp_context *ctx, struct hicp__gpu *g, const hicp_model
   v.eunit = (const float *)dev[5];
   v.kd = (const hicp__kdnode *)dev[6];
   v.kd_pts = (const hicp__vtx *)dev[7];
+  /* The start table is not uploaded: the kernel's walks without a
+   * previous match start from kd descents, as before it existed (the
+   * answers are the same from any start). */
+  v.start = NULL;
   TRY(cudaStreamSynchronize(g->stream));
   if (rc != HICP_OK) {
     free_model(d);

@@ -483,6 +483,8 @@ typedef struct hicp_model_info {
   double origin[3];        /**< coordinates are relative to this */
   double bbox_min[3], bbox_max[3]; /**< bounding box, absolute coordinates */
   char fallback_reason[128]; /**< why there is no Delaunay graph, or "" */
+  uint64_t bytes_start;    /**< start table, where walks without a previous match begin
+                                (at most 16 bytes a vertex; 0 without a graph) */
 } hicp_model_info;
 
 /** Prepares @p info for hicp_model_get_info(). */

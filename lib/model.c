@@ -60,6 +60,12 @@ hicp__mview hicp__model_view(const hicp_model *m)
   v.safe_r2 = m->has_delaunay ? m->safe_r2 : NULL;
   v.ecode = m->has_delaunay ? m->ecode : NULL;
   v.eunit = m->has_delaunay ? m->eunit : NULL;
+  v.start = m->has_delaunay ? m->start : NULL;
+  for (int d = 0; d < 3; d++) {
+    v.start_dim[d] = m->start_dim[d];
+    v.start_lo[d] = m->start_lo[d];
+  }
+  v.start_inv = m->start_inv;
   return v;
 }
 
@@ -86,7 +92,13 @@ void hicp__model_bytes(const hicp_model *m, hicp_model_info *info)
   info->bytes_points = sizeof(hicp__vtx) * (uint64_t)m->nv + sizeof(uint32_t) * m->npoints;
   info->bytes_kdtree =
       sizeof(hicp__kdnode) * (uint64_t)m->nkd + sizeof(hicp__vtx) * (uint64_t)m->nv;
-  info->bytes_total = info->bytes_graph + info->bytes_points + info->bytes_kdtree + sizeof *m;
+  const uint64_t start = m->has_delaunay && m->start != NULL
+                             ? sizeof(uint32_t) * (uint64_t)m->start_dim[0] * m->start_dim[1] *
+                                   m->start_dim[2]
+                             : 0;
+  info->bytes_start = start;
+  info->bytes_total =
+      info->bytes_graph + info->bytes_points + info->bytes_kdtree + start + sizeof *m;
 }
 
 int hicp_model_get_info(const hicp_model *m, hicp_model_info *out)

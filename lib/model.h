@@ -26,6 +26,14 @@ struct hicp_model {
   hicp__kdnode *kd;        /* nkd nodes */
   uint32_t nkd;
   hicp__vtx *kd_pts;       /* nv, leaf order, id = vertex index */
+  /* The start table (start_table.c), with the graph: a grid of
+   * start_dim[0] x [1] x [2] cells over the bounding box, cell side
+   * 1/start_inv from start_lo, x fastest; start[c] is the vertex nearest
+   * cell c's centre, where a walk with no previous match begins.  NULL
+   * without a graph. */
+  uint32_t *start;
+  uint32_t start_dim[3];
+  float start_lo[3], start_inv;
   uint32_t zero_start;     /* vertex nearest the centroid */
   double origin[3];        /* coordinates are relative to this */
   double bbox_min[3], bbox_max[3]; /* of the relative coordinates */
@@ -37,7 +45,7 @@ struct hicp_model {
   /* Storage: either owned heap blocks or one mapping of a model file. */
   void *map;
   size_t map_len;
-  void *owned[16]; /* a build owns 9 today */
+  void *owned[16]; /* a build owns 10 today */
   int nowned;
 };
 
@@ -87,6 +95,10 @@ static inline double hicp__shortest_edge2(const hicp_model *m, uint32_t v)
   }
   return best;
 }
+
+/* Builds the start table of a model with a Delaunay graph and a kd-tree
+ * (start_table.c). */
+int hicp__start_table_build(hicp_context *ctx, hicp_model *m);
 
 /* Builds the kd-tree over the model's vertices (kdtree.c). */
 int hicp__kdtree_build(hicp_context *ctx, hicp_model *m);

@@ -310,8 +310,9 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
     rc = hicp__check_count(ctx, "model", xyz, n);
   if (rc != HICP_OK)
     return rc;
-  /* Sort keys, vertices, maps, kd-tree, and a graph of ~16 neighbours. */
-  rc = hicp__check_budget(ctx, (uint64_t)n * 200u, "the model");
+  /* Sort keys, vertices, maps, kd-tree, a graph of ~16 neighbours and a
+   * start table of at most 16 bytes a vertex. */
+  rc = hicp__check_budget(ctx, (uint64_t)n * 216u, "the model");
   if (rc != HICP_OK)
     return rc;
 
@@ -348,6 +349,8 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
         } else {
           m->has_delaunay = 1;
           rc = sort_rows(ctx, m);
+          if (rc == HICP_OK)
+            rc = hicp__start_table_build(ctx, m);
         }
       } else if (rc == HICP_EQHULL) {
         /* No 3-D triangulation (flat, collinear, tiny), or none Qhull

@@ -1,8 +1,8 @@
 /* model_file.c: saving a model and mapping it back.
  *
- * Layout: a fixed header, then nine sections (vertices, original->vertex
+ * Layout: a fixed header, then ten sections (vertices, original->vertex
  * map, CSR rows, neighbours, kd-tree nodes, kd-tree points, safe radii,
- * edge-length codes and units), each starting on a
+ * edge-length codes and units, start table), each starting on a
  * 64-byte boundary so the mapped arrays are aligned as the code expects.
  * Values are in the writer's byte order; the header records it, and a file
  * from a machine of the other byte order is refused rather than converted.
@@ -37,12 +37,28 @@
 #endif
 
 #define MAGIC "HICPMDL"
-#define FORMAT_VERSION 2u /* 2: safe radii with an absolute margin (underflow) */
+/* 2: safe radii with an absolute margin (underflow); 3: the start table */
+#define FORMAT_VERSION 3u
 #define ENDIAN_MARK 0x01020304u
 #define ALIGN 64u
-#define NSECTIONS 9
+#define NSECTIONS 10
 
-enum { SEC_VTX, SEC_VERTEX_OF, SEC_ROW, SEC_NBR, SEC_KD, SEC_KD_PTS, SEC_SAFE, SEC_ECODE, SEC_EUNIT };
+enum {
+  SEC_VTX,
+  SEC_VERTEX_OF,
+  SEC_ROW,
+  SEC_NBR,
+  SEC_KD,
+  SEC_KD_PTS,
+  SEC_SAFE,
+  SEC_ECODE,
+  SEC_EUNIT,
+  SEC_START
+};
+
+/* A start table has at most this many cells per vertex (start_table.c
+ * makes at most 4), plus one: a forged header cannot ask for more. */
+#define START_CELLS_MAX 8u
 
 typedef struct file_header {
   char magic[8];
@@ -55,6 +71,8 @@ typedef struct file_header {
   double origin[3], bbox_min[3], bbox_max[3], diag;
   double build_ms, qhull_ms;
   char fallback[128];
+  uint32_t start_dim[3], reserved1;
+  float start_lo[3], start_inv;
   uint64_t offset[NSECTIONS];
   uint64_t size[NSECTIONS];
   uint64_t file_size;
@@ -189,6 +207,11 @@ int hicp_model_save(hicp_context *ctx, const hicp_model *m, const char *path)
   h->build_ms = m->build_ms;
   h->qhull_ms = m->qhull_ms;
   memcpy(h->fallback, m->fallback, sizeof h->fallback);
+  for (int i = 0; i < 3; i++) {
+    h->start_dim[i] = m->has_delaunay ? m->start_dim[i] : 0;
+    h->start_lo[i] = m->has_delaunay ? m->start_lo[i] : 0.0f;
+  }
+  h->start_inv = m->has_delaunay ? m->start_inv : 0.0f;
   job.sec[SEC_VTX] = m->vtx;
   h->size[SEC_VTX] = sizeof(hicp__vtx) * m->nv;
   job.sec[SEC_VERTEX_OF] = m->vertex_of;
@@ -209,6 +232,10 @@ int hicp_model_save(hicp_context *ctx, const hicp_model *m, const char *path)
   h->size[SEC_ECODE] = m->has_delaunay ? m->nedges : 0;
   job.sec[SEC_EUNIT] = m->eunit;
   h->size[SEC_EUNIT] = m->has_delaunay ? sizeof(float) * m->nv : 0;
+  job.sec[SEC_START] = m->start;
+  h->size[SEC_START] = m->has_delaunay ? sizeof(uint32_t) * (uint64_t)m->start_dim[0] *
+                                             m->start_dim[1] * m->start_dim[2]
+                                       : 0;
   uint64_t pos = align_up(sizeof *h);
   sum_state s;
   sum_init(&s);
@@ -258,6 +285,10 @@ static int check_indices(hicp_context *ctx, const hicp_model *m, const char *pat
       if (!(m->eunit[v] >= 0.0f && m->eunit[v] < HUGE_VALF) ||
           !(m->safe_r2[v] >= 0.0f && m->safe_r2[v] < HUGE_VALF))
         return hicp__fail(ctx, HICP_EFORMAT, "%s: invalid edge unit or safe radius", path);
+    const uint64_t cells = (uint64_t)m->start_dim[0] * m->start_dim[1] * m->start_dim[2];
+    for (uint64_t c = 0; c < cells; c++)
+      if (m->start[c] >= m->nv)
+        return hicp__fail(ctx, HICP_EFORMAT, "%s: start table entry out of range", path);
   }
   for (uint32_t n = 0; n < m->nkd; n++) {
     const hicp__kdnode *nd = &m->kd[n];
@@ -334,6 +365,27 @@ static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual
       h->size[SEC_ECODE] != (g ? h->nedges : 0) ||
       h->size[SEC_EUNIT] != (g ? sizeof(float) * h->nv : 0) || (g && h->nedges == 0))
     return hicp__fail(ctx, HICP_EFORMAT, "%s: inconsistent counts in the header", path);
+  /* The start table's grid (nv is in range now): at least one cell along
+   * each axis and at most START_CELLS_MAX a vertex in all, each product
+   * checked before it is made; a corner within the coordinate range and a
+   * finite positive scale; all zero without a graph. */
+  const uint64_t limit = START_CELLS_MAX * h->nv + 1;
+  uint64_t cells = g ? 1 : 0;
+  int start_ok = h->reserved1 == 0;
+  for (int d = 0; d < 3; d++) {
+    if (!g) {
+      start_ok &= h->start_dim[d] == 0 && h->start_lo[d] == 0.0f;
+      continue;
+    }
+    start_ok &= fabsf(h->start_lo[d]) <= HICP_COORD_MAX; /* also catches NaN */
+    if (h->start_dim[d] >= 1 && h->start_dim[d] <= limit / cells)
+      cells *= h->start_dim[d];
+    else
+      start_ok = 0;
+  }
+  start_ok &= g ? h->start_inv > 0.0f && h->start_inv < HUGE_VALF : h->start_inv == 0.0f;
+  if (!start_ok || h->size[SEC_START] != sizeof(uint32_t) * cells)
+    return hicp__fail(ctx, HICP_EFORMAT, "%s: invalid start table in the header", path);
   /* The origin shifts every query and answer (a NaN one made every
    * distance NaN); the box, diagonal and times are reported, in JSON too. */
   for (int d = 0; d < 3; d++)
@@ -436,6 +488,12 @@ int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
   m->safe_r2 = m->has_delaunay ? (float *)(base + h.offset[SEC_SAFE]) : NULL;
   m->ecode = m->has_delaunay ? (uint8_t *)(base + h.offset[SEC_ECODE]) : NULL;
   m->eunit = m->has_delaunay ? (float *)(base + h.offset[SEC_EUNIT]) : NULL;
+  m->start = m->has_delaunay ? (uint32_t *)(base + h.offset[SEC_START]) : NULL;
+  for (int i = 0; i < 3; i++) {
+    m->start_dim[i] = h.start_dim[i];
+    m->start_lo[i] = h.start_lo[i];
+  }
+  m->start_inv = h.start_inv;
   rc = check_indices(ctx, m, path);
   if (rc != HICP_OK) {
     hicp_model_destroy(m);

@@ -11,6 +11,7 @@
 
 #include "model.h"
 #include "order.h"
+#include "pp/nn.h"
 #include "testhelp.h"
 
 static hicp_context *ctx_new(void)
@@ -329,5 +330,71 @@ Test(model, spatial_order)
   free(inv);
   hicp_model_destroy(m);
   hicp_context_destroy(ctx);
+  free(p);
+}
+
+/* The start table (lib/start_table.c): a walk without a previous match
+ * begins at its cell's entry, which must be the vertex nearest the cell's
+ * centre (the brute force's answer, ties to the smaller id), in a grid of
+ * at most 4 cells a vertex; none without a graph.
+ * A cloud, a thin slab (one axis 1e-3 of the others: most of its cells'
+ * centres lie far off the points) and a cloud with duplicates. */
+Test(model, start_table_is_exact)
+{
+  th_rng r;
+  th_rng_seed(&r, 23);
+  const size_t n = 3000;
+  float *p = malloc(sizeof(float) * 3 * n);
+  for (int shape = 0; shape < 3; shape++) {
+    for (size_t i = 0; i < 3 * n; i++)
+      p[i] = (float)(shape == 1 && i % 3 == 1 ? 1e-3 * th_uniform(&r) : th_normal(&r));
+    if (shape == 2)
+      for (size_t i = 10; i < n; i += 5)
+        memcpy(&p[3 * i], &p[3 * (i - 9)], 12);
+    hicp_context *ctx = ctx_new();
+    hicp_model_options o = validating();
+    hicp_model *m;
+    cr_assert_eq(hicp_model_build(ctx, p, n, 0, &o, &m), 0, "%s", hicp_context_error(ctx));
+    cr_assert_eq(m->has_delaunay, 1, "shape %d: %s", shape, m->fallback);
+    cr_assert_not_null(m->start);
+    uint64_t cells = 1;
+    for (int d = 0; d < 3; d++) {
+      cr_assert_geq(m->start_dim[d], 1);
+      cells *= m->start_dim[d];
+    }
+    cr_assert_leq(cells, 4 * (uint64_t)m->nv, "shape %d: %llu cells", shape,
+                  (unsigned long long)cells);
+    cr_assert_gt(cells, (uint64_t)m->nv, "shape %d: %llu cells", shape, (unsigned long long)cells);
+    hicp__mview v = hicp__model_view(m);
+    uint64_t c = 0;
+    for (uint32_t z = 0; z < m->start_dim[2]; z++)
+      for (uint32_t y = 0; y < m->start_dim[1]; y++)
+        for (uint32_t x = 0; x < m->start_dim[0]; x++, c++) {
+          const uint32_t at[3] = {x, y, z};
+          float q[3];
+          for (int d = 0; d < 3; d++)
+            q[d] = m->start_lo[d] + ((float)at[d] + 0.5f) / m->start_inv;
+          /* the centre maps back to its own cell */
+          cr_assert_eq(hicp__start_vertex(&v, q), m->start[c]);
+          uint32_t best;
+          float bd;
+          hicp__nn_brute(&v, q, &best, &bd);
+          cr_assert_eq(m->start[c], best, "shape %d, cell %llu: %u, nearest %u", shape,
+                       (unsigned long long)c, m->start[c], best);
+        }
+    hicp_model_info info;
+    hicp_model_info_init(&info);
+    cr_assert_eq(hicp_model_get_info(m, &info), 0);
+    cr_assert_eq(info.bytes_start, 4 * cells);
+    hicp_model_destroy(m);
+    /* without a graph: no table, no bytes */
+    o.delaunay = 0;
+    cr_assert_eq(hicp_model_build(ctx, p, n, 0, &o, &m), 0, "%s", hicp_context_error(ctx));
+    cr_assert_null(hicp__model_view(m).start);
+    cr_assert_eq(hicp_model_get_info(m, &info), 0);
+    cr_assert_eq(info.bytes_start, 0);
+    hicp_model_destroy(m);
+    hicp_context_destroy(ctx);
+  }
   free(p);
 }

@@ -49,6 +49,14 @@ static void assert_same_model(const hicp_model *a, const hicp_model *b)
     cr_assert_eq(memcmp(a->safe_r2, b->safe_r2, sizeof(float) * a->nv), 0);
     cr_assert_eq(memcmp(a->ecode, b->ecode, a->nedges), 0);
     cr_assert_eq(memcmp(a->eunit, b->eunit, sizeof(float) * a->nv), 0);
+    cr_assert_eq(memcmp(a->start_dim, b->start_dim, sizeof a->start_dim), 0);
+    cr_assert_eq(memcmp(a->start_lo, b->start_lo, sizeof a->start_lo), 0);
+    cr_assert_eq(memcmp(&a->start_inv, &b->start_inv, sizeof a->start_inv), 0);
+    cr_assert_eq(memcmp(a->start, b->start,
+                        sizeof(uint32_t) * a->start_dim[0] * a->start_dim[1] * a->start_dim[2]),
+                 0);
+  } else {
+    cr_assert_null(b->start);
   }
   cr_assert_eq(a->nkd, b->nkd);
   cr_assert_eq(memcmp(a->kd, b->kd, sizeof(hicp__kdnode) * a->nkd), 0);
@@ -253,9 +261,15 @@ Test(model_file, forged_files_with_valid_checksums_are_refused)
                                      "invalid diagonal or build time",
                                      "invalid diagonal or build time",
                                      "kd-tree deeper than 63 levels",
-                                     "control characters in the header's text"};
-  for (int k = 0; k < 12; k++) {
+                                     "control characters in the header's text",
+                                     "start table entry out of range",
+                                     "invalid start table",
+                                     "invalid start table",
+                                     "invalid start table",
+                                     "invalid start table"};
+  for (int k = 0; k < 17; k++) {
     hicp_model *m = random_model(1000, 1);
+    uint32_t *big = NULL;
     hicp__kdnode *leaf = m->kd;
     while (leaf->dim != HICP_KD_LEAF)
       leaf = &m->kd[leaf->first];
@@ -272,6 +286,16 @@ Test(model_file, forged_files_with_valid_checksums_are_refused)
     case 9: m->build_ms = NAN; break;
     case 10: make_deep(m, 100); break;               /* a descent ends on an inner node */
     case 11: strcpy(m->fallback, "\x1b]0;owned\x07"); break; /* printed by model info */
+    case 12: m->start[m->start_dim[0] + 1] = m->nv; break;  /* a walk from past the end */
+    case 13: m->start_inv = NAN; break;               /* every query in cell 0 */
+    case 14: m->start_lo[2] = 1e30f; break;
+    case 15: m->start_dim[1] = 0; break;             /* no cell, no start */
+    case 16: /* more cells than 8 a vertex: a table the size of the box */
+      big = calloc(8 * (size_t)m->nv + 2, sizeof *big);
+      m->start = big;
+      m->start_dim[0] = 8 * m->nv + 2;
+      m->start_dim[1] = m->start_dim[2] = 1;
+      break;
     }
     cr_assert_eq(hicp_model_save(ctx, m, bad), 0, "%s", hicp_context_error(ctx));
     hicp_model *l = NULL;
@@ -280,6 +304,7 @@ Test(model_file, forged_files_with_valid_checksums_are_refused)
     cr_assert(strstr(hicp_context_error(ctx), want[k]) != NULL, "case %d: %s", k,
               hicp_context_error(ctx));
     hicp_model_destroy(m);
+    free(big);
   }
   hicp_context_destroy(ctx);
 }

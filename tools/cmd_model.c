@@ -47,6 +47,7 @@ static void print_info(const char *path, const hicp_model_info *mi, int as_json)
     json_int(&j, "bytes_graph", (long long)mi->bytes_graph);
     json_int(&j, "bytes_points", (long long)mi->bytes_points);
     json_int(&j, "bytes_kdtree", (long long)mi->bytes_kdtree);
+    json_int(&j, "bytes_start", (long long)mi->bytes_start);
     json_num(&j, "graph_bytes_per_point", mi->points ? (double)mi->bytes_graph / (double)mi->points : 0);
     json_num(&j, "build_ms", mi->build_ms);
     json_num(&j, "qhull_ms", mi->qhull_ms);
@@ -83,10 +84,12 @@ static void print_info(const char *path, const hicp_model_info *mi, int as_json)
   } else {
     printf("graph        none: the kd-tree answers every method (%s)\n", mi->fallback_reason);
   }
-  printf("memory       %.2f MB (graph %.1f bytes/point, points %.1f, kd-tree %.1f)\n",
+  printf("memory       %.2f MB (graph %.1f bytes/point, points %.1f, kd-tree %.1f, start "
+         "table %.1f)\n",
          (double)mi->bytes_total / 1e6, mi->points ? (double)mi->bytes_graph / mi->points : 0.0,
          mi->points ? (double)mi->bytes_points / mi->points : 0.0,
-         mi->points ? (double)mi->bytes_kdtree / mi->points : 0.0);
+         mi->points ? (double)mi->bytes_kdtree / mi->points : 0.0,
+         mi->points ? (double)mi->bytes_start / mi->points : 0.0);
   printf("build        %.1f ms (Qhull %.1f ms)\n", mi->build_ms, mi->qhull_ms);
   printf("bounds       (%.9g, %.9g, %.9g) .. (%.9g, %.9g, %.9g)\n", mi->bbox_min[0],
          mi->bbox_min[1], mi->bbox_min[2], mi->bbox_max[0], mi->bbox_max[1], mi->bbox_max[2]);

@@ -204,6 +204,26 @@ HICP_PP uint32_t hicp__nn_kd_descend(const hicp__mview *m, const float q[3])
   return hicp__kd_leaf_best(m, q, n);
 }
 
+/* The start table's cell of coordinate value v along axis d: clamped to
+ * the grid, NaN to cell 0.  In float, the same operations everywhere, so a
+ * query's start depends only on the query and the model. */
+HICP_PP uint32_t hicp__start_axis(const hicp__mview *m, int d, float v)
+{
+  const float f = (v - m->start_lo[d]) * m->start_inv;
+  const uint32_t top = m->start_dim[d] - 1u;
+  return !(f > 0.0f) ? 0u : f >= (float)top ? top : (uint32_t)f;
+}
+
+/* The start table's vertex for q: the vertex nearest the centre of q's
+ * cell (m->start != NULL).  One load in place of a kd descent's dozen
+ * (docs/cpu-engine.md, "A start table for the first pass"). */
+HICP_PP uint32_t hicp__start_vertex(const hicp__mview *m, const float q[3])
+{
+  const uint32_t x = hicp__start_axis(m, 0, q[0]), y = hicp__start_axis(m, 1, q[1]);
+  const uint32_t z = hicp__start_axis(m, 2, q[2]);
+  return m->start[((size_t)z * m->start_dim[1] + y) * m->start_dim[0] + x];
+}
+
 #define HICP_FLOOD_CAP 64
 
 /* Resolves near-ties after the descent stopped at (*v, *d): explores every
@@ -566,10 +586,10 @@ HICP_PP void hicp__walk_end(const hicp__mview *m, const float q[3], const hicp__
 }
 
 /* Whether the start of a walk by `method` is a kd descent (kdann, and
- * pnn-opt without a previous match). */
-HICP_PP int hicp__nn_start_descends(int method, uint32_t prev)
+ * pnn-opt without a previous match on a model without a start table). */
+HICP_PP int hicp__nn_start_descends(const hicp__mview *m, int method, uint32_t prev)
 {
-  return method == 4 || (method == 0 && prev == HICP_NONE);
+  return method == 4 || (method == 0 && prev == HICP_NONE && m->start == NULL);
 }
 
 /* The start vertex of a walk by `method` (hicp_nn_method: zero, kdann, pnn,
@@ -584,7 +604,9 @@ HICP_PP uint32_t hicp__nn_start(const hicp__mview *m, const float q[3], int meth
   case 5: /* HICP_NN_PNN */
     return prev != HICP_NONE ? prev : m->zero_start;
   default: /* HICP_NN_PNN_OPT */
-    return prev != HICP_NONE ? prev : hicp__nn_kd_descend(m, q);
+    return prev != HICP_NONE      ? prev
+           : m->start != NULL     ? hicp__start_vertex(m, q)
+                                  : hicp__nn_kd_descend(m, q);
   }
 }
 

@@ -40,6 +40,9 @@ typedef struct hicp__mview {
   const float *eunit;        /* per vertex: the unit of its row's codes */
   uint32_t nv;
   uint32_t zero_start;       /* vertex nearest the centroid (the "zero" walk) */
+  const uint32_t *start;     /* start table (lib/model.h), or NULL */
+  uint32_t start_dim[3];
+  float start_lo[3], start_inv;
 } hicp__mview;
 
 #endif /* HICP_PP_TYPES_H */

@@ -1,0 +1,95 @@
+/* start_table.c: the start table of a model (lib/model.h), where a walk
+ * with no previous match begins: a grid of equal cubes over the model's
+ * bounding box, each holding the vertex nearest its centre.
+ *
+ * Why: a registration's first pass has no previous matches, and its walks
+ * began at the answers of kd descents (cpu/chunk.h, hicp__cpu_wave_run),
+ * a dozen dependent loads each, one point in eight.  A tracker's frames
+ * converge in a few iterations, so that pass was a third to a half of
+ * their time.  A cell's vertex is one load away and lies within a cell
+ * of the query: on scans near the surface the first pass took 0.4-1.0
+ * steps a walk against 1.2-2.0, and 11-38% less time (docs/cpu-engine.md,
+ * "A start table for the first pass").  Any start gives the same answer:
+ * the table moves time, never a result. */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "context.h"
+#include "model.h"
+#include "pp/nn.h"
+
+/* Cells per vertex, at most: 16 bytes a vertex.  Measured with 1, 4 and
+ * 16 (docs/cpu-engine.md): 4 took most of 16's gain, and 1 lost it on
+ * boeing, whose box is mostly empty. */
+#define HICP_START_CELLS 4.0
+
+/* Cells along an axis of extent e for cubes of side h. */
+static double axis_cells(double e, double h)
+{
+  return floor(e / h) + 1.0;
+}
+
+/* The grid: cubes of the smallest side, on a ladder of 5% steps from the
+ * box's volume over HICP_START_CELLS x nv, for which the cells are at most
+ * that many (an axis of zero extent still takes one cell). */
+static void grid_shape(hicp_model *m)
+{
+  double ext[3], emax = 0.0, vol = 1.0;
+  for (int d = 0; d < 3; d++) {
+    ext[d] = m->bbox_max[d] - m->bbox_min[d];
+    emax = ext[d] > emax ? ext[d] : emax;
+  }
+  const double want = HICP_START_CELLS * (double)m->nv;
+  double h = 1.0;
+  if (emax > 0.0) {
+    for (int d = 0; d < 3; d++)
+      vol *= ext[d] > emax * 1e-6 ? ext[d] : emax * 1e-6;
+    h = cbrt(vol / want);
+    while (axis_cells(ext[0], h) * axis_cells(ext[1], h) * axis_cells(ext[2], h) > want)
+      h *= 1.05;
+  }
+  for (int d = 0; d < 3; d++) {
+    m->start_dim[d] = emax > 0.0 ? (uint32_t)axis_cells(ext[d], h) : 1u;
+    m->start_lo[d] = (float)m->bbox_min[d];
+  }
+  m->start_inv = (float)(1.0 / h);
+}
+
+/* The centre of cell c along axis d, as hicp__start_axis maps back to it. */
+static float cell_centre(const hicp_model *m, int d, uint32_t c)
+{
+  return m->start_lo[d] + ((float)c + 0.5f) / m->start_inv;
+}
+
+int hicp__start_table_build(hicp_context *ctx, hicp_model *m)
+{
+  grid_shape(m);
+  const uint32_t nx = m->start_dim[0], ny = m->start_dim[1], nz = m->start_dim[2];
+  uint32_t *t = hicp__model_own(m, malloc(sizeof *t * (size_t)nx * ny * nz));
+  if (t == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the model's start table");
+  const hicp__mview v = hicp__model_view(m); /* its start is still NULL */
+  const long long rows = (long long)ny * nz;
+  /* Each cell's exact nearest vertex (ties to the smaller id), so the
+   * table depends only on the model: a walk on the graph (hicp__nn_query,
+   * exact) from the previous cell's answer along the row, a few steps.
+   * (The kd-tree's search from that candidate took 80 s on a 1M-point
+   * model: a cell far from the surface has a ball of thousands of
+   * vertices to rule out.) */
+#pragma omp parallel for schedule(dynamic, 16) num_threads(ctx != NULL ? ctx->threads : 1)
+  for (long long r = 0; r < rows; r++) {
+    const uint32_t y = (uint32_t)(r % ny), z = (uint32_t)(r / ny);
+    uint32_t prev = HICP_NONE;
+    for (uint32_t x = 0; x < nx; x++) {
+      const float q[3] = {cell_centre(m, 0, x), cell_centre(m, 1, y), cell_centre(m, 2, z)};
+      /* pnn: from prev, or from the vertex nearest the centroid */
+      const hicp__nn_res res = hicp__nn_query(&v, q, 5, prev);
+      t[((size_t)z * ny + y) * nx + x] = res.v;
+      prev = res.v;
+    }
+  }
+  m->start = t;
+  return HICP_OK;
+}
