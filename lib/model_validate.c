@@ -211,11 +211,28 @@ static int validate_kdtree(hicp_context *ctx, const hicp_model *m)
   return rc;
 }
 
+/* The start table: a grid of at least one cell an axis, every entry a
+ * vertex. */
+static int validate_start(hicp_context *ctx, const hicp_model *m)
+{
+  if (m->start == NULL || m->start_dim[0] == 0 || m->start_dim[1] == 0 || m->start_dim[2] == 0 ||
+      !(m->start_inv > 0.0f))
+    return hicp__fail(ctx, HICP_EINTERNAL, "model: no start table, or an empty one");
+  const uint64_t cells = (uint64_t)m->start_dim[0] * m->start_dim[1] * m->start_dim[2];
+  for (uint64_t c = 0; c < cells; c++)
+    if (m->start[c] >= m->nv)
+      return hicp__fail(ctx, HICP_EINTERNAL, "model: start table cell %llu holds vertex %u",
+                        (unsigned long long)c, m->start[c]);
+  return HICP_OK;
+}
+
 int hicp__model_validate(hicp_context *ctx, const hicp_model *m)
 {
   int rc = validate_points(ctx, m);
   if (rc == HICP_OK && m->has_delaunay)
     rc = validate_graph(ctx, m);
+  if (rc == HICP_OK && m->has_delaunay)
+    rc = validate_start(ctx, m);
   if (rc == HICP_OK)
     rc = validate_kdtree(ctx, m);
   return rc;

@@ -277,6 +277,18 @@ Test(model, validator_catches_corruption)
             hicp_context_error(ctx));
   m->kd[right].first = own;
   cr_assert_eq(hicp__model_validate(ctx, m), 0);
+  /* a start table entry past the vertices, and an empty grid */
+  const uint32_t entry = m->start[2];
+  m->start[2] = m->nv;
+  cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
+  cr_assert(strstr(hicp_context_error(ctx), "start table cell 2") != NULL, "%s",
+            hicp_context_error(ctx));
+  m->start[2] = entry;
+  const uint32_t dim1 = m->start_dim[1];
+  m->start_dim[1] = 0;
+  cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
+  m->start_dim[1] = dim1;
+  cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
   hicp_model_destroy(m);
   hicp_context_destroy(ctx);
 }
