@@ -184,6 +184,8 @@ int hicp_model_save(hicp_context *ctx, const hicp_model *m, const char *path)
 {
   if (m == NULL || path == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_model_save: NULL argument");
+  if (m->has_delaunay && m->start == NULL) /* every build makes one */
+    return hicp__fail(ctx, HICP_EINTERNAL, "hicp_model_save: the model has no start table");
   save_job job;
   memset(&job, 0, sizeof job);
   job.m = m;

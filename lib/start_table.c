@@ -33,7 +33,8 @@ static double axis_cells(double e, double h)
 
 /* The grid: cubes of the smallest side, on a ladder of 5% steps from the
  * box's volume over HICP_START_CELLS x nv, for which the cells are at most
- * that many (an axis of zero extent still takes one cell). */
+ * that many, and at most UINT32_MAX along an axis (an axis of zero extent
+ * still takes one cell). */
 static void grid_shape(hicp_model *m)
 {
   double ext[3], emax = 0.0, vol = 1.0;
@@ -47,7 +48,8 @@ static void grid_shape(hicp_model *m)
     for (int d = 0; d < 3; d++)
       vol *= ext[d] > emax * 1e-6 ? ext[d] : emax * 1e-6;
     h = cbrt(vol / want);
-    while (axis_cells(ext[0], h) * axis_cells(ext[1], h) * axis_cells(ext[2], h) > want)
+    while (axis_cells(ext[0], h) * axis_cells(ext[1], h) * axis_cells(ext[2], h) > want ||
+           axis_cells(emax, h) > (double)UINT32_MAX)
       h *= 1.05;
   }
   for (int d = 0; d < 3; d++) {

@@ -306,6 +306,16 @@ Test(model_file, forged_files_with_valid_checksums_are_refused)
     hicp_model_destroy(m);
     free(big);
   }
+  /* a model with a graph always has a start table: one without it (only
+   * made by hand) is not saved as a file no reader would accept */
+  hicp_model *m = random_model(500, 1);
+  uint32_t *table = m->start;
+  m->start = NULL;
+  cr_assert_eq(hicp_model_save(ctx, m, bad), HICP_EINTERNAL);
+  cr_assert(strstr(hicp_context_error(ctx), "no start table") != NULL, "%s",
+            hicp_context_error(ctx));
+  m->start = table;
+  hicp_model_destroy(m);
   hicp_context_destroy(ctx);
 }
 
