@@ -80,6 +80,28 @@ typedef struct file_header {
   uint64_t header_sum; /* over the header with this field zero */
 } file_header;
 
+/* Format 2, before the start table: the same header without the table's
+ * grid, with nine sections.  Such files still load: their header is read
+ * into a file_header (read_header_v2) and the table is built at load. */
+#define NSECTIONS_V2 9
+typedef struct file_header_v2 {
+  char magic[8];
+  uint32_t version;
+  uint32_t endian;
+  uint32_t header_size;
+  uint32_t has_delaunay;
+  uint64_t npoints, nv, nedges, nkd;
+  uint32_t zero_start, reserved0;
+  double origin[3], bbox_min[3], bbox_max[3], diag;
+  double build_ms, qhull_ms;
+  char fallback[128];
+  uint64_t offset[NSECTIONS_V2];
+  uint64_t size[NSECTIONS_V2];
+  uint64_t file_size;
+  uint64_t payload_sum;
+  uint64_t header_sum;
+} file_header_v2;
+
 int hicp__model_is_file(const unsigned char *buf, size_t len)
 {
   return len >= 8 && memcmp(buf, MAGIC, 8) == 0;
@@ -142,6 +164,16 @@ static uint64_t sum_final(const sum_state *s)
 static uint64_t header_checksum(const file_header *h)
 {
   file_header copy = *h;
+  copy.header_sum = 0;
+  sum_state s;
+  sum_init(&s);
+  sum_update(&s, (const unsigned char *)&copy, sizeof copy);
+  return sum_final(&s);
+}
+
+static uint64_t header_checksum_v2(const file_header_v2 *h)
+{
+  file_header_v2 copy = *h;
   copy.header_sum = 0;
   sum_state s;
   sum_init(&s);
@@ -345,11 +377,15 @@ static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual
                         path);
     return hicp__fail(ctx, HICP_EFORMAT, "%s: corrupted header (byte-order mark)", path);
   }
-  if (h->version != FORMAT_VERSION)
+  /* version 2: a header read_header_v2 converted, its checksum checked there */
+  const int v2 = h->version == 2;
+  if (h->version != FORMAT_VERSION && !v2)
     return hicp__fail(ctx, HICP_EFORMAT,
-                      "%s: model file format version %u; this hicp reads version %u (rebuild the model)",
+                      "%s: model file format version %u; this hicp reads versions 2 and %u "
+                      "(rebuild the model)",
                       path, h->version, FORMAT_VERSION);
-  if (h->header_size != sizeof *h || (h->header_sum != header_checksum(h) && !SKIP_CHECKSUMS))
+  if (!v2 && (h->header_size != sizeof *h ||
+              (h->header_sum != header_checksum(h) && !SKIP_CHECKSUMS)))
     return hicp__fail(ctx, HICP_EFORMAT, "%s: corrupted header (checksum mismatch)", path);
   if (h->file_size != actual)
     return hicp__fail(ctx, HICP_EFORMAT, "%s: file is %llu bytes, its header says %llu (truncated?)",
@@ -372,10 +408,10 @@ static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual
    * checked before it is made; a corner within the coordinate range and a
    * finite positive scale; all zero without a graph. */
   const uint64_t limit = START_CELLS_MAX * h->nv + 1;
-  uint64_t cells = g ? 1 : 0;
+  uint64_t cells = g && !v2 ? 1 : 0; /* a format 2 file has no table */
   int start_ok = h->reserved1 == 0;
   for (int d = 0; d < 3; d++) {
-    if (!g) {
+    if (!g || v2) {
       start_ok &= h->start_dim[d] == 0 && h->start_lo[d] == 0.0f;
       continue;
     }
@@ -385,7 +421,7 @@ static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual
     else
       start_ok = 0;
   }
-  start_ok &= g ? h->start_inv > 0.0f && h->start_inv < HUGE_VALF : h->start_inv == 0.0f;
+  start_ok &= g && !v2 ? h->start_inv > 0.0f && h->start_inv < HUGE_VALF : h->start_inv == 0.0f;
   if (!start_ok || h->size[SEC_START] != sizeof(uint32_t) * cells)
     return hicp__fail(ctx, HICP_EFORMAT, "%s: invalid start table in the header", path);
   /* The origin shifts every query and answer (a NaN one made every
@@ -403,7 +439,7 @@ static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual
   for (size_t i = 0; i < sizeof h->fallback && h->fallback[i] != '\0'; i++)
     if ((unsigned char)h->fallback[i] < 0x20 || h->fallback[i] == 0x7f)
       return hicp__fail(ctx, HICP_EFORMAT, "%s: control characters in the header's text", path);
-  uint64_t prev_end = align_up(sizeof *h);
+  uint64_t prev_end = align_up(v2 ? sizeof(file_header_v2) : sizeof *h);
   for (int s = 0; s < NSECTIONS; s++) {
     if (h->size[s] == 0)
       continue;
@@ -412,6 +448,46 @@ static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual
       return hicp__fail(ctx, HICP_EFORMAT, "%s: section %d lies outside the file", path, s);
     prev_end = h->offset[s] + h->size[s];
   }
+  return HICP_OK;
+}
+
+/* A format 2 header at the start of fd into *h: its identity and checksum
+ * checked here, its sections copied, the start table's fields zero. */
+static int read_header_v2(hicp_context *ctx, int fd, uint64_t actual, const char *path,
+                          file_header *h)
+{
+  file_header_v2 o;
+  if (actual < sizeof o || pread(fd, &o, sizeof o, 0) != (ssize_t)sizeof o)
+    return hicp__fail(ctx, HICP_EFORMAT, "%s: too short for a hicp model file", path);
+  if (o.header_size != sizeof o || (o.header_sum != header_checksum_v2(&o) && !SKIP_CHECKSUMS))
+    return hicp__fail(ctx, HICP_EFORMAT, "%s: corrupted header (checksum mismatch)", path);
+  memset(h, 0, sizeof *h);
+  memcpy(h->magic, o.magic, sizeof h->magic);
+  h->version = o.version;
+  h->endian = o.endian;
+  h->header_size = sizeof *h;
+  h->has_delaunay = o.has_delaunay;
+  h->npoints = o.npoints;
+  h->nv = o.nv;
+  h->nedges = o.nedges;
+  h->nkd = o.nkd;
+  h->zero_start = o.zero_start;
+  h->reserved0 = o.reserved0;
+  for (int d = 0; d < 3; d++) {
+    h->origin[d] = o.origin[d];
+    h->bbox_min[d] = o.bbox_min[d];
+    h->bbox_max[d] = o.bbox_max[d];
+  }
+  h->diag = o.diag;
+  h->build_ms = o.build_ms;
+  h->qhull_ms = o.qhull_ms;
+  memcpy(h->fallback, o.fallback, sizeof h->fallback);
+  for (int s = 0; s < NSECTIONS_V2; s++) {
+    h->offset[s] = o.offset[s];
+    h->size[s] = o.size[s];
+  }
+  h->file_size = o.file_size;
+  h->payload_sum = o.payload_sum; /* the same sum: the missing section is empty */
   return HICP_OK;
 }
 
@@ -429,11 +505,17 @@ int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
     return hicp__fail(ctx, HICP_EIO, "%s is not a regular file", path);
   }
   file_header h;
-  if ((uint64_t)st.st_size < sizeof h || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+  uint32_t id[3]; /* the magic's 8 bytes, then the version */
+  int rc = HICP_OK;
+  if ((uint64_t)st.st_size >= sizeof id && pread(fd, id, sizeof id, 0) == (ssize_t)sizeof id &&
+      memcmp(id, MAGIC, 8) == 0 && id[2] == 2u) {
+    rc = read_header_v2(ctx, fd, (uint64_t)st.st_size, path, &h);
+  } else if ((uint64_t)st.st_size < sizeof h || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
     close(fd);
     return hicp__fail(ctx, HICP_EFORMAT, "%s: too short for a hicp model file", path);
   }
-  int rc = check_header(ctx, &h, (uint64_t)st.st_size, path);
+  if (rc == HICP_OK)
+    rc = check_header(ctx, &h, (uint64_t)st.st_size, path);
   if (rc != HICP_OK) {
     close(fd);
     return rc;
@@ -490,13 +572,18 @@ int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
   m->safe_r2 = m->has_delaunay ? (float *)(base + h.offset[SEC_SAFE]) : NULL;
   m->ecode = m->has_delaunay ? (uint8_t *)(base + h.offset[SEC_ECODE]) : NULL;
   m->eunit = m->has_delaunay ? (float *)(base + h.offset[SEC_EUNIT]) : NULL;
-  m->start = m->has_delaunay ? (uint32_t *)(base + h.offset[SEC_START]) : NULL;
+  m->start = h.size[SEC_START] != 0 ? (uint32_t *)(base + h.offset[SEC_START]) : NULL;
   for (int i = 0; i < 3; i++) {
     m->start_dim[i] = h.start_dim[i];
     m->start_lo[i] = h.start_lo[i];
   }
   m->start_inv = h.start_inv;
   rc = check_indices(ctx, m, path);
+  /* A format 2 file has no start table: built now, as a build makes it
+   * (tens of milliseconds for 40k points, a few seconds for 1M); saving
+   * the model again writes it into a format 3 file. */
+  if (rc == HICP_OK && m->has_delaunay && m->start == NULL)
+    rc = hicp__start_table_build(ctx, m);
   if (rc != HICP_OK) {
     hicp_model_destroy(m);
     return rc;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "model.h"
+#include "pp/nn.h"
 #include "testhelp.h"
 
 static hicp_model *random_model(size_t n, int delaunay)
@@ -387,5 +388,68 @@ Test(model_file, save_failure_keeps_old_file)
   cr_assert_eq(hicp_model_save(ctx, m, th_path(dir, "no/such/dir/m.hicpm")), HICP_EIO);
   cr_assert(strstr(hicp_context_error(ctx), "m.hicpm") != NULL, "%s", hicp_context_error(ctx));
   hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
+/* Files of format 2 (before the start table) still load: the loader builds
+ * the table the file lacks, exactly as a build makes it, and saving the
+ * model writes format 3.  The files are hicp 0.1.0's own, kept in the fuzz
+ * corpus (tests/fuzz/corpus/model_file/format2-*). */
+Test(model_file, format2_files_load_with_a_table)
+{
+  const char *src = getenv("HICP_SRCDIR") != NULL ? getenv("HICP_SRCDIR") : ".";
+  char path[2][1024];
+  snprintf(path[0], sizeof path[0], "%s/tests/fuzz/corpus/model_file/format2-delaunay.hicpm", src);
+  snprintf(path[1], sizeof path[1], "%s/tests/fuzz/corpus/model_file/format2-kdtree.hicpm", src);
+  const char *dir = th_tmpdir();
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  for (int k = 0; k < 2; k++) {
+    size_t len;
+    unsigned char *data = th_read(path[k], &len);
+    uint32_t version;
+    memcpy(&version, data + 8, 4);
+    cr_assert_eq(version, 2, "%s is not a format 2 file", path[k]);
+    free(data);
+    hicp_model *m;
+    cr_assert_eq(hicp_model_load(ctx, path[k], &m), 0, "%s: %s", path[k], hicp_context_error(ctx));
+    cr_assert_eq(m->has_delaunay, k == 0);
+    cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
+    if (k == 1) {
+      cr_assert_null(m->start);
+      hicp_model_destroy(m);
+      continue;
+    }
+    /* the table as a build makes it: each cell's entry the vertex nearest
+     * its centre (the brute force's, ties to the smaller id) */
+    cr_assert_not_null(m->start);
+    const hicp__mview v = hicp__model_view(m);
+    size_t c = 0;
+    for (uint32_t z = 0; z < m->start_dim[2]; z++)
+      for (uint32_t y = 0; y < m->start_dim[1]; y++)
+        for (uint32_t x = 0; x < m->start_dim[0]; x++, c++) {
+          const uint32_t at[3] = {x, y, z};
+          float q[3];
+          for (int d = 0; d < 3; d++)
+            q[d] = m->start_lo[d] + ((float)at[d] + 0.5f) / m->start_inv;
+          uint32_t best;
+          float bd;
+          hicp__nn_brute(&v, q, &best, &bd);
+          cr_assert_eq(m->start[c], best, "cell %zu", c);
+        }
+    cr_assert_gt(c, m->nv);
+    /* saved again: format 3, the same model */
+    const char *again = th_path(dir, "again.hicpm");
+    cr_assert_eq(hicp_model_save(ctx, m, again), 0, "%s", hicp_context_error(ctx));
+    unsigned char *saved = th_read(again, &len);
+    memcpy(&version, saved + 8, 4);
+    free(saved);
+    cr_assert_eq(version, 3);
+    hicp_model *l;
+    cr_assert_eq(hicp_model_load(ctx, again, &l), 0, "%s", hicp_context_error(ctx));
+    assert_same_model(m, l);
+    hicp_model_destroy(l);
+    hicp_model_destroy(m);
+  }
   hicp_context_destroy(ctx);
 }

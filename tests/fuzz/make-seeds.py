@@ -7,7 +7,9 @@ Small, valid examples of every format variant the readers accept (the
 fuzzer mutates from them), point sets for the model builder, and model files
 written by `hicp model build`.  Deterministic: running it again gives the
 same files.  Crash reproducers found later go beside them by hand
-(regression-*), and stay."""
+(regression-*), and stay, as do model files of the previous format
+(model_file/format2-*, written by hicp before file format 3), which the
+loader still reads."""
 import os
 import struct
 import subprocess
