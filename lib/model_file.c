@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,17 +61,22 @@ enum {
  * makes at most 4), plus one: a forged header cannot ask for more. */
 #define START_CELLS_MAX 8u
 
-typedef struct file_header {
-  char magic[8];
-  uint32_t version;
-  uint32_t endian;
-  uint32_t header_size;
-  uint32_t has_delaunay;
-  uint64_t npoints, nv, nedges, nkd;
-  uint32_t zero_start, reserved0;
-  double origin[3], bbox_min[3], bbox_max[3], diag;
-  double build_ms, qhull_ms;
+/* The fields every format's header begins with (288 bytes, no padding:
+ * what follows them lies on an 8-byte boundary in both layouts). */
+#define HEADER_COMMON                                                                              \
+  char magic[8];                                                                                   \
+  uint32_t version;                                                                                \
+  uint32_t endian;                                                                                 \
+  uint32_t header_size;                                                                            \
+  uint32_t has_delaunay;                                                                           \
+  uint64_t npoints, nv, nedges, nkd;                                                               \
+  uint32_t zero_start, reserved0;                                                                  \
+  double origin[3], bbox_min[3], bbox_max[3], diag;                                                \
+  double build_ms, qhull_ms;                                                                       \
   char fallback[128];
+
+typedef struct file_header {
+  HEADER_COMMON
   uint32_t start_dim[3], reserved1;
   float start_lo[3], start_inv;
   uint64_t offset[NSECTIONS];
@@ -85,16 +91,7 @@ typedef struct file_header {
  * into a file_header (read_header_v2) and the table is built at load. */
 #define NSECTIONS_V2 9
 typedef struct file_header_v2 {
-  char magic[8];
-  uint32_t version;
-  uint32_t endian;
-  uint32_t header_size;
-  uint32_t has_delaunay;
-  uint64_t npoints, nv, nedges, nkd;
-  uint32_t zero_start, reserved0;
-  double origin[3], bbox_min[3], bbox_max[3], diag;
-  double build_ms, qhull_ms;
-  char fallback[128];
+  HEADER_COMMON
   uint64_t offset[NSECTIONS_V2];
   uint64_t size[NSECTIONS_V2];
   uint64_t file_size;
@@ -161,24 +158,26 @@ static uint64_t sum_final(const sum_state *s)
   return h;
 }
 
-static uint64_t header_checksum(const file_header *h)
+/* The checksum of a header of `size` bytes (either format's) whose last 8
+ * bytes, its own checksum, count as zero. */
+_Static_assert(offsetof(file_header, header_sum) + 8 == sizeof(file_header) &&
+                   offsetof(file_header_v2, header_sum) + 8 == sizeof(file_header_v2) &&
+                   sizeof(file_header_v2) <= sizeof(file_header),
+               "both headers end with their checksum");
+static uint64_t header_checksum_of(const void *header, size_t size)
 {
-  file_header copy = *h;
-  copy.header_sum = 0;
+  unsigned char copy[sizeof(file_header)];
+  memcpy(copy, header, size);
+  memset(copy + size - 8, 0, 8);
   sum_state s;
   sum_init(&s);
-  sum_update(&s, (const unsigned char *)&copy, sizeof copy);
+  sum_update(&s, copy, size);
   return sum_final(&s);
 }
 
-static uint64_t header_checksum_v2(const file_header_v2 *h)
+static uint64_t header_checksum(const file_header *h)
 {
-  file_header_v2 copy = *h;
-  copy.header_sum = 0;
-  sum_state s;
-  sum_init(&s);
-  sum_update(&s, (const unsigned char *)&copy, sizeof copy);
-  return sum_final(&s);
+  return header_checksum_of(h, sizeof *h);
 }
 
 static uint64_t align_up(uint64_t x)
@@ -459,29 +458,14 @@ static int read_header_v2(hicp_context *ctx, int fd, uint64_t actual, const char
   file_header_v2 o;
   if (actual < sizeof o || pread(fd, &o, sizeof o, 0) != (ssize_t)sizeof o)
     return hicp__fail(ctx, HICP_EFORMAT, "%s: too short for a hicp model file", path);
-  if (o.header_size != sizeof o || (o.header_sum != header_checksum_v2(&o) && !SKIP_CHECKSUMS))
+  if (o.header_size != sizeof o ||
+      (o.header_sum != header_checksum_of(&o, sizeof o) && !SKIP_CHECKSUMS))
     return hicp__fail(ctx, HICP_EFORMAT, "%s: corrupted header (checksum mismatch)", path);
+  _Static_assert(offsetof(file_header, start_dim) == offsetof(file_header_v2, offset),
+                 "the common header fields lie alike in both formats");
   memset(h, 0, sizeof *h);
-  memcpy(h->magic, o.magic, sizeof h->magic);
-  h->version = o.version;
-  h->endian = o.endian;
+  memcpy(h, &o, offsetof(file_header_v2, offset));
   h->header_size = sizeof *h;
-  h->has_delaunay = o.has_delaunay;
-  h->npoints = o.npoints;
-  h->nv = o.nv;
-  h->nedges = o.nedges;
-  h->nkd = o.nkd;
-  h->zero_start = o.zero_start;
-  h->reserved0 = o.reserved0;
-  for (int d = 0; d < 3; d++) {
-    h->origin[d] = o.origin[d];
-    h->bbox_min[d] = o.bbox_min[d];
-    h->bbox_max[d] = o.bbox_max[d];
-  }
-  h->diag = o.diag;
-  h->build_ms = o.build_ms;
-  h->qhull_ms = o.qhull_ms;
-  memcpy(h->fallback, o.fallback, sizeof h->fallback);
   for (int s = 0; s < NSECTIONS_V2; s++) {
     h->offset[s] = o.offset[s];
     h->size[s] = o.size[s];

@@ -11,6 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "model.h"
+#include "pp/nn.h"
+
 #include "testhelp.h"
 
 const char *th_data(const char *relpath)
@@ -109,4 +112,27 @@ double th_rotation_error_deg(const double *ma, const double *mb)
   if (c < -1.0)
     c = -1.0;
   return acos(c) * 180.0 / M_PI;
+}
+
+uint64_t th_assert_start_table_exact(const hicp_model *m)
+{
+  cr_assert_not_null(m->start);
+  const hicp__mview v = hicp__model_view(m);
+  uint64_t c = 0;
+  for (uint32_t z = 0; z < m->start_dim[2]; z++)
+    for (uint32_t y = 0; y < m->start_dim[1]; y++)
+      for (uint32_t x = 0; x < m->start_dim[0]; x++, c++) {
+        const uint32_t at[3] = {x, y, z};
+        float q[3];
+        for (int d = 0; d < 3; d++)
+          q[d] = m->start_lo[d] + ((float)at[d] + 0.5f) / m->start_inv;
+        /* the centre maps back to its own cell */
+        cr_assert_eq(hicp__start_vertex(&v, q), m->start[c], "cell %llu", (unsigned long long)c);
+        uint32_t best;
+        float bd;
+        hicp__nn_brute(&v, q, &best, &bd);
+        cr_assert_eq(m->start[c], best, "cell %llu: %u, nearest %u", (unsigned long long)c,
+                     m->start[c], best);
+      }
+  return c;
 }

@@ -22,6 +22,11 @@ void th_write(const char *path, const void *data, size_t len);
 /* Reads a whole file; *len receives its size.  Caller frees. */
 unsigned char *th_read(const char *path, size_t *len);
 
+/* Asserts that every cell of m's start table holds the vertex nearest the
+ * cell's centre (the brute force's, ties to the smaller id), as a build
+ * makes it (lib/start_table.c); returns the number of cells. */
+uint64_t th_assert_start_table_exact(const hicp_model *m);
+
 /* Deterministic random numbers: the generator of tools/synth.c
  * (xoshiro256**), under the tests' names. */
 typedef synth_rng th_rng;
