@@ -31,10 +31,23 @@ static double axis_cells(double e, double h)
   return floor(e / h) + 1.0;
 }
 
+/* The product of the cells along the three axes for cubes of side h. */
+static double grid_cells(const double ext[3], double h)
+{
+  return axis_cells(ext[0], h) * axis_cells(ext[1], h) * axis_cells(ext[2], h);
+}
+
+/* The smallest cube side for a float scale (1/h below FLT_MAX, with room). */
+#define HICP_START_MIN_SIDE 1e-37
+
 /* The grid: cubes of the smallest side, on a ladder of 5% steps from the
  * box's volume over HICP_START_CELLS x nv, for which the cells are at most
  * that many, and at most UINT32_MAX along an axis (an axis of zero extent
- * still takes one cell). */
+ * still takes one cell).  A box too small for a float scale, or none, and
+ * a ladder that does not reach (neither happens to a real model; a forged
+ * file's box can be anything: the loader builds format 2 files' tables),
+ * take one cell: every walk then starts at one vertex, and still ends at
+ * its answer. */
 static void grid_shape(hicp_model *m)
 {
   double ext[3], emax = 0.0, vol = 1.0;
@@ -43,20 +56,27 @@ static void grid_shape(hicp_model *m)
     emax = ext[d] > emax ? ext[d] : emax;
   }
   const double want = HICP_START_CELLS * (double)m->nv;
-  double h = 1.0;
-  if (emax > 0.0) {
+  double h = 0.0;
+  if (emax > HICP_START_MIN_SIDE && emax < HUGE_VAL) {
     for (int d = 0; d < 3; d++)
       vol *= ext[d] > emax * 1e-6 ? ext[d] : emax * 1e-6;
     h = cbrt(vol / want);
-    while (axis_cells(ext[0], h) * axis_cells(ext[1], h) * axis_cells(ext[2], h) > want ||
-           axis_cells(emax, h) > (double)UINT32_MAX)
+    /* no smaller than the side that gives the longest axis want cells
+     * (this also takes a volume that underflowed) */
+    h = h >= emax / want ? h : emax / want;
+    h = h >= HICP_START_MIN_SIDE ? h : HICP_START_MIN_SIDE;
+    for (int step = 0; step < 2000 && (grid_cells(ext, h) > want ||
+                                       axis_cells(emax, h) > (double)UINT32_MAX);
+         step++)
       h *= 1.05;
+    if (grid_cells(ext, h) > want || axis_cells(emax, h) > (double)UINT32_MAX)
+      h = 0.0;
   }
   for (int d = 0; d < 3; d++) {
-    m->start_dim[d] = emax > 0.0 ? (uint32_t)axis_cells(ext[d], h) : 1u;
+    m->start_dim[d] = h > 0.0 ? (uint32_t)axis_cells(ext[d], h) : 1u;
     m->start_lo[d] = (float)m->bbox_min[d];
   }
-  m->start_inv = (float)(1.0 / h);
+  m->start_inv = h > 0.0 ? (float)(1.0 / h) : 1.0f;
 }
 
 /* The centre of cell c along axis d, as hicp__start_axis maps back to it. */

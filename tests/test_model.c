@@ -393,3 +393,38 @@ Test(model, start_table_is_exact)
   }
   free(p);
 }
+
+/* A box too small for the table's float scale (a forged format 2 file's
+ * header can claim any box; its table is built as it loads) gives one
+ * cell, at once: the grid's ladder once never ended on a box of 1e-310
+ * (tests/fuzz/corpus/model_file/regression-962dfca2). */
+Test(model, start_table_of_a_tiny_box, .timeout = 30)
+{
+  th_rng r;
+  th_rng_seed(&r, 5);
+  float p[3 * 300];
+  for (int i = 0; i < 900; i++)
+    p[i] = (float)th_uniform(&r);
+  hicp_context *ctx = ctx_new();
+  hicp_model *m;
+  cr_assert_eq(hicp_model_build(ctx, p, 300, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  const double tiny[] = {1e-310, 1e-40, 0.0};
+  for (size_t k = 0; k < sizeof tiny / sizeof *tiny; k++) {
+    for (int d = 0; d < 3; d++) {
+      m->bbox_min[d] = 0.0;
+      m->bbox_max[d] = tiny[k];
+    }
+    cr_assert_eq(hicp__start_table_build(ctx, m), 0, "%s", hicp_context_error(ctx));
+    cr_assert(m->start_dim[0] == 1 && m->start_dim[1] == 1 && m->start_dim[2] == 1,
+              "box %g: %u x %u x %u cells", tiny[k], m->start_dim[0], m->start_dim[1],
+              m->start_dim[2]);
+    cr_assert_eq(th_assert_start_table_exact(m), 1);
+  }
+  /* a box of 1e-30, as coordinates near 1e-30 give: a grid as usual */
+  for (int d = 0; d < 3; d++)
+    m->bbox_max[d] = 1e-30;
+  cr_assert_eq(hicp__start_table_build(ctx, m), 0, "%s", hicp_context_error(ctx));
+  cr_assert_gt((uint64_t)m->start_dim[0] * m->start_dim[1] * m->start_dim[2], 300);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
