@@ -222,22 +222,22 @@ static inline void hicp__cpu_wave_begin(const hicp__mview *view, hicp__cpu_wave 
 typedef void (*hicp__walks_fn)(const hicp__mview *view, hicp__cpu_wave *wv, const uint16_t *list,
                                uint32_t n);
 
+/* Begins the n walks of *wv (hicp__cpu_wave_begin: a front that begins
+ * none, as in a first pass) and runs them with `walks`.  Out of line:
+ * inlined into the chunk functions, E1 ran 1-2% slower (when it also
+ * chose the anchors' starts, which the start table replaced). */
+static __attribute__((noinline, unused)) void
+hicp__cpu_wave_run(const hicp__mview *view, hicp__cpu_wave *wv, uint32_t n, int method,
+                   const uint32_t *prev, int cert, hicp__walks_fn walks)
+{
+  hicp__cpu_wave_begin(view, wv, NULL, n, method, prev, cert);
+  walks(view, wv, NULL, n);
+}
+
 /* Pass A's points in blocks of HICP_CPU_BLOCK, aligned on their index: a
  * piece of pass A is whole blocks (cpu/segments.h), the last one cut at
  * the end of the points. */
 #define HICP_CPU_BLOCK 64u
-
-/* The end of the block that starts at point b0, in a piece ending before
- * point `end`. */
-static inline uint32_t hicp__cpu_block_end(uint32_t b0, uint32_t end)
-{
-  return end - b0 < HICP_CPU_BLOCK ? end : b0 + HICP_CPU_BLOCK;
-}
-
-/* In a first pass (pnn-opt, no previous match: every walk would start from
- * a kd descent), one point in HICP_CPU_ANCHOR of each block starts so, and
- * the others start from the nearer of their two anchors' answers. */
-#define HICP_CPU_ANCHOR 8u
 
 /* Where a block's walks are listed before they run: walk k is for point
  * at[k], with the transformed point (qx[k], qy[k], qz[k]) (double), its
@@ -279,85 +279,6 @@ static inline uint32_t hicp__cpu_front(const hicp__mview *view, hicp__frame *f,
     }
   }
   return n;
-}
-
-/* Begins and runs the n walks listed in *wv and *td (by hicp__cpu_front
- * or a vector front) for the points of a piece of pass A that ends before
- * point `end`, with `walks`.
- *
- * Starts.  In a registration's first pass every pnn-opt walk would begin
- * with a kd descent, a chain of a dozen dependent loads that costs more
- * than the walk after it.  But the points follow a space-filling curve, so
- * a point lies close to its neighbours along it, and the answer for one
- * of them is a start about as good as a descent's leaf (bunny00's E1
- * registration takes 41 fewer steps of 213,370).  So in each block of
- * HICP_CPU_BLOCK points that all walk without a previous match, the
- * anchors (every HICP_CPU_ANCHOR-th point from the block's first, and its
- * last) walk first, from descents; then each other point starts from the
- * nearer (in the computed distance; the left one on a tie) of the
- * vertices where its anchors' walks ended (their answers, but for a
- * near-tie), the anchor at or before it and the next one.  The rule
- * depends only on the points and their indices, not on who takes which
- * piece, so the walks, and their statistics, are the same for any thread
- * count; answers never depend on a start.  Out of line: inlined into the
- * chunk functions, E1 ran 1-2% slower.
- *
- * A model with a start table (lib/model.h; every model with a graph,
- * model files from format 3) needs no anchors: each walk without a previous
- * match starts at its cell's vertex (hicp__nn_start), one load where a
- * descent is a dozen, and nearer than an anchor's answer (first passes
- * 0.4-1.0 steps a walk against 1.2-2.0; docs/cpu-engine.md, "A start
- * table for the first pass"). */
-static __attribute__((noinline, unused)) void
-hicp__cpu_wave_run(const hicp__mview *view, hicp__cpu_wave *wv, const hicp__cpu_todo *td,
-                   uint32_t n, int method, int cert, uint32_t end, hicp__walks_fn walks)
-{
-  uint16_t first[HICP_CPU_WAVE], later[HICP_CPU_WAVE];
-  uint32_t nfirst = 0, nlater = 0;
-  for (uint32_t k = 0; k < n;) {
-    const uint32_t b0 = td->at[k] / HICP_CPU_BLOCK * HICP_CPU_BLOCK;
-    const uint32_t bend = hicp__cpu_block_end(b0, end);
-    uint32_t k1 = k;
-    /* HICP_NN_PNN_OPT on a model without a start table */
-    int fresh = method == 0 && view->start == NULL;
-    for (; k1 < n && td->at[k1] < bend; k1++)
-      fresh &= td->prev[k1] == HICP_NONE;
-    /* the walks are listed in point order: all of the block walk when
-     * there are as many walks as points */
-    const int anchored = fresh && k1 - k == bend - b0;
-    for (; k < k1; k++) {
-      const uint32_t i = td->at[k];
-      if (anchored && (i - b0) % HICP_CPU_ANCHOR != 0 && i != bend - 1) {
-        later[nlater++] = (uint16_t)k;
-        continue;
-      }
-      first[nfirst++] = (uint16_t)k;
-    }
-  }
-  if (nlater == 0) { /* every walk starts as usual: no list needed */
-    hicp__cpu_wave_begin(view, wv, NULL, n, method, td->prev, cert);
-    walks(view, wv, NULL, n);
-    return;
-  }
-  if (nfirst > 0) {
-    hicp__cpu_wave_begin(view, wv, first, nfirst, method, td->prev, cert);
-    walks(view, wv, first, nfirst);
-  }
-  for (uint32_t j = 0; j < nlater; j++) {
-    /* a whole block is listed: point p is walk k + (p - i) */
-    const uint32_t k = later[j], i = td->at[k];
-    const uint32_t b0 = i / HICP_CPU_BLOCK * HICP_CPU_BLOCK;
-    const uint32_t bend = hicp__cpu_block_end(b0, end);
-    const uint32_t a = i - (i - b0) % HICP_CPU_ANCHOR;
-    const uint32_t b = a + HICP_CPU_ANCHOR < bend - 1 ? a + HICP_CPU_ANCHOR : bend - 1;
-    const uint32_t va = wv->w[k - (i - a)].cur, vb = wv->w[k + (b - i)].cur;
-    const float da = hicp__d2(wv->q[k], &view->vtx[va]), db = hicp__d2(wv->q[k], &view->vtx[vb]);
-    if (db < da)
-      hicp__walk_begin_at(vb, db, cert, &wv->w[k]);
-    else
-      hicp__walk_begin_at(va, da, cert, &wv->w[k]);
-  }
-  walks(view, wv, later, nlater);
 }
 
 /* The back of a block of pass A, walks k0 .. k1-1 of the wave *wv, run:
@@ -407,10 +328,11 @@ static inline void hicp__cpu_back(const hicp__mview *view, hicp__frame *f, int c
     const uint32_t n = FRONT(view, f, T, method, i0, end, &wv, &td, w, &nscan);               \
     if (n == 0)                                                                               \
       return;                                                                                 \
-    if (nscan != UINT32_MAX)                                                                  \
+    if (nscan != UINT32_MAX) {                                                                \
       WALKS##_scans(view, &wv, nscan);                                                        \
-    else                                                                                      \
-      hicp__cpu_wave_run(view, &wv, &td, n, method, cert, end, WALKS);                        \
+    } else {                                                                                  \
+      hicp__cpu_wave_run(view, &wv, n, method, td.prev, cert, WALKS);                         \
+    }                                                                                         \
     BACK(view, f, cert, &wv, &td, 0, n, w);                                                   \
   }
 

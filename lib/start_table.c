@@ -3,8 +3,8 @@
  * bounding box, each holding the vertex nearest its centre.
  *
  * Why: a registration's first pass has no previous matches, and its walks
- * began at the answers of kd descents (cpu/chunk.h, hicp__cpu_wave_run),
- * a dozen dependent loads each, one point in eight.  A tracker's frames
+ * began at the answers of kd descents, a dozen dependent loads each, one
+ * point in eight (the others at the nearer of two such answers).  A tracker's frames
  * converge in a few iterations, so that pass was a third to a half of
  * their time.  A cell's vertex is one load away and lies within a cell
  * of the query: on scans near the surface the first pass took 0.4-1.0

@@ -350,10 +350,11 @@ Test(register, bitwise_methods_threads)
 
 /* The start table (lib/start_table.c) decides where the walks without a
  * previous match begin, never where they end: the same model without it
- * (its walks then start from kd descents and their neighbours' answers,
- * cpu/chunk.h) gives the same bits, with more steps.  A scan far from its
- * pose (E1's) and one near it (a tracker's next frame), whose first pass
- * the table shortens most. */
+ * (each such walk then starts from its own kd descent, cpu/chunk.h) gives
+ * the same bits from other walks.  (Fewer steps is not the point: a
+ * descent's leaf lies nearer than a cell's vertex, at a dozen loads'
+ * cost; the time is measured in docs/cpu-engine.md.)  A scan far from its
+ * pose (E1's) and one near it (a tracker's next frame). */
 Test(register, start_table_moves_time_not_bits)
 {
   scene s;
@@ -378,8 +379,7 @@ Test(register, start_table_moves_time_not_bits)
               "case %d: the start table changed the transform", c);
     cr_assert_eq(with.rmse, without.rmse);
     cr_assert_eq(with.walk.queries, without.walk.queries);
-    cr_assert_lt(with.walk.steps, without.walk.steps, "case %d: %llu steps, %llu without", c,
-                 (unsigned long long)with.walk.steps, (unsigned long long)without.walk.steps);
+    cr_assert_neq(with.walk.steps, without.walk.steps, "case %d: the table changed no walk", c);
     free(s.scan);
     s.scan = NULL;
   }
