@@ -9,10 +9,16 @@
  *   hicp_bench build MODEL [--repeat R]
  *   hicp_bench batch MODEL SCAN [--frames F] [--threads T] [--iters N]
  *                    [--repeat R] [--backend B] [--chunk C]
+ *   hicp_bench track MODEL @LIST [--iters N] [--threads T] [--repeat R]
+ *                    [--backend B] [--tol T]
  *
  * Prints one JSON object per run on stdout: the median and all times, and
  * the result's pose and errors.  Model building and file reading are
  * excluded from registration times; `build` times them separately.
+ * `track` registers the listed frames in order, each from the pose found
+ * for the one before (the first from the identity), as a tracker does;
+ * each repeat runs the whole sequence again, and it prints one line per
+ * frame: that frame's median time and its pose.
  * --gap sleeps MS milliseconds between two registrations, as when frames
  * arrive at a camera's rate rather than back to back (docs/cpu-engine.md,
  * "Two threads on a shared VM").  Like `hicp register` and `hicp nn`, it
@@ -62,10 +68,44 @@ static void print_times(const double *t, int n)
   printf("]");
 }
 
+/* SCAN, or @FILE listing one scan per line */
+static char **read_list(const char *arg, size_t *count)
+{
+  char **scans = NULL;
+  size_t n = 0;
+  if (arg[0] == '@') {
+    FILE *lf = fopen(arg + 1, "r");
+    if (lf == NULL)
+      die(NULL, arg);
+    char line[4096];
+    while (fgets(line, sizeof line, lf) != NULL) {
+      line[strcspn(line, "\r\n")] = '\0';
+      if (line[0] == '\0')
+        continue;
+      scans = realloc(scans, sizeof *scans * (n + 1));
+      scans[n++] = strdup(line);
+    }
+    fclose(lf);
+  } else {
+    scans = malloc(sizeof *scans);
+    scans[n++] = strdup(arg);
+  }
+  *count = n;
+  return scans;
+}
+
+static void print_transform(const hicp_transform *tr)
+{
+  printf("\"transform\":[");
+  for (int q = 0; q < 16; q++)
+    printf("%s%.17g", q ? "," : "", tr->m[q]);
+  printf("]");
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 3) {
-    fprintf(stderr, "usage: hicp_bench register|nn|build MODEL [SCAN] [options]\n");
+    fprintf(stderr, "usage: hicp_bench register|nn|build|batch|track MODEL [SCAN] [options]\n");
     return 2;
   }
   const char *mode = argv[1], *model_path = argv[2];
@@ -114,7 +154,7 @@ int main(int argc, char **argv)
   hicp_context *ctx;
   if (hicp_context_create(&co, &ctx) != 0)
     die(NULL, "context");
-  if (start_threads && (!strcmp(mode, "register") || !strcmp(mode, "nn")))
+  if (start_threads && strcmp(mode, "build") != 0 && strcmp(mode, "batch") != 0)
     hicp_context_start_threads(ctx);
   double *t = calloc((size_t)repeat, sizeof *t);
 
@@ -157,26 +197,9 @@ int main(int argc, char **argv)
     die(ctx, model_path);
 
   if (!strcmp(mode, "register")) {
-    /* SCAN, or @FILE listing one scan per line (one JSON line each) */
-    char **scans = NULL;
-    size_t nscans = 0;
-    if (scan_path[0] == '@') {
-      FILE *lf = fopen(scan_path + 1, "r");
-      if (lf == NULL)
-        die(NULL, scan_path);
-      char line[4096];
-      while (fgets(line, sizeof line, lf) != NULL) {
-        line[strcspn(line, "\r\n")] = '\0';
-        if (line[0] == '\0')
-          continue;
-        scans = realloc(scans, sizeof *scans * (nscans + 1));
-        scans[nscans++] = strdup(line);
-      }
-      fclose(lf);
-    } else {
-      scans = malloc(sizeof *scans);
-      scans[nscans++] = strdup(scan_path);
-    }
+    /* one JSON line for each scan */
+    size_t nscans;
+    char **scans = read_list(scan_path, &nscans);
     hicp_reg_options o;
     hicp_reg_options_init(&o);
     o.nn = nn;
@@ -202,15 +225,13 @@ int main(int argc, char **argv)
       double med = median(t, repeat);
       printf("{\"mode\":\"register\",\"scan\":\"%s\",\"nn\":\"%s\",\"backend\":\"%s\",\"threads\":%d,"
              "\"iterations\":%d,\"scan_points\":%zu,\"median_ms\":%.4f,\"rmse\":%.17g,"
-             "\"correspond_ms\":%.4f,\"reduce_ms\":%.4f,\"solve_ms\":%.4f,\"mean_steps\":%.4f,"
-             "\"transform\":[",
+             "\"correspond_ms\":%.4f,\"reduce_ms\":%.4f,\"solve_ms\":%.4f,\"mean_steps\":%.4f,",
              scans[si], hicp_nn_method_name(nn), hicp_backend_name(r.backend),
              hicp_context_threads(ctx), r.iterations, hicp_cloud_size(s), med, r.rmse,
              r.correspond_ms, r.reduce_ms, r.solve_ms,
              r.walk.queries ? (double)r.walk.steps / r.walk.queries : 0.0);
-      for (int q = 0; q < 16; q++)
-        printf("%s%.17g", q ? "," : "", r.transform.m[q]);
-      printf("],\"walk_hist\":[");
+      print_transform(&r.transform);
+      printf(",\"walk_hist\":[");
       for (int q = 0; q < 16; q++)
         printf("%s%llu", q ? "," : "", (unsigned long long)r.walk.hist[q]);
       printf("],");
@@ -221,6 +242,58 @@ int main(int argc, char **argv)
       free(scans[si]);
     }
     free(scans);
+    hicp_model_destroy(m);
+    hicp_context_destroy(ctx);
+    free(t);
+    return 0;
+  }
+  if (!strcmp(mode, "track")) {
+    /* The frames are read first: a tracker's frames arrive in memory. */
+    size_t nf;
+    char **names = read_list(scan_path, &nf);
+    hicp_cloud **fr = calloc(nf, sizeof *fr);
+    hicp_result *res = calloc(nf, sizeof *res);
+    double *ft = calloc(nf * (size_t)repeat, sizeof *ft);
+    for (size_t f = 0; f < nf; f++)
+      if (hicp_cloud_read(ctx, names[f], HICP_FORMAT_AUTO, &fr[f]) != 0)
+        die(ctx, names[f]);
+    hicp_reg_options o;
+    hicp_reg_options_init(&o);
+    o.nn = nn;
+    o.max_iter = iters;
+    o.tol = tol; /* 0: no early stop */
+    for (int k = 0; k < repeat; k++)
+      for (size_t f = 0; f < nf; f++) {
+        hicp_result r;
+        hicp_result_init(&r);
+        double t0 = now_ms();
+        if (hicp_register_cloud(ctx, m, fr[f], &o, f ? &res[f - 1].transform : NULL, &r) != 0)
+          die(ctx, "register");
+        ft[f * (size_t)repeat + (size_t)k] = now_ms() - t0;
+        /* every repeat must follow the same track, to the bit */
+        if (k > 0 && memcmp(&r.transform, &res[f].transform, sizeof r.transform) != 0)
+          die(NULL, "a repeat tracked a different pose");
+        res[f] = r;
+      }
+    for (size_t f = 0; f < nf; f++) {
+      double *tf = ft + f * (size_t)repeat;
+      printf("{\"mode\":\"track\",\"frame\":%zu,\"scan\":\"%s\",\"backend\":\"%s\",\"threads\":%d,"
+             "\"iterations\":%d,\"scan_points\":%zu,\"median_ms\":%.4f,\"rmse\":%.17g,"
+             "\"mean_steps\":%.4f,",
+             f, names[f], hicp_backend_name(res[f].backend), hicp_context_threads(ctx),
+             res[f].iterations, hicp_cloud_size(fr[f]), median(tf, repeat), res[f].rmse,
+             res[f].walk.queries ? (double)res[f].walk.steps / res[f].walk.queries : 0.0);
+      print_transform(&res[f].transform);
+      printf(",");
+      print_times(tf, repeat);
+      printf("}\n");
+      hicp_cloud_destroy(fr[f]);
+      free(names[f]);
+    }
+    free(names);
+    free(fr);
+    free(res);
+    free(ft);
     hicp_model_destroy(m);
     hicp_context_destroy(ctx);
     free(t);

@@ -2,7 +2,7 @@
 """bench/plot.py: draws bench/run's results as PNGs.
 
 Reads one JSON object on stdin: {"e1": [...], "e2": [...], "e3": [...],
-"e4": [...], "e5": {...}, "dir": OUTDIR} (the rows bench/run records), writes
+"e4": [...], "e5": {...}, "e6": [...], "dir": OUTDIR} (the rows bench/run records), writes
 one PNG per experiment that has data into OUTDIR and prints each file name on
 its own line.  Uses Debian's python3-matplotlib with the Agg backend (no
 display needed).
@@ -28,14 +28,14 @@ def save(fig, outdir, name, made):
     made.append(name)
 
 
-def e1_plot(rows, outdir, made):
-    """Registration time per case and tool (log scale)."""
+def peers_plot(rows, outdir, made, key, ylabel, title, name):
+    """Time per case and tool (log scale), each peer's bar marked with its ratio."""
     tools = [t for t in ("hicp", "open3d", "pcl") if any(t in r for r in rows)]
     fig, ax = plt.subplots(figsize=(8, 4))
     w = 0.8 / len(tools)
     for k, t in enumerate(tools):
         xs = [i + (k - (len(tools) - 1) / 2) * w for i in range(len(rows))]
-        ys = [r[t]["median_ms"] if t in r else 0 for r in rows]
+        ys = [r[t][key] if t in r else 0 for r in rows]
         bars = ax.bar(xs, ys, w, label=LABELS[t], color=COLORS[t])
         for b, r in zip(bars, rows):
             if t in r and t != "hicp" and "ratio" in r[t]:
@@ -45,10 +45,10 @@ def e1_plot(rows, outdir, made):
     ax.set_xticklabels(["%s\n%d/%d" % (r["case"].replace(".off", ""), r["model_points"], r["scan_points"])
                         for r in rows], fontsize=7)
     ax.set_yscale("log")
-    ax.set_ylabel("ms per registration (30 iterations)")
-    ax.set_title("E1: registration time (x = peer / hicp)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.legend(fontsize=8)
-    save(fig, outdir, "e1_peers.png", made)
+    save(fig, outdir, name, made)
 
 
 def e2_plot(rows, outdir, made):
@@ -162,7 +162,8 @@ def main():
     os.makedirs(outdir, exist_ok=True)
     made = []
     if d.get("e1"):
-        e1_plot(d["e1"], outdir, made)
+        peers_plot(d["e1"], outdir, made, "median_ms", "ms per registration (30 iterations)",
+                   "E1: registration time (x = peer / hicp)", "e1_peers.png")
     if d.get("e2"):
         e2_plot(d["e2"], outdir, made)
     if d.get("e3"):
@@ -171,6 +172,9 @@ def main():
         e4_plot(d["e4"], outdir, made)
     if d.get("e5") and d["e5"].get("points"):
         e5_plot(d["e5"], outdir, made)
+    if d.get("e6"):
+        peers_plot(d["e6"], outdir, made, "ms_per_frame", "ms per frame (%d iterations)" % d["e6"][0]["iterations"],
+                   "E6: tracking, each frame from the last pose (x = peer / hicp)", "e6_tracking.png")
     for m in made:
         print(m)
 

@@ -21,13 +21,13 @@ else
   echo "not ok 1 - bench/run --smoke exits 0"; sed 's/^/# /' "$out/log"
 fi
 missing=
-for e in E1 E2 E3 E4 E5_points E5_build E5_queries E5_batch machine; do
+for e in E1 E2 E3 E4 E5_points E5_build E5_queries E5_batch E6 machine; do
   [ -s "$out/run/results/$e.jsonl" ] || missing="$missing $e"
 done
 if [ -z "$missing" ]; then echo "ok 2 - every experiment recorded"; else
   echo "not ok 2 - every experiment recorded (missing:$missing)"; fi
 missing=
-for s in "## E1" "## E2" "## E3" "## E4" "## E5" "## Machine" "## GPU"; do
+for s in "## E1" "## E2" "## E3" "## E4" "## E5" "## E6" "## Machine" "## GPU"; do
   grep -q "^$s" "$out/report.md" 2>/dev/null || missing="$missing '$s'"
 done
 if [ -z "$missing" ]; then echo "ok 3 - report has every section"; else
@@ -35,7 +35,7 @@ if [ -z "$missing" ]; then echo "ok 3 - report has every section"; else
 py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3  # where bench/run draws
 if $py -c "import matplotlib" 2>/dev/null; then
   n=$(ls "$out"/img/*.png 2>/dev/null | wc -l)
-  if [ "$n" -eq 5 ]; then echo "ok 4 - five plots"; else echo "not ok 4 - five plots (got $n)"; fi
+  if [ "$n" -eq 6 ]; then echo "ok 4 - six plots"; else echo "not ok 4 - six plots (got $n)"; fi
 else
   echo "ok 4 # SKIP python3-matplotlib not installed"
 fi

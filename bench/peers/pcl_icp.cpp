@@ -5,9 +5,12 @@
 // once, timed apart (tree_build_ms), and handed to every align() with
 // setSearchMethodTarget(tree, true), which PCL then uses as it is.
 //
-// usage: pcl_icp MODEL.ply SCAN.ply|@LIST ITERS REPEAT [EPSILON]
+// usage: pcl_icp MODEL.ply SCAN.ply|@LIST ITERS REPEAT [EPSILON [track]]
 // Prints one JSON object per scan: times, median, transform, fitness score.
-// EPSILON (default 0: never) stops when the fitness changes less.
+// EPSILON (default 0: never) stops when the fitness changes less.  `track`
+// registers the listed scans in order as a tracker's frames, each from the
+// pose found for the one before (the first from the identity); each repeat
+// runs the whole sequence again.
 #include <pcl/io/ply_io.h>
 #include <pcl/point_types.h>
 #include <pcl/registration/icp.h>
@@ -30,57 +33,61 @@ static double median(std::vector<double> s)
   return s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
 }
 
-static int run(pcl::PointCloud<pcl::PointXYZ>::Ptr model, Tree::Ptr tree, double tree_ms,
-               const std::string &path, int iters, int repeat, double eps)
-{
-  pcl::PointCloud<pcl::PointXYZ>::Ptr scan(new pcl::PointCloud<pcl::PointXYZ>);
-  if (pcl::io::loadPLYFile(path, *scan) < 0) {
-    std::fprintf(stderr, "pcl_icp: cannot read %s\n", path.c_str());
-    return 1;
-  }
+// One scan: its cloud, and what its registrations gave.
+struct Frame {
+  std::string path;
+  pcl::PointCloud<pcl::PointXYZ>::Ptr cloud{new pcl::PointCloud<pcl::PointXYZ>};
   std::vector<double> times;
   Eigen::Matrix4f T = Eigen::Matrix4f::Identity();
   double fitness = 0.0;
   int done = 0;
-  for (int r = 0; r < repeat; r++) {
-    pcl::IterativeClosestPoint<pcl::PointXYZ, pcl::PointXYZ> icp;
-    icp.setInputSource(scan);
-    icp.setInputTarget(model);
-    icp.setSearchMethodTarget(tree, true); // built in main(), not again
-    icp.setMaximumIterations(iters);
-    // no distance cut-off; no early stop unless eps > 0
-    icp.setMaxCorrespondenceDistance(std::sqrt(std::numeric_limits<double>::max()) / 4);
-    icp.setTransformationEpsilon(0.0);
-    icp.setTransformationRotationEpsilon(0.0);
-    icp.setEuclideanFitnessEpsilon(eps > 0 ? eps : -std::numeric_limits<double>::max());
-    pcl::PointCloud<pcl::PointXYZ> out;
-    auto t0 = std::chrono::steady_clock::now();
-    icp.align(out);
-    auto t1 = std::chrono::steady_clock::now();
-    times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-    T = icp.getFinalTransformation();
-    fitness = icp.getFitnessScore();
-    done = icp.nr_iterations_;
-  }
-  const double med = median(times);
+};
+
+// One align() from `guess`, timed; the pose and facts kept in `f`.
+static void align(pcl::PointCloud<pcl::PointXYZ>::Ptr model, Tree::Ptr tree, Frame &f, int iters,
+                  double eps, const Eigen::Matrix4f &guess)
+{
+  pcl::IterativeClosestPoint<pcl::PointXYZ, pcl::PointXYZ> icp;
+  icp.setInputSource(f.cloud);
+  icp.setInputTarget(model);
+  icp.setSearchMethodTarget(tree, true); // built in main(), not again
+  icp.setMaximumIterations(iters);
+  // no distance cut-off; no early stop unless eps > 0
+  icp.setMaxCorrespondenceDistance(std::sqrt(std::numeric_limits<double>::max()) / 4);
+  icp.setTransformationEpsilon(0.0);
+  icp.setTransformationRotationEpsilon(0.0);
+  icp.setEuclideanFitnessEpsilon(eps > 0 ? eps : -std::numeric_limits<double>::max());
+  pcl::PointCloud<pcl::PointXYZ> out;
+  auto t0 = std::chrono::steady_clock::now();
+  icp.align(out, guess);
+  auto t1 = std::chrono::steady_clock::now();
+  f.times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  f.T = icp.getFinalTransformation();
+  f.fitness = icp.getFitnessScore();
+  f.done = icp.nr_iterations_;
+}
+
+static void print(const Frame &f, size_t model_points, int iters, double tree_ms)
+{
   std::printf("{\"peer\":\"pcl\",\"version\":\"%s\",\"scan\":\"%s\",\"threads\":1,"
               "\"iterations\":%d,\"iterations_done\":%d,\"scan_points\":%zu,\"model_points\":%zu,"
               "\"median_ms\":%.4f,\"times_ms\":[",
-              PCL_VERSION_PRETTY, path.c_str(), iters, done, scan->size(), model->size(), med);
-  for (size_t i = 0; i < times.size(); i++)
-    std::printf("%s%.4f", i ? "," : "", times[i]);
+              PCL_VERSION_PRETTY, f.path.c_str(), iters, f.done, f.cloud->size(), model_points,
+              median(f.times));
+  for (size_t i = 0; i < f.times.size(); i++)
+    std::printf("%s%.4f", i ? "," : "", f.times[i]);
   std::printf("],\"includes_tree_build\":false,\"tree_build_ms\":%.4f,\"transform\":[", tree_ms);
   for (int i = 0; i < 16; i++)
-    std::printf("%s%.9g", i ? "," : "", (double)T(i / 4, i % 4));
-  std::printf("],\"fitness_score\":%.9g}\n", fitness);
+    std::printf("%s%.9g", i ? "," : "", (double)f.T(i / 4, i % 4));
+  std::printf("],\"fitness_score\":%.9g}\n", f.fitness);
   std::fflush(stdout);
-  return 0;
 }
 
 int main(int argc, char **argv)
 {
-  if (argc != 5 && argc != 6) {
-    std::fprintf(stderr, "usage: pcl_icp MODEL.ply SCAN.ply|@LIST ITERS REPEAT [EPSILON]\n");
+  const bool track = argc == 7 && std::string(argv[6]) == "track";
+  if ((argc != 5 && argc != 6 && !track)) {
+    std::fprintf(stderr, "usage: pcl_icp MODEL.ply SCAN.ply|@LIST ITERS REPEAT [EPSILON [track]]\n");
     return 2;
   }
   pcl::PointCloud<pcl::PointXYZ>::Ptr model(new pcl::PointCloud<pcl::PointXYZ>);
@@ -101,7 +108,7 @@ int main(int argc, char **argv)
     builds.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   const double tree_ms = median(builds);
-  const double eps = argc == 6 ? std::atof(argv[5]) : 0.0;
+  const double eps = argc >= 6 ? std::atof(argv[5]) : 0.0;
   std::vector<std::string> scans;
   if (argv[2][0] == '@') {
     std::ifstream lf(argv[2] + 1);
@@ -112,8 +119,26 @@ int main(int argc, char **argv)
   } else {
     scans.push_back(argv[2]);
   }
-  for (const auto &p : scans)
-    if (run(model, tree, tree_ms, p, iters, repeat, eps) != 0)
+  // read first: a tracker's frames arrive in memory
+  std::vector<Frame> frames(scans.size());
+  for (size_t i = 0; i < scans.size(); i++) {
+    frames[i].path = scans[i];
+    if (pcl::io::loadPLYFile(scans[i], *frames[i].cloud) < 0) {
+      std::fprintf(stderr, "pcl_icp: cannot read %s\n", scans[i].c_str());
       return 1;
+    }
+  }
+  const Eigen::Matrix4f I = Eigen::Matrix4f::Identity();
+  if (track) {
+    for (int r = 0; r < repeat; r++)
+      for (size_t i = 0; i < frames.size(); i++)
+        align(model, tree, frames[i], iters, eps, i ? frames[i - 1].T : I);
+  } else {
+    for (auto &f : frames)
+      for (int r = 0; r < repeat; r++)
+        align(model, tree, f, iters, eps, I);
+  }
+  for (const auto &f : frames)
+    print(f, model->size(), iters, tree_ms);
   return 0;
 }
