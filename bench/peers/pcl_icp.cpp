@@ -86,7 +86,7 @@ static void print(const Frame &f, size_t model_points, int iters, double tree_ms
 int main(int argc, char **argv)
 {
   const bool track = argc == 7 && std::string(argv[6]) == "track";
-  if ((argc != 5 && argc != 6 && !track)) {
+  if (argc != 5 && argc != 6 && !track) {
     std::fprintf(stderr, "usage: pcl_icp MODEL.ply SCAN.ply|@LIST ITERS REPEAT [EPSILON [track]]\n");
     return 2;
   }
