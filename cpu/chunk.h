@@ -76,8 +76,8 @@ static inline void hicp__cpu_wave_answer(const hicp__mview *view, const hicp__cp
     hicp__walk_end(view, wv->q[k], w, &wv->rs[k], r);
 }
 
-/* Defines `static void NAME(view, wv, list, n)`: runs the n walks list[0 ..
- * n) of *wv (walks 0 .. n-1 when list is NULL), begun with
+/* Defines `static void NAME(view, wv, n)`: runs the walks 0 .. n-1 of
+ * *wv, begun with
  * hicp__walk_begin, to their ends, with the row scan ROW_SCAN: the
  * steps of hicp__nn_walk_step, breadth first.  Every walk takes one step
  * (the safe ball test, then the row scan), those that go on take another,
@@ -162,10 +162,9 @@ hicp__cpu_wave_after(hicp__cpu_wave *wv, uint32_t k, uint32_t *nlive)
     }                                                                                         \
   }                                                                                           \
                                                                                               \
-  ATTR static void NAME(const hicp__mview *view, hicp__cpu_wave *wv, const uint16_t *list,    \
-                        uint32_t n)                                                           \
+  ATTR static void NAME(const hicp__mview *view, hicp__cpu_wave *wv, uint32_t n)             \
   {                                                                                           \
-    NAME##_scans(view, wv, hicp__cpu_wave_balls(view, wv, list, n));                          \
+    NAME##_scans(view, wv, hicp__cpu_wave_balls(view, wv, NULL, n));                          \
   }
 
 /* The kd descents of the walks list[0 .. n) of *wv (hicp__nn_kd_descend):
@@ -193,18 +192,15 @@ static inline void hicp__cpu_descend(const hicp__mview *view, const hicp__cpu_wa
   }
 }
 
-/* Begins the n walks list[0 .. n) of *wv (walks 0 .. n-1 when list is
- * NULL; queries in wv->q) by `method`, walk k from the previous match
- * prev[k]: the kd descents among the starts go in step
- * (hicp__cpu_descend), the others by hicp__nn_start. */
+/* Begins the walks 0 .. n-1 of *wv (queries in wv->q) by `method`, walk
+ * k from the previous match prev[k]: the kd descents among the starts go
+ * in step (hicp__cpu_descend), the others by hicp__nn_start. */
 static inline void hicp__cpu_wave_begin(const hicp__mview *view, hicp__cpu_wave *wv,
-                                        const uint16_t *list, uint32_t n, int method,
-                                        const uint32_t *prev, int cert)
+                                        uint32_t n, int method, const uint32_t *prev, int cert)
 {
   uint32_t start[HICP_CPU_WAVE], nkd = 0;
   uint16_t kd[HICP_CPU_WAVE];
-  for (uint32_t j = 0; j < n; j++) {
-    const uint32_t k = list != NULL ? list[j] : j;
+  for (uint32_t k = 0; k < n; k++) {
     if (hicp__nn_start_descends(view, method, prev[k]))
       kd[nkd++] = (uint16_t)k;
     else
@@ -212,15 +208,12 @@ static inline void hicp__cpu_wave_begin(const hicp__mview *view, hicp__cpu_wave 
   }
   if (nkd > 0)
     hicp__cpu_descend(view, wv, kd, nkd, start);
-  for (uint32_t j = 0; j < n; j++) {
-    const uint32_t k = list != NULL ? list[j] : j;
+  for (uint32_t k = 0; k < n; k++)
     hicp__walk_begin(view, wv->q[k], start[k], cert, &wv->w[k]);
-  }
 }
 
 /* A HICP_CPU_WAVE_WALKS function. */
-typedef void (*hicp__walks_fn)(const hicp__mview *view, hicp__cpu_wave *wv, const uint16_t *list,
-                               uint32_t n);
+typedef void (*hicp__walks_fn)(const hicp__mview *view, hicp__cpu_wave *wv, uint32_t n);
 
 /* Begins the n walks of *wv (hicp__cpu_wave_begin: a front that begins
  * none, as in a first pass) and runs them with `walks`.  Out of line:
@@ -230,8 +223,8 @@ static __attribute__((noinline, unused)) void
 hicp__cpu_wave_run(const hicp__mview *view, hicp__cpu_wave *wv, uint32_t n, int method,
                    const uint32_t *prev, int cert, hicp__walks_fn walks)
 {
-  hicp__cpu_wave_begin(view, wv, NULL, n, method, prev, cert);
-  walks(view, wv, NULL, n);
+  hicp__cpu_wave_begin(view, wv, n, method, prev, cert);
+  walks(view, wv, n);
 }
 
 /* Pass A's points in blocks of HICP_CPU_BLOCK, aligned on their index: a
@@ -353,8 +346,8 @@ typedef void (*hicp__chunk_fn)(const hicp__mview *view, hicp__frame *f, const hi
     }                                                                                         \
     hicp__cpu_wave wv;                                                                        \
     memcpy(wv.q, q, sizeof wv.q[0] * n);                                                      \
-    hicp__cpu_wave_begin(view, &wv, NULL, n, method, prev, 0);                                \
-    WALKS(view, &wv, NULL, n);                                                                \
+    hicp__cpu_wave_begin(view, &wv, n, method, prev, 0);                                      \
+    WALKS(view, &wv, n);                                                                      \
     for (uint32_t k = 0; k < n; k++)                                                          \
       hicp__cpu_wave_answer(view, &wv, k, &res[k]);                                           \
   }

@@ -435,10 +435,9 @@ AVX512VL static void walks_avx2_pairs_scans(const hicp__mview *view, hicp__cpu_w
   }
 }
 
-AVX512VL static void walks_avx2_pairs(const hicp__mview *view, hicp__cpu_wave *wv,
-                                      const uint16_t *list, uint32_t n)
+AVX512VL static void walks_avx2_pairs(const hicp__mview *view, hicp__cpu_wave *wv, uint32_t n)
 {
-  walks_avx2_pairs_scans(view, wv, hicp__cpu_wave_balls(view, wv, list, n));
+  walks_avx2_pairs_scans(view, wv, hicp__cpu_wave_balls(view, wv, NULL, n));
 }
 
 /* For the tests: row_scan2_avx2 out of line. */
