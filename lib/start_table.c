@@ -31,10 +31,12 @@ static double axis_cells(double e, double h)
   return floor(e / h) + 1.0;
 }
 
-/* The product of the cells along the three axes for cubes of side h. */
-static double grid_cells(const double ext[3], double h)
+/* Whether cubes of side h give too many cells: more than `want` in all,
+ * or more than UINT32_MAX along the longest axis, of extent emax. */
+static int grid_too_fine(const double ext[3], double emax, double want, double h)
 {
-  return axis_cells(ext[0], h) * axis_cells(ext[1], h) * axis_cells(ext[2], h);
+  return axis_cells(ext[0], h) * axis_cells(ext[1], h) * axis_cells(ext[2], h) > want ||
+         axis_cells(emax, h) > (double)UINT32_MAX;
 }
 
 /* The smallest cube side for a float scale (1/h below FLT_MAX, with room). */
@@ -65,11 +67,9 @@ static void grid_shape(hicp_model *m)
      * (this also takes a volume that underflowed) */
     h = h >= emax / want ? h : emax / want;
     h = h >= HICP_START_MIN_SIDE ? h : HICP_START_MIN_SIDE;
-    for (int step = 0; step < 2000 && (grid_cells(ext, h) > want ||
-                                       axis_cells(emax, h) > (double)UINT32_MAX);
-         step++)
+    for (int step = 0; step < 2000 && grid_too_fine(ext, emax, want, h); step++)
       h *= 1.05;
-    if (grid_cells(ext, h) > want || axis_cells(emax, h) > (double)UINT32_MAX)
+    if (grid_too_fine(ext, emax, want, h))
       h = 0.0;
   }
   for (int d = 0; d < 3; d++) {
