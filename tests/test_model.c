@@ -20,6 +20,16 @@ static hicp_context *ctx_new(void)
   return ctx;
 }
 
+/* n points uniform in the unit cube (seeded), built into *m. */
+static void build_unit_cloud(hicp_context *ctx, float *p, int n, uint64_t seed, hicp_model **m)
+{
+  th_rng r;
+  th_rng_seed(&r, seed);
+  for (int i = 0; i < 3 * n; i++)
+    p[i] = (float)th_uniform(&r);
+  cr_assert_eq(hicp_model_build(ctx, p, (size_t)n, 0, NULL, m), 0, "%s", hicp_context_error(ctx));
+}
+
 static hicp_model_options validating(void)
 {
   hicp_model_options o;
@@ -220,14 +230,10 @@ Test(model, bad_input)
 
 Test(model, validator_catches_corruption)
 {
-  th_rng r;
-  th_rng_seed(&r, 8);
   float p[3 * 200];
-  for (int i = 0; i < 600; i++)
-    p[i] = (float)th_uniform(&r);
   hicp_context *ctx = ctx_new();
   hicp_model *m;
-  cr_assert_eq(hicp_model_build(ctx, p, 200, 0, NULL, &m), 0);
+  build_unit_cloud(ctx, p, 200, 8, &m);
   cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
   /* break symmetry: point one edge elsewhere */
   uint32_t saved = m->nbr[0];
@@ -400,14 +406,10 @@ Test(model, start_table_is_exact)
  * (tests/fuzz/corpus/model_file/regression-962dfca2). */
 Test(model, start_table_of_a_tiny_box, .timeout = 30)
 {
-  th_rng r;
-  th_rng_seed(&r, 5);
   float p[3 * 300];
-  for (int i = 0; i < 900; i++)
-    p[i] = (float)th_uniform(&r);
   hicp_context *ctx = ctx_new();
   hicp_model *m;
-  cr_assert_eq(hicp_model_build(ctx, p, 300, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  build_unit_cloud(ctx, p, 300, 5, &m);
   const double tiny[] = {1e-310, 1e-40, 0.0};
   for (size_t k = 0; k < sizeof tiny / sizeof *tiny; k++) {
     for (int d = 0; d < 3; d++) {
