@@ -10,7 +10,7 @@
  *   hicp_bench batch MODEL SCAN [--frames F] [--threads T] [--iters N]
  *                    [--repeat R] [--backend B] [--chunk C]
  *   hicp_bench track MODEL @LIST [--iters N] [--threads T] [--repeat R]
- *                    [--backend B] [--tol T]
+ *                    [--backend B] [--tol T] [--nn M] [--chunk C]
  *
  * Prints one JSON object per run on stdout: the median and all times, and
  * the result's pose and errors.  Model building and file reading are
@@ -92,6 +92,19 @@ static char **read_list(const char *arg, size_t *count)
   }
   *count = n;
   return scans;
+}
+
+/* The registration options of every mode: method, iterations, the MSE
+ * change to stop at (0: never) and the reduction's chunk size. */
+static hicp_reg_options reg_options(hicp_nn_method nn, int iters, double tol, int chunk)
+{
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.nn = nn;
+  o.max_iter = iters;
+  o.tol = tol;
+  o.chunk_points = chunk;
+  return o;
 }
 
 static void print_transform(const hicp_transform *tr)
@@ -200,12 +213,7 @@ int main(int argc, char **argv)
     /* one JSON line for each scan */
     size_t nscans;
     char **scans = read_list(scan_path, &nscans);
-    hicp_reg_options o;
-    hicp_reg_options_init(&o);
-    o.nn = nn;
-    o.max_iter = iters;
-    o.tol = tol; /* 0: no early stop */
-    o.chunk_points = chunk;
+    const hicp_reg_options o = reg_options(nn, iters, tol, chunk);
     for (size_t si = 0; si < nscans; si++) {
       hicp_cloud *s;
       if (hicp_cloud_read(ctx, scans[si], HICP_FORMAT_AUTO, &s) != 0)
@@ -257,11 +265,7 @@ int main(int argc, char **argv)
     for (size_t f = 0; f < nf; f++)
       if (hicp_cloud_read(ctx, names[f], HICP_FORMAT_AUTO, &fr[f]) != 0)
         die(ctx, names[f]);
-    hicp_reg_options o;
-    hicp_reg_options_init(&o);
-    o.nn = nn;
-    o.max_iter = iters;
-    o.tol = tol; /* 0: no early stop */
+    const hicp_reg_options o = reg_options(nn, iters, tol, chunk);
     for (int k = 0; k < repeat; k++)
       for (size_t f = 0; f < nf; f++) {
         hicp_result r;
@@ -322,12 +326,7 @@ int main(int argc, char **argv)
         fr[k][3 * i + 2] = p[3 * i + 2];
       }
     }
-    hicp_reg_options o;
-    hicp_reg_options_init(&o);
-    o.nn = nn;
-    o.max_iter = iters;
-    o.tol = 0.0;
-    o.chunk_points = chunk;
+    const hicp_reg_options o = reg_options(nn, iters, 0.0, chunk);
     for (int r = 0; r < repeat; r++) {
       for (int k = 0; k < nframes; k++)
         hicp_result_init(&res[k]);
