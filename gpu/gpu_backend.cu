@@ -80,7 +80,7 @@ static int fault(const char *kind)
 struct dev_model {
   uint64_t uid;
   hicp__mview view; /* device pointers */
-  void *blocks[8];  /* one per array of the view (device_model) */
+  void *blocks[9];  /* one per array of the view (device_model) */
   int nblocks;
 };
 
@@ -241,15 +241,19 @@ static int device_model(hicp_context *ctx, struct hicp__gpu *g, const hicp_model
   hicp__mview v = host;
   int rc = HICP_OK;
   /* Every array the per-point code reads (hicp__mview), in one device block
-   * each; arrays a model lacks (no Delaunay graph) stay NULL. */
-  const void *src[8] = {host.vtx, host.row, host.nbr, host.safe_r2,
-                        host.ecode, host.eunit, host.kd, host.kd_pts};
-  const size_t bytes[8] = {sizeof(hicp__vtx) * m->nv,  sizeof(uint32_t) * ((size_t)m->nv + 1),
+   * each; arrays a model lacks (no Delaunay graph, so no start table) stay
+   * NULL.  The start table's size is the one hicp_model_get_info reports. */
+  hicp_model_info info;
+  hicp__model_bytes(m, &info);
+  const void *src[9] = {host.vtx,   host.row,     host.nbr, host.safe_r2, host.ecode,
+                        host.eunit, host.kd,      host.kd_pts, host.start};
+  const size_t bytes[9] = {sizeof(hicp__vtx) * m->nv,  sizeof(uint32_t) * ((size_t)m->nv + 1),
                            sizeof(uint32_t) * m->nedges, sizeof(float) * m->nv,
                            (size_t)m->nedges,            sizeof(float) * m->nv,
-                           sizeof(hicp__kdnode) * m->nkd, sizeof(hicp__vtx) * m->nv};
-  void *dev[8] = {NULL};
-  for (int i = 0; i < 8 && rc == HICP_OK; i++)
+                           sizeof(hicp__kdnode) * m->nkd, sizeof(hicp__vtx) * m->nv,
+                           (size_t)info.bytes_start};
+  void *dev[9] = {NULL};
+  for (int i = 0; i < 9 && rc == HICP_OK; i++)
     rc = upload(ctx, g, d, src[i], bytes[i], &dev[i]);
   v.vtx = (const hicp__vtx *)dev[0];
   v.row = (const uint32_t *)dev[1];
@@ -259,10 +263,10 @@ static int device_model(hicp_context *ctx, struct hicp__gpu *g, const hicp_model
   v.eunit = (const float *)dev[5];
   v.kd = (const hicp__kdnode *)dev[6];
   v.kd_pts = (const hicp__vtx *)dev[7];
-  /* The start table is not uploaded: the kernel's walks without a
-   * previous match start from kd descents, as before it existed (the
-   * answers are the same from any start). */
-  v.start = NULL;
+  /* Walks with no previous match (the first pass) start at the start
+   * table's vertex, as on the CPU: one load in place of a kd descent's
+   * dozen, and the same start on both backends. */
+  v.start = (const uint32_t *)dev[8];
   TRY(cudaStreamSynchronize(g->stream));
   if (rc != HICP_OK) {
     free_model(d);

@@ -110,6 +110,68 @@ Test(gpu, nn_matches_cpu)
   free(q);
 }
 
+/* The walks themselves are the CPU's: the same start (the model's start
+ * table in the first pass, the previous match after it) and the same
+ * per-point steps give the same walk statistics, bucket by bucket.  A GPU
+ * that started its first pass elsewhere (a kd descent) would walk other
+ * paths of other lengths to the same answers. */
+Test(gpu, walks_match_cpu)
+{
+  need_gpu();
+  static const char *models[] = {"meshes/bunny00.off", "meshes/boeing.off"};
+  int found = 0;
+  for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
+    const char *path = th_data(models[mi]);
+    if (path == NULL)
+      continue;
+    found++;
+    hicp_cloud *c = th_load_cloud(path);
+    size_t n = hicp_cloud_size(c);
+    hicp_model *m = model_of(hicp_cloud_xyz(c), n);
+    cr_assert_not_null(m->start, "%s: no start table", models[mi]);
+    double R[9];
+    th_rotation(6, 4, -7, R);
+    float *s = malloc(sizeof(float) * 3 * n);
+    for (size_t i = 0; i < n; i++) {
+      const float *p = hicp_cloud_xyz(c) + 3 * i;
+      for (int d = 0; d < 3; d++)
+        s[3 * i + d] = (float)(R[3 * d] * p[0] + R[3 * d + 1] * p[1] + R[3 * d + 2] * p[2] +
+                               0.02 * (d + 1));
+    }
+    for (int iters = 1; iters <= 30; iters += 29) {
+      hicp_reg_options o;
+      hicp_reg_options_init(&o);
+      o.max_iter = iters;
+      o.tol = 0;
+      hicp_result cpu, gpu;
+      hicp_result_init(&cpu);
+      hicp_result_init(&gpu);
+      hicp_context *cc = ctx_for(HICP_BACKEND_CPU, 2);
+      hicp_context *gc = ctx_for(HICP_BACKEND_CUDA, 1);
+      cr_assert_eq(hicp_register(cc, m, s, n, &o, NULL, &cpu), 0);
+      cr_assert_eq(hicp_register(gc, m, s, n, &o, NULL, &gpu), 0, "%s", hicp_context_error(gc));
+      cr_assert_eq(gpu.backend, HICP_BACKEND_CUDA);
+      cr_assert_gt(cpu.walk.steps, 0);
+      cr_assert(cpu.walk.queries == gpu.walk.queries && cpu.walk.steps == gpu.walk.steps &&
+                    cpu.walk.max_steps == gpu.walk.max_steps &&
+                    memcmp(cpu.walk.hist, gpu.walk.hist, sizeof cpu.walk.hist) == 0,
+                "%s, %d iterations: the GPU walked %llu steps for %llu queries, the CPU %llu "
+                "for %llu",
+                models[mi], iters, (unsigned long long)gpu.walk.steps,
+                (unsigned long long)gpu.walk.queries, (unsigned long long)cpu.walk.steps,
+                (unsigned long long)cpu.walk.queries);
+      cr_assert(memcmp(&cpu.transform, &gpu.transform, sizeof cpu.transform) == 0);
+      hicp_context_destroy(cc);
+      hicp_context_destroy(gc);
+    }
+    free(s);
+    hicp_model_destroy(m);
+    hicp_cloud_destroy(c);
+  }
+  if (!found)
+    cr_skip_test("libcgal-demo data not found");
+}
+
 /* Registrations: the CPU's bits for every method, chunk size, filter and
  * thread count, on the real models. */
 Test(gpu, registration_bitwise_real_models, .timeout = 600)
