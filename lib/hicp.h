@@ -517,9 +517,9 @@ typedef struct hicp_nn_options {
 HICP_API void hicp_nn_options_init_sized(hicp_nn_options *opts, size_t size);
 
 /** Walk statistics of a batch of queries: the work done, not part of the
- * answer.  A registration's are the same for any CPU thread count; a GPU
- * starts the first pass's walks otherwise (from kd descents), so runs that
- * use one count other steps for the same answers. */
+ * answer.  A registration's are the same for any thread count and on every
+ * backend: the CPU and a GPU start each walk at the same vertex and take
+ * the same steps. */
 typedef struct hicp_walk_stats {
   uint64_t queries;  /**< queries answered by a walk */
   uint64_t steps;    /**< vertices moved to, summed over queries */
