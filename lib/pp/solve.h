@@ -70,11 +70,12 @@ HICP_PP void hicp__jacobi_rotate(double a[4][4], double v[4][4], int p, int q, d
  * a[k][k].  Each sweep takes the six pairs in three rounds of two disjoint
  * ones, (0,1)(2,3), (0,2)(1,3), (0,3)(1,2): a round's two angles both come
  * from the matrix as the round finds it, so their divisions and square
- * roots are two independent chains, which a GPU thread (and a CPU core)
- * overlap.  Against the cyclic order one pair at a time, the solve took
- * 410 against 757 ns on the CPU and 18.9 against 21.0 rotations, with the
- * same accuracy (docs/gpu.md, "Stop 41").  Fixed order, so the result is a
- * pure function of the input bits. */
+ * roots are two independent chains that a core can overlap.  Against the
+ * cyclic order one pair at a time: 410 against 757 ns a solve on a Zen 4
+ * core, 18.9 against 21.0 rotations, the same accuracy; on an H200's one
+ * thread 9.4 against 11.7 us (docs/gpu.md, "Horn's solve in rounds of two
+ * rotations").  Fixed order, so the result is a pure function of the
+ * input bits. */
 HICP_PP void hicp__jacobi4(double a[4][4], double v[4][4])
 {
   HICP_UNROLL
