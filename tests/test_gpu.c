@@ -12,9 +12,11 @@
 
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "model.h"
@@ -390,6 +392,65 @@ Test(gpu, batch_two_logical_devices)
     free((void *)frames[k]);
   free(p);
   hicp_model_destroy(m);
+}
+
+static void *cancel_after_100ms(void *ctx)
+{
+  usleep(100000);
+  hicp_context_cancel((hicp_context *)ctx);
+  return NULL;
+}
+
+/* hicp_context_cancel() from another thread reaches the running kernel
+ * (through the mapped host flag it reads once an iteration): a
+ * registration set for 200,000 iterations, seconds of work, stops with
+ * HICP_STOP_CANCELED after whole iterations, at the CPU's transform for
+ * that many. */
+Test(gpu, cancel_reaches_the_kernel, .timeout = 120)
+{
+  need_gpu();
+  th_rng r;
+  th_rng_seed(&r, 41);
+  enum { N = 3000 };
+  float *p = malloc(sizeof(float) * 3 * N), *s = malloc(sizeof(float) * 3 * N);
+  cr_assert(p != NULL && s != NULL);
+  for (int i = 0; i < 3 * N; i++)
+    p[i] = (float)th_normal(&r);
+  double R[9];
+  th_rotation(4, -3, 5, R);
+  for (int i = 0; i < N; i++)
+    for (int d = 0; d < 3; d++)
+      s[3 * i + d] = (float)(R[3 * d] * p[3 * i] + R[3 * d + 1] * p[3 * i + 1] +
+                             R[3 * d + 2] * p[3 * i + 2] + 0.05 + 0.01 * th_normal(&r));
+  hicp_model *m = model_of(p, N);
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = 200000;
+  o.tol = 0;
+  hicp_context *gc = ctx_for(HICP_BACKEND_CUDA, 1);
+  hicp_result gpu;
+  hicp_result_init(&gpu);
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, cancel_after_100ms, gc), 0);
+  cr_assert_eq(hicp_register(gc, m, s, N, &o, NULL, &gpu), 0, "%s", hicp_context_error(gc));
+  pthread_join(t, NULL);
+  cr_assert_eq(gpu.backend, HICP_BACKEND_CUDA);
+  cr_assert_eq(gpu.stop, HICP_STOP_CANCELED, "stopped by %s after %d iterations",
+               hicp_stop_name(gpu.stop), gpu.iterations);
+  cr_assert(gpu.iterations > 0 && gpu.iterations < o.max_iter, "%d iterations", gpu.iterations);
+  hicp_context *cc = ctx_for(HICP_BACKEND_CPU, 2);
+  hicp_result cpu;
+  hicp_result_init(&cpu);
+  o.max_iter = gpu.iterations;
+  cr_assert_eq(hicp_register(cc, m, s, N, &o, NULL, &cpu), 0);
+  cr_assert_eq(cpu.iterations, gpu.iterations);
+  cr_assert(memcmp(&cpu.transform, &gpu.transform, sizeof cpu.transform) == 0,
+            "cancelled after %d iterations: not the CPU's transform", gpu.iterations);
+  hicp_context_destroy(cc);
+  hicp_context_destroy(gc);
+  hicp_model_destroy(m);
+  free(p);
+  free(s);
 }
 
 /* Faults: "cuda" fails cleanly with the right code; "auto" and "hybrid"
