@@ -526,25 +526,20 @@ __device__ void finish_iteration(const kparams &P, int k, unsigned long long t1,
 {
   dev_state *st = P.st;
   const hicp__partial *tot = &st->tot;
-  /* The cancel flag lives in host memory, a bus round trip away: read it
-   * first and use it last, so that the read overlaps the stop tests and the
-   * solve (whose result a cancel discards). */
-  const int canceled = P.cancel != NULL && *P.cancel;
   int stop;
   double mse = tot->v[HICP_PF_N_IN] > 0.0 ? tot->v[HICP_PF_E2_IN] / tot->v[HICP_PF_N_IN] : 0.0;
   if (!(tot->v[HICP_PF_N_IN] > 0.0))
     stop = 4; /* HICP_STOP_NO_PAIRS */
   else
     stop = hicp__check_stop(&P.conv, k, mse, st->mse_prev, &st->T, &st->T_prev);
-  hicp__xf next;
-  int degenerate = 0;
-  if (stop == HICP__GO)
-    hicp__solve_horn(tot, &next, &degenerate);
-  if (stop == HICP__GO && canceled)
+  if (stop == HICP__GO && P.cancel != NULL && *P.cancel)
     stop = 5; /* HICP_STOP_CANCELED */
   if (stop == HICP__GO && P.budget_ns != 0 && global_ns() - st->t_start >= P.budget_ns)
     stop = 6; /* HICP_STOP_TIMEOUT */
   if (stop == HICP__GO) {
+    hicp__xf next;
+    int degenerate;
+    hicp__solve_horn(tot, &next, &degenerate);
     st->degenerate = degenerate;
     st->T_prev = st->T;
     st->T = next;
