@@ -22,8 +22,12 @@
  * change it).  The tangent is the smaller root of t^2 + 2 theta t - 1 = 0,
  * theta = (aqq - app) / (2 apq), written without theta:
  *     t = sign(d) 2 apq / (|d| + sqrt(d^2 + (2 apq)^2)),   d = aqq - app,
- * one division fewer on the chain than through theta, and no overflow for
- * any matrix of float coordinates' sums (d^2 stays below 1e160). */
+ * one division fewer on the chain than through theta.  The squares cannot
+ * overflow (coordinates within HICP_COORD_MAX keep Q's entries below
+ * 1e36).  They would underflow for a pair under about 1e-154, so such a
+ * pair is scaled by 2^600 first: exact, and t depends only on the ratio,
+ * so its bits are those of the unscaled formula wherever that one does not
+ * underflow (test: solve::jacobi_eigenpairs from 1e8 down to 1e-200). */
 HICP_PP int hicp__jacobi_angle(double app, double aqq, double apq, double *c, double *s,
                                double *t)
 {
@@ -31,7 +35,12 @@ HICP_PP int hicp__jacobi_angle(double app, double aqq, double apq, double *c, do
   const double mag = apq < 0 ? -apq : apq;
   if (mag == 0.0 || mag <= scale * 1e-18)
     return 0;
-  const double d = aqq - app, ad = d < 0 ? -d : d, twice = 2.0 * apq;
+  double d = aqq - app, twice = 2.0 * apq;
+  if ((d < 0 ? -d : d) < 0x1p-400 && mag < 0x1p-401) {
+    d *= 0x1p600;
+    twice *= 0x1p600;
+  }
+  const double ad = d < 0 ? -d : d;
   const double tt = (d < 0 ? -twice : twice) / (ad + HICP_SQRT(d * d + twice * twice));
   const double cc = 1.0 / HICP_SQRT(tt * tt + 1.0);
   *c = cc;
@@ -87,14 +96,15 @@ HICP_PP void hicp__jacobi4(double a[4][4], double v[4][4])
     int rotated = 0;
     HICP_UNROLL
     for (int round = 0; round < 3; round++) {
-      const int p = 0, q = round + 1, r = round == 0 ? 2 : 1, s = round == 2 ? 2 : 3;
+      /* the pairs (0, q) and (p2, q2) */
+      const int q = round + 1, p2 = round == 0 ? 2 : 1, q2 = round == 2 ? 2 : 3;
       double c1 = 1.0, s1 = 0.0, t1 = 0.0, c2 = 1.0, s2 = 0.0, t2 = 0.0;
-      const int first = hicp__jacobi_angle(a[p][p], a[q][q], a[p][q], &c1, &s1, &t1);
-      const int second = hicp__jacobi_angle(a[r][r], a[s][s], a[r][s], &c2, &s2, &t2);
+      const int first = hicp__jacobi_angle(a[0][0], a[q][q], a[0][q], &c1, &s1, &t1);
+      const int second = hicp__jacobi_angle(a[p2][p2], a[q2][q2], a[p2][q2], &c2, &s2, &t2);
       if (first)
-        hicp__jacobi_rotate(a, v, p, q, c1, s1, t1);
+        hicp__jacobi_rotate(a, v, 0, q, c1, s1, t1);
       if (second)
-        hicp__jacobi_rotate(a, v, r, s, c2, s2, t2);
+        hicp__jacobi_rotate(a, v, p2, q2, c2, s2, t2);
       rotated |= first | second;
     }
     if (!rotated)
