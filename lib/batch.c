@@ -387,6 +387,17 @@ static int track_team(hicp_context *ctx, const hicp_batch_options *bo, hicp__wor
   return HICP_OK;
 }
 
+/* A batch that cannot start (a bad argument, no memory, no workers): every
+ * prepared result says so, as a failed frame's would, so that no result of
+ * the call reads as a frame that ran.  Returns rc. */
+static int fail_all(hicp_context *ctx, hicp_result *results, size_t nframes, int rc)
+{
+  for (size_t i = 0; results != NULL && i < nframes; i++)
+    if (results[i].struct_size >= offsetof(hicp_result, frame) + sizeof(uint64_t))
+      set_failed(&results[i], i, rc, hicp_context_error(ctx));
+  return rc;
+}
+
 /* hicp_register_batch, and with origins (one per frame, or NULL) that of
  * clouds. */
 static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const *frames,
@@ -396,20 +407,29 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
 {
   for (size_t i = 0; i < nframes; i++)
     if (results[i].struct_size < offsetof(hicp_result, frame) + sizeof(uint64_t))
-      return hicp__fail(ctx, HICP_EINVAL,
-                        "hicp_register_batch: prepare every result with hicp_result_init() "
-                        "(result %zu is not)", i);
+      return fail_all(ctx, results, nframes,
+                      hicp__fail(ctx, HICP_EINVAL,
+                                 "hicp_register_batch: prepare every result with "
+                                 "hicp_result_init() (result %zu is not)", i));
   hicp_batch_options bo;
   int rc = batch_options(ctx, bopts, &bo);
   if (rc != HICP_OK)
-    return rc;
+    return fail_all(ctx, results, nframes, rc);
   hicp__plan plan;
   size_t stride;
   rc = hicp__make_plan(ctx, m, opts, &plan, &stride);
   if (rc != HICP_OK)
-    return rc;
+    return fail_all(ctx, results, nframes, rc);
   if (origins != NULL && stride != 3 * sizeof(float))
-    return hicp__fail(ctx, HICP_EINVAL, "scan_stride does not apply to a cloud");
+    return fail_all(ctx, results, nframes,
+                    hicp__fail(ctx, HICP_EINVAL, "scan_stride does not apply to a cloud"));
+  /* Tracking starts every frame from inits[0] until one succeeds: a bad
+   * one would fail them all, each with the same message. */
+  if (bo.track && nframes > 0 && inits != NULL && hicp_transform_check(&inits[0]) != HICP_OK)
+    return fail_all(ctx, results, nframes,
+                    hicp__fail(ctx, HICP_EINVAL,
+                               "hicp_register_batch: inits[0] is not rigid (R must be a "
+                               "rotation, last row 0 0 0 1)"));
 
   if (!bo.track) {
     rc = batch_independent(ctx, m, frames, counts, origins, nframes, stride, &plan, inits,
@@ -459,13 +479,8 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
     for (int i = 0; i < team.nw; i++)
       team.w[i]->ops->destroy(team.w[i]);
   }
-  if (rc != HICP_OK) {
-    /* The batch could not start (no workers, no device): no frame ran, and
-     * each result says so as a failed frame's would. */
-    for (size_t i = 0; i < nframes; i++)
-      set_failed(&results[i], i, rc, hicp_context_error(ctx));
-    return rc;
-  }
+  if (rc != HICP_OK) /* no workers, no device: no frame ran */
+    return fail_all(ctx, results, nframes, rc);
   for (size_t i = 0; i < nframes; i++)
     if (results[i].error != HICP_OK)
       return hicp__fail(ctx, results[i].error, "frame %zu: %s", i, results[i].note);
@@ -499,7 +514,9 @@ int hicp_register_batch_clouds(hicp_context *ctx, const hicp_model *m,
     return hicp__fail(ctx, HICP_EINVAL, "hicp_register_batch_clouds: NULL argument");
   for (size_t i = 0; i < nframes; i++)
     if (clouds[i] == NULL)
-      return hicp__fail(ctx, HICP_EINVAL, "hicp_register_batch_clouds: cloud %zu is NULL", i);
+      return fail_all(ctx, results, nframes,
+                      hicp__fail(ctx, HICP_EINVAL, "hicp_register_batch_clouds: cloud %zu is NULL",
+                                 i));
   if (nframes == 0)
     return batch_run(ctx, m, NULL, NULL, NULL, 0, opts, bopts, inits, results);
   const float **frames = malloc(sizeof *frames * nframes);
@@ -507,7 +524,7 @@ int hicp_register_batch_clouds(hicp_context *ctx, const hicp_model *m,
   double(*origins)[3] = malloc(sizeof *origins * nframes);
   int rc;
   if (frames == NULL || counts == NULL || origins == NULL) {
-    rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+    rc = fail_all(ctx, results, nframes, hicp__fail(ctx, HICP_ENOMEM, "out of memory"));
   } else {
     for (size_t i = 0; i < nframes; i++) {
       frames[i] = clouds[i]->xyz;

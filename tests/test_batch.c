@@ -625,6 +625,52 @@ Test(batch, bad_arguments)
   hicp_batch_options_init(&bo);
   bo.cpu_share = 2.0;
   cr_assert_eq(hicp_register_batch(ctx, m, f, &n, 1, NULL, &bo, NULL, &r), HICP_EINVAL);
+  cr_assert_eq(r.error, HICP_EINVAL, "a rejected batch's result reads as a frame that ran");
+  cr_assert(strstr(r.note, "cpu_share") != NULL, "%s", r.note);
+  bo.cpu_share = -1.0;
+  /* bad registration options, with and without tracking, and a tracked
+   * batch whose first pose is not rigid: rejected, every result says so */
+  for (int track = 0; track <= 1; track++) {
+    hicp_reg_options bad = reg_opts();
+    bad.max_iter = -1;
+    bo.track = track;
+    hicp_result_init(&r);
+    cr_assert_eq(hicp_register_batch(ctx, m, f, &n, 1, &bad, &bo, NULL, &r), HICP_EINVAL);
+    cr_assert_eq(r.error, HICP_EINVAL, "track %d", track);
+    cr_assert(strstr(r.note, "max_iter") != NULL, "%s", r.note);
+  }
+  hicp_transform skew;
+  hicp_transform_identity(&skew);
+  skew.m[1] = 0.5;
+  const float *f2[2] = {f[0], f[0]};
+  size_t n2[2] = {n, n};
+  hicp_result r2[2];
+  hicp_result_init(&r2[0]);
+  hicp_result_init(&r2[1]);
+  hicp_transform inits2[2] = {skew, skew};
+  hicp_transform_identity(&inits2[1]);
+  cr_assert_eq(hicp_register_batch(ctx, m, f2, n2, 2, NULL, &bo, inits2, r2), HICP_EINVAL);
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(r2[k].error, HICP_EINVAL, "result %d", k);
+    cr_assert_eq(r2[k].frame, (uint64_t)k);
+    cr_assert(strstr(r2[k].note, "inits[0]") != NULL, "%s", r2[k].note);
+  }
+  bo.track = 0;
+  /* clouds: a scan_stride, which clouds do not take, and a NULL cloud */
+  hicp_cloud *cl;
+  cr_assert_eq(hicp_cloud_from_xyz(ctx, f[0], n, 0, &cl), 0, "%s", hicp_context_error(ctx));
+  const hicp_cloud *cls[2] = {cl, NULL};
+  hicp_reg_options strided = reg_opts();
+  strided.scan_stride = 16;
+  hicp_result_init(&r);
+  cr_assert_eq(hicp_register_batch_clouds(ctx, m, cls, 1, &strided, NULL, NULL, &r), HICP_EINVAL);
+  cr_assert_eq(r.error, HICP_EINVAL);
+  hicp_result_init(&r2[0]);
+  hicp_result_init(&r2[1]);
+  cr_assert_eq(hicp_register_batch_clouds(ctx, m, cls, 2, NULL, NULL, NULL, r2), HICP_EINVAL);
+  cr_assert_eq(r2[0].error, HICP_EINVAL);
+  cr_assert_eq(r2[1].error, HICP_EINVAL);
+  hicp_cloud_destroy(cl);
   cr_assert_eq(hicp_register_batch(ctx, m, NULL, &n, 1, NULL, NULL, NULL, &r), HICP_EINVAL);
   cr_assert_eq(hicp_register_batch(ctx, m, f, &n, 0, NULL, NULL, NULL, NULL), 0);
   /* no frames to track: the inits are not read (one past the end here) */
