@@ -825,9 +825,14 @@ void hicp_stream_destroy(hicp_stream *s)
     return;
   pthread_mutex_lock(&s->mu);
   s->stopping = 1;
-  /* Unstarted frames are dropped; running ones finish. */
+  /* Unstarted frames are dropped, and running ones stop at their next
+   * iteration boundary (their workers' contexts are cancelled): nobody
+   * will receive their results, and a frame with a large max_iter could
+   * otherwise hold the caller for minutes. */
   for (size_t k = 0; k < s->len; k++)
     s->q[k]->claimed = 1;
+  for (int i = 0; i < s->crew.n; i++)
+    hicp_context_cancel(s->crew.m[i].ctx);
   pthread_cond_broadcast(&s->work);
   pthread_mutex_unlock(&s->mu);
   for (int i = 0; i < s->nthreads; i++)

@@ -534,6 +534,47 @@ Test(batch, stream_cancel_applies_to_earlier_frames)
   hicp_model_destroy(m);
 }
 
+/* Destroying a stream stops the frame it is running at the frame's next
+ * iteration boundary, rather than waiting for it to finish: here a frame
+ * of a million iterations (minutes) must not hold the caller.  The bound
+ * is generous (sanitizer builds, a loaded machine); the frame alone would
+ * take hundreds of times longer.  The caller's own context is not
+ * cancelled by it: a registration on it afterwards runs normally. */
+Test(batch, stream_destroy_stops_a_running_frame)
+{
+  hicp_model *m = make_model();
+  size_t n;
+  float *f = make_frame(3, &n);
+  hicp_reg_options o = reg_opts();
+  o.max_iter = 1000000;
+  o.tol = 0;
+  for (int track = 0; track <= 1; track++) {
+    hicp_context *ctx = ctx_threads(2, HICP_BACKEND_CPU);
+    hicp_batch_options bo;
+    hicp_batch_options_init(&bo);
+    bo.track = track;
+    hicp_stream *s;
+    cr_assert_eq(hicp_stream_create(ctx, m, &o, &bo, &s), 0, "%s", hicp_context_error(ctx));
+    cr_assert_eq(hicp_stream_submit(s, f, n, NULL, NULL), 0);
+    cr_assert_eq(hicp_stream_submit(s, f, n, NULL, NULL), 0);
+    usleep(200 * 1000); /* the first frame is running */
+    hicp_result r;
+    hicp_result_init(&r);
+    cr_assert_eq(hicp_stream_receive(s, &r, 0), HICP_EAGAIN, "track %d", track);
+    double t0 = hicp__now_ms();
+    hicp_stream_destroy(s);
+    double took = hicp__now_ms() - t0;
+    cr_assert_lt(took, 20000.0, "track %d: hicp_stream_destroy took %.0f ms", track, took);
+    hicp_reg_options few = reg_opts();
+    cr_assert_eq(hicp_register(ctx, m, f, n, &few, NULL, &r), 0, "%s", hicp_context_error(ctx));
+    cr_assert_neq(r.stop, HICP_STOP_CANCELED, "track %d: the context stayed cancelled", track);
+    cr_assert_gt(r.iterations, 0, "track %d", track);
+    hicp_context_destroy(ctx);
+  }
+  free(f);
+  hicp_model_destroy(m);
+}
+
 /* A tracked frame that fails hands on what a tracked batch hands on: its
  * own init when it had one, and no warm matches. */
 Test(batch, tracked_stream_after_a_failed_frame)
