@@ -583,7 +583,11 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
         hicp__clear_error(ctx);
         backend = HICP_BACKEND_CPU;
       } else if (rc == HICP_OK && match_out != NULL) {
-        /* the device loop keeps its matches: warm starts stay host-side */
+        /* The device loop keeps its matches on the device: the caller's
+         * next frame finds none to start from, and starts as a first
+         * frame does (from the start table), not from stale indices. */
+        for (size_t j = 0; j < n; j++)
+          match_out[j] = HICP_NONE;
         match_out = NULL;
       }
     }

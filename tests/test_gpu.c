@@ -191,6 +191,73 @@ Test(gpu, walks_match_cpu)
     cr_skip_test("libcgal-demo data not found");
 }
 
+/* A tracked batch on the device: frames of equal size would start from
+ * the matches of the frame before, but the device loop keeps its matches
+ * on the device, so each frame starts from the start table, as the CPU
+ * does with reuse_matches 0: the same walks, step for step, and the same
+ * poses.  (Until stop 42 such frames started from indices the host never
+ * wrote.) */
+Test(gpu, tracked_batch_starts_each_frame_afresh)
+{
+  need_gpu();
+  hicp_model *m;
+  float *s;
+  size_t ns;
+  if (!real_case(1, "meshes/boeing.off", &m, &s, &ns))
+    cr_skip_test("libcgal-demo data not found");
+  enum { NF = 4 };
+  float *fr[NF];
+  const float *frames[NF];
+  size_t counts[NF];
+  for (int k = 0; k < NF; k++) {
+    double R[9];
+    th_rotation(0.5 * k, -0.4 * k, 0.6 * k, R);
+    fr[k] = malloc(sizeof(float) * 3 * ns);
+    cr_assert_not_null(fr[k]);
+    for (size_t i = 0; i < ns; i++) {
+      const float *p = s + 3 * i;
+      for (int d = 0; d < 3; d++)
+        fr[k][3 * i + d] = (float)(R[3 * d] * p[0] + R[3 * d + 1] * p[1] + R[3 * d + 2] * p[2]);
+    }
+    frames[k] = fr[k];
+    counts[k] = ns;
+  }
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = 10;
+  o.tol = 0;
+  hicp_batch_options bo;
+  hicp_batch_options_init(&bo);
+  bo.track = 1;
+  hicp_result cpu[NF], gpu[NF];
+  for (int k = 0; k < NF; k++) {
+    hicp_result_init(&cpu[k]);
+    hicp_result_init(&gpu[k]);
+  }
+  hicp_context *gc = ctx_for(HICP_BACKEND_CUDA, 1);
+  cr_assert_eq(hicp_register_batch(gc, m, frames, counts, NF, &o, &bo, NULL, gpu), 0, "%s",
+               hicp_context_error(gc));
+  bo.reuse_matches = 0;
+  hicp_context *cc = ctx_for(HICP_BACKEND_CPU, 2);
+  cr_assert_eq(hicp_register_batch(cc, m, frames, counts, NF, &o, &bo, NULL, cpu), 0);
+  for (int k = 0; k < NF; k++) {
+    cr_assert_eq(gpu[k].backend, HICP_BACKEND_CUDA);
+    cr_assert(gpu[k].walk.queries == cpu[k].walk.queries &&
+                  gpu[k].walk.steps == cpu[k].walk.steps &&
+                  memcmp(gpu[k].walk.hist, cpu[k].walk.hist, sizeof cpu[k].walk.hist) == 0,
+              "frame %d: the GPU walked %llu steps, the CPU without reuse %llu", k,
+              (unsigned long long)gpu[k].walk.steps, (unsigned long long)cpu[k].walk.steps);
+    cr_assert(memcmp(&gpu[k].transform, &cpu[k].transform, sizeof cpu[k].transform) == 0,
+              "frame %d", k);
+  }
+  hicp_context_destroy(gc);
+  hicp_context_destroy(cc);
+  for (int k = 0; k < NF; k++)
+    free(fr[k]);
+  free(s);
+  hicp_model_destroy(m);
+}
+
 /* Registrations: the CPU's bits for every method, chunk size, filter and
  * thread count, on the real models. */
 Test(gpu, registration_bitwise_real_models, .timeout = 600)
