@@ -159,7 +159,10 @@ typedef struct hicp_context_options {
                              is one logical device with its own streams. */
   int ndevices;         /**< entries in @c devices */
   uint64_t memory_limit; /**< bytes one call may allocate for input and
-                              scratch; 0 = 3/4 of physical memory (default) */
+                              scratch; 0 = 3/4 of physical memory (default).
+                              Batches and streams hold each worker's frame
+                              to it, so a call with W workers may take up
+                              to W times as much. */
   unsigned flags;       /**< reserved, must be 0 */
 } hicp_context_options;
 
