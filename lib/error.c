@@ -19,14 +19,30 @@ const char *hicp_strerror(int code)
   }
 }
 
+/* Messages end up on a terminal after "hicp: ", and many quote the input
+ * (a header line, a token, a path): one line, and no control characters,
+ * which a crafted file could use to drive the terminal (escape sequences).
+ * Line breaks and tabs become spaces, other C0 controls and DEL '?', and so
+ * do the C1 controls as UTF-8 writes them (0xC2 0x80-0x9F: U+009B is an
+ * escape sequence's introducer on some terminals); other UTF-8, such as a
+ * path's accented letters, is kept. */
+static void one_clean_line(char *s)
+{
+  for (unsigned char *c = (unsigned char *)s; *c != '\0'; c++) {
+    if (*c == '\n' || *c == '\r' || *c == '\t')
+      *c = ' ';
+    else if (*c < 0x20 || *c == 0x7f)
+      *c = '?';
+    else if (*c == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f)
+      c[0] = c[1] = '?';
+  }
+}
+
 int hicp__vfail(hicp_context *ctx, int code, const char *fmt, va_list ap)
 {
   if (ctx != NULL) {
     vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
-    /* One line: messages end up on a terminal after "hicp: ". */
-    for (char *c = ctx->err; *c != '\0'; c++)
-      if (*c == '\n' || *c == '\r')
-        *c = ' ';
+    one_clean_line(ctx->err);
   }
   return code;
 }
@@ -45,6 +61,7 @@ int hicp__fail_prefix(hicp_context *ctx, int code, const char *what)
   if (ctx != NULL && what != NULL && what[0] != '\0') {
     char tmp[HICP_ERRMSG_MAX];
     snprintf(tmp, sizeof tmp, "%.150s: %.350s", what, ctx->err[0] ? ctx->err : hicp_strerror(code));
+    one_clean_line(tmp);
     memcpy(ctx->err, tmp, sizeof tmp);
   }
   return code;

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hicp.h"
 
@@ -35,6 +36,37 @@ Test(api, error_table)
   cr_assert_gt(seen, 10);
   cr_assert_str_eq(hicp_strerror(-9999), "unknown error");
   cr_assert_str_eq(hicp_strerror(1), "unknown error");
+}
+
+/* A message quotes its input (here a PLY header line), and ends up on a
+ * terminal: it comes out as one line without control characters, so a
+ * crafted file cannot send escape sequences (ESC, DEL, a C1 control in
+ * UTF-8, a tab, a carriage return, BEL), while other UTF-8 (the path's)
+ * is kept. */
+Test(api, messages_are_one_clean_line)
+{
+  char path[] = "/tmp/hicp-api-msg-caf\xc3\xa9-XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  static const char text[] = "ply\nformat ascii 1.0\n"
+                             "bad\x1b\x7f\xc2\x9b\t\r\x07[2J\n"
+                             "element vertex 1\nproperty float x\nproperty float y\n"
+                             "property float z\nend_header\n1 2 3\n";
+  cr_assert_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+  close(fd);
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  hicp_cloud *c = NULL;
+  cr_assert_neq(hicp_cloud_read(ctx, path, HICP_FORMAT_PLY, &c), 0);
+  unlink(path);
+  const char *e = hicp_context_error(ctx);
+  cr_assert(strstr(e, "bad") != NULL, "%s", e);
+  cr_assert(strstr(e, "caf\xc3\xa9-") != NULL, "UTF-8 kept: %s", e);
+  for (const unsigned char *u = (const unsigned char *)e; *u != '\0'; u++) {
+    cr_assert(*u >= 0x20 && *u != 0x7f, "control byte 0x%02x in: %s", *u, e);
+    cr_assert(!(u[0] == 0xc2 && u[1] >= 0x80 && u[1] <= 0x9f), "C1 control in: %s", e);
+  }
+  hicp_context_destroy(ctx);
 }
 
 Test(api, names_round_trip)
