@@ -70,18 +70,18 @@ typedef struct crew {
   int ngpu;
 } crew;
 
-/* A child context: the parent's settings, one CPU thread or one device,
- * cancelled with its parent. */
-static int child_context(hicp_context *parent, int threads, hicp_backend backend, int device,
-                         hicp_context **out)
+/* A child context: the parent's settings, its own threads and devices
+ * (ndevices 0: every device), cancelled with its parent. */
+static int child_context(hicp_context *parent, int threads, hicp_backend backend,
+                         const int *devices, int ndevices, hicp_context **out)
 {
   hicp_context_options o;
   hicp_context_options_init(&o);
   o.threads = threads;
   o.backend = backend;
   o.memory_limit = parent->memory_limit;
-  o.devices = &device;
-  o.ndevices = device >= 0 ? 1 : 0;
+  o.devices = devices;
+  o.ndevices = ndevices;
   int rc = hicp_context_create(&o, out);
   if (rc != HICP_OK)
     return hicp__fail(parent, rc, "cannot create a worker context");
@@ -144,7 +144,7 @@ static int crew_make(hicp_context *ctx, const hicp_model *m, int cpu_threads_eac
         int dev = ctx->ndevices > 0 ? ctx->devices[i] : i;
         if (k >= streams[i])
           continue;
-        int rc = child_context(ctx, 1, HICP_BACKEND_CUDA, dev, &c->m[c->n].ctx);
+        int rc = child_context(ctx, 1, HICP_BACKEND_CUDA, &dev, 1, &c->m[c->n].ctx);
         if (rc != HICP_OK) {
           crew_free(c);
           return rc;
@@ -162,7 +162,7 @@ static int crew_make(hicp_context *ctx, const hicp_model *m, int cpu_threads_eac
     if (ncpu < 1)
       ncpu = 1;
     for (int i = 0; i < ncpu && c->n < 64; i++) {
-      int rc = child_context(ctx, cpu_threads_each, HICP_BACKEND_CPU, -1, &c->m[c->n].ctx);
+      int rc = child_context(ctx, cpu_threads_each, HICP_BACKEND_CPU, NULL, 0, &c->m[c->n].ctx);
       if (rc != HICP_OK) {
         crew_free(c);
         return rc;
@@ -574,6 +574,8 @@ struct hicp_stream {
   hicp_transform pose;
   uint32_t *prev;
   size_t prev_n;
+  hicp__worker tw[HICP_TEAM_MAX]; /* "hybrid": the team of a tracked batch */
+  hicp__team team;                /*   (track_team), made by the worker */
 };
 
 typedef struct stream_worker {
@@ -603,7 +605,7 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
     const hicp_transform *init = e->has_init ? &e->init : &s->pose;
     rc = cur == NULL ? hicp__fail(cm->ctx, HICP_ENOMEM, "out of memory")
                      : hicp__register_frame(cm->ctx, s->m, e->p0, e->n, e->origin, &s->plan, init,
-                                            NULL, warm, cur, r);
+                                            s->team.nw > 0 ? &s->team : NULL, warm, cur, r);
     if (rc == HICP_OK) {
       s->pose = r->transform;
       free(s->prev);
@@ -638,6 +640,12 @@ static void *stream_worker_main(void *arg)
    * threads before the first registration").  One thread, or a device
    * worker, has nothing to start. */
   (void)hicp_context_start_threads(w->cm->ctx);
+  /* A tracked stream on "hybrid" spreads each frame over the devices and
+   * the CPU, as a tracked batch does, with a team made on the thread that
+   * uses it.  If the team cannot be made, the frames run as on "auto"
+   * (the device, else the CPU): the same bits either way. */
+  if (s->bo.track && track_team(w->cm->ctx, &s->bo, s->tw, &s->team) != HICP_OK)
+    s->team.nw = 0;
   pthread_mutex_lock(&s->mu);
   for (;;) {
     entry *e = NULL;
@@ -665,6 +673,9 @@ static void *stream_worker_main(void *arg)
     pthread_cond_broadcast(&s->done);
   }
   pthread_mutex_unlock(&s->mu);
+  for (int k = 0; k < s->team.nw; k++)
+    s->team.w[k]->ops->destroy(s->team.w[k]);
+  s->team.nw = 0;
   free(w);
   return NULL;
 }
@@ -688,8 +699,8 @@ int hicp_stream_create(hicp_context *ctx, const hicp_model *m, const hicp_reg_op
     rc = hicp__make_plan(ctx, m, opts, &s->plan, &s->stride);
   /* Tracking: one worker spreading each frame over all threads. */
   if (rc == HICP_OK)
-    rc = s->bo.track ? child_context(ctx, ctx->threads, ctx->backend,
-                                     ctx->ndevices > 0 ? ctx->devices[0] : -1, &s->crew.m[0].ctx)
+    rc = s->bo.track ? child_context(ctx, ctx->threads, ctx->backend, ctx->devices,
+                                     ctx->ndevices, &s->crew.m[0].ctx)
                      : crew_make(ctx, m, 1, &s->crew);
   if (rc == HICP_OK && s->bo.track)
     s->crew.n = 1;

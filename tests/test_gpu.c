@@ -197,7 +197,7 @@ Test(gpu, walks_match_cpu)
  * does with reuse_matches 0: the same walks, step for step, and the same
  * poses.  (Until stop 42 such frames started from indices the host never
  * wrote.) */
-Test(gpu, tracked_batch_starts_each_frame_afresh)
+Test(gpu, tracked_frames_on_the_device)
 {
   need_gpu();
   hicp_model *m;
@@ -251,6 +251,32 @@ Test(gpu, tracked_batch_starts_each_frame_afresh)
               "frame %d", k);
   }
   hicp_context_destroy(gc);
+
+  /* A tracked stream on "hybrid" spreads each frame over the device and
+   * the CPU, as a tracked batch does (until stop 42 it ran on one device
+   * alone): the CPU's poses, and, its matches kept on the host, the walks
+   * of the CPU with reuse_matches 1. */
+  bo.reuse_matches = 1;
+  cr_assert_eq(hicp_register_batch(cc, m, frames, counts, NF, &o, &bo, NULL, cpu), 0);
+  hicp_context *hc = ctx_for(HICP_BACKEND_HYBRID, 2);
+  hicp_stream *st;
+  cr_assert_eq(hicp_stream_create(hc, m, &o, &bo, &st), 0, "%s", hicp_context_error(hc));
+  for (int k = 0; k < NF; k++)
+    cr_assert_eq(hicp_stream_submit(st, frames[k], counts[k], NULL, NULL), 0);
+  for (int k = 0; k < NF; k++) {
+    hicp_result r;
+    hicp_result_init(&r);
+    cr_assert_eq(hicp_stream_receive(st, &r, 1), 0);
+    cr_assert_eq(r.error, 0, "frame %d: %s", k, r.note);
+    cr_assert_eq(r.backend, HICP_BACKEND_HYBRID, "frame %d ran on %s", k,
+                 hicp_backend_name(r.backend));
+    cr_assert(memcmp(&r.transform, &cpu[k].transform, sizeof r.transform) == 0, "frame %d", k);
+    cr_assert(r.walk.steps == cpu[k].walk.steps && r.walk.queries == cpu[k].walk.queries,
+              "frame %d: hybrid walked %llu steps, the CPU %llu", k,
+              (unsigned long long)r.walk.steps, (unsigned long long)cpu[k].walk.steps);
+  }
+  hicp_stream_destroy(st);
+  hicp_context_destroy(hc);
   hicp_context_destroy(cc);
   for (int k = 0; k < NF; k++)
     free(fr[k]);
