@@ -149,6 +149,7 @@ static int crew_make(hicp_context *ctx, const hicp_model *m, int cpu_threads_eac
           crew_free(c);
           return rc;
         }
+        c->m[c->n].ctx->side_by_side = 1;
         c->m[c->n++].gpu = 1;
         c->ngpu++;
       }
@@ -167,6 +168,7 @@ static int crew_make(hicp_context *ctx, const hicp_model *m, int cpu_threads_eac
         crew_free(c);
         return rc;
       }
+      c->m[c->n].ctx->side_by_side = 1;
       /* the first cores are left to the device workers */
       c->m[c->n].core = 2 * nlog + i;
       c->m[c->n++].gpu = 0;

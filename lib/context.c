@@ -148,7 +148,7 @@ int hicp__canceled(const hicp_context *ctx)
 
 int hicp__context_is_worker(const hicp_context *ctx)
 {
-  return ctx != NULL && ctx->parent != NULL;
+  return ctx != NULL && ctx->side_by_side;
 }
 
 int hicp__context_first_device(const hicp_context *ctx)

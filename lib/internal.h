@@ -31,8 +31,10 @@ int hicp__context_first_device(const hicp_context *ctx);
 /* The device of the context's logical device `logical` (the listed one, or
  * the ordinal itself when none were listed). */
 int hicp__context_device(const hicp_context *ctx, int logical);
-/* 1 for a batch's or a stream's worker context (one of several running
- * frames side by side), 0 for a context of the user's. */
+/* 1 for a worker context of a batch or an untracked stream (one of
+ * several running frames side by side), 0 for a context of the user's and
+ * for a tracked stream's (its frames run one at a time, each with the
+ * workers to itself). */
 int hicp__context_is_worker(const hicp_context *ctx);
 /* 1 if hicp_context_cancel() was called since the current call began (on a
  * worker's context: or on its parent since the worker's frame began). */
