@@ -439,7 +439,12 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
   } else {
     hicp__worker ws[HICP_TEAM_MAX];
     hicp__team team;
-    rc = track_team(ctx, &bo, ws, &team);
+    /* Without its team (a device worker that cannot start), "hybrid"
+     * frames run as on "auto", as a tracked stream's do. */
+    if (track_team(ctx, &bo, ws, &team) != HICP_OK) {
+      team.nw = 0;
+      hicp__clear_error(ctx);
+    }
     uint32_t *prev = NULL, *cur = NULL;
     size_t prev_n = 0;
     hicp_transform pose;

@@ -492,6 +492,25 @@ static void by_coordinate(hicp_context *ctx, const float *sorted, size_t n, floa
       b[d * n + (size_t)j] = sorted[3 * (size_t)j + d];
 }
 
+/* A frame's state before its first pass: no certificates, and each
+ * point's walk starting from its warm match (warm[order[j]], the caller's
+ * point order), or from nothing (HICP_NONE: the start table). */
+static void frame_start(hicp__frame *f, const uint32_t *warm, const uint32_t *order, uint32_t nv)
+{
+  memset(f->track, 0, sizeof *f->track * f->n);
+  for (uint32_t j = 0; j < f->n; j++)
+    f->match[j] = warm != NULL && warm[order[j]] < nv ? warm[order[j]] : HICP_NONE;
+}
+
+/* 1 when the team has a device worker. */
+static int team_has_gpu(const hicp__team *team)
+{
+  for (int i = 0; team != NULL && i < team->nw; i++)
+    if (team->w[i]->is_gpu)
+      return 1;
+  return 0;
+}
+
 int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0, size_t n,
                          const double origin[3], const hicp__plan *plan,
                          const hicp_transform *init, hicp__team *team, const uint32_t *warm,
@@ -571,9 +590,7 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   rc = scan_order(ctx, m, p0, (uint32_t)n, &T0, key, sorted, order);
   if (rc == HICP_OK) {
     f.p0 = sorted;
-    memset(f.track, 0, bytes[TRACK]); /* no certificates yet */
-    for (size_t j = 0; j < n; j++)
-      f.match[j] = warm != NULL && warm[order[j]] < m->nv ? warm[order[j]] : HICP_NONE;
+    frame_start(&f, warm, order, m->nv);
     hicp__icp_out out;
     if (backend == HICP_BACKEND_CUDA && team == NULL) {
       rc = hicp__gpu_register(ctx, m, &f, plan, &T0, t_start, &out);
@@ -595,6 +612,18 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
       by_coordinate(ctx, sorted, n, p0s);
       f.p0s = p0s;
       rc = hicp__icp_loop(ctx, m, &f, plan, &T0, t_start, team, &out);
+      /* A team with devices ("hybrid") carries on on the CPU alone when a
+       * device fails, as the device loop does.  The device's passes may
+       * have left some chunks' matches without their certificates, so the
+       * frame starts again from its own starts. */
+      if (rc != HICP_OK && team_has_gpu(team) && ctx->backend != HICP_BACKEND_CUDA &&
+          (rc == HICP_EDEVICE || rc == HICP_ENOMEM || rc == HICP_ENODEVICE)) {
+        snprintf(note, sizeof note, "GPU failed (%.100s); ran on the CPU", ctx->err);
+        hicp__clear_error(ctx);
+        frame_start(&f, warm, order, m->nv);
+        backend = HICP_BACKEND_CPU;
+        rc = hicp__icp_loop(ctx, m, &f, plan, &T0, t_start, NULL, &out);
+      }
     }
     if (rc == HICP_OK) {
       fill_result(&out, plan, n, origin, m, backend, note, t_start, result);
