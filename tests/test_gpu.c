@@ -595,6 +595,31 @@ Test(gpu, faults)
       cr_assert_eq(br[i].error, 0);
     }
     hicp_context_destroy(ac);
+    /* "hybrid" tracking carries on on the CPU too, every frame, with the
+     * CPU's poses (until stop 42 the first device failure failed the
+     * frame and every later one) */
+    hicp_batch_options bo;
+    hicp_batch_options_init(&bo);
+    bo.track = 1;
+    hicp_result tr[4], cr[4];
+    for (int i = 0; i < 4; i++) {
+      hicp_result_init(&tr[i]);
+      hicp_result_init(&cr[i]);
+    }
+    hicp_context *hc = ctx_for(HICP_BACKEND_HYBRID, 2), *cc = ctx_for(HICP_BACKEND_CPU, 2);
+    cr_assert_eq(hicp_register_batch(hc, m, frames, counts, 4, NULL, &bo, NULL, tr), 0,
+                 "%s: %s", cases[k].fault, hicp_context_error(hc));
+    cr_assert_eq(hicp_register_batch(cc, m, frames, counts, 4, NULL, &bo, NULL, cr), 0);
+    for (int i = 0; i < 4; i++) {
+      cr_assert_eq(tr[i].error, 0, "%s frame %d: %s", cases[k].fault, i, tr[i].note);
+      cr_assert_eq(tr[i].backend, HICP_BACKEND_CPU, "%s frame %d", cases[k].fault, i);
+      cr_assert(strstr(tr[i].note, "GPU failed") != NULL, "%s frame %d: %s", cases[k].fault, i,
+                tr[i].note);
+      cr_assert(memcmp(&tr[i].transform, &cr[i].transform, sizeof cr[i].transform) == 0,
+                "%s frame %d", cases[k].fault, i);
+    }
+    hicp_context_destroy(hc);
+    hicp_context_destroy(cc);
   }
   unsetenv("HICP_GPU_FAULT");
   free(p);
