@@ -324,6 +324,98 @@ else
   for i in 1 2 3 4 5 6 7 8 9; do skip "no /dev/full"; done
 fi
 
+# Outputs are put in place only once everything else succeeded, the report
+# on standard output included: a command that fails replaces nothing.
+if [ -c /dev/full ]; then
+  for cmd in "register $g $g --output $o/k1.txt" "perturb $g -o $o/k1.txt --truth $o/k2.txt" \
+             "model build $g -o $o/k1.txt" "register $g $g --output $o/k3.ply"; do
+    echo precious >"$o/k1.txt"
+    echo precious >"$o/k2.txt"
+    # shellcheck disable=SC2086
+    "$bin" $cmd >/dev/full 2>"$tmp/err"; st=$?
+    if [ $st -eq 1 ] && [ "$(cat "$o/k1.txt")" = precious ] && [ "$(cat "$o/k2.txt")" = precious ] &&
+       [ ! -e "$o/k3.ply" ]; then
+      ok "hicp $cmd >/dev/full leaves the outputs as they were"
+    else
+      notok "hicp $cmd >/dev/full leaves the outputs as they were (exit $st)"
+    fi
+  done
+else
+  for i in 1 2 3 4; do skip "no /dev/full"; done
+fi
+# A command killed while it writes leaves no temporary file: here perturb
+# holds the --truth file, written, while it waits for a reader of its -o.
+k="$tmp/killed"
+mkdir -p "$k"
+echo precious >"$k/t.txt"
+if mkfifo "$k/scan.fifo" 2>/dev/null && [ -d /proc/self/fd ]; then
+  "$bin" perturb "$g" -o "$k/scan.fifo" --truth "$k/t.txt" >/dev/null 2>&1 & pid=$!
+  i=0
+  while [ $i -lt 300 ] && ! ls -l "/proc/$pid/fd" 2>/dev/null | grep -q "$k/[^s]"; do
+    sleep 0.1; i=$((i + 1))
+  done
+  kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null
+  rm -f "$k/scan.fifo"
+  [ $i -lt 300 ] && [ "$(ls "$k")" = t.txt ] && [ "$(cat "$k/t.txt")" = precious ] &&
+    ok "a command killed while writing leaves no temporary file" ||
+    notok "a command killed while writing leaves no temporary file ($(ls "$k" | tr '\n' ' '))"
+else
+  skip "needs mkfifo and /proc"
+fi
+# An empty output name is a command-line mistake, said before any work.
+for cmd in "register $g $g --output" "perturb $g -o" "perturb $g -o $o/p8.ply --truth" "model build $g -o"; do
+  # shellcheck disable=SC2086
+  check "hicp $cmd '' exits 2" 2 "$bin" $cmd ""
+  one_line_error "expected a file name"
+done
+# A read-only file is not replaced (the shell's '>' refuses it too).
+echo precious >"$o/ro.ply"
+chmod 0444 "$o/ro.ply"
+if [ "$(id -u)" -eq 0 ]; then
+  skip "running as root, who may write anything"; skip "running as root"; skip "running as root"
+else
+  check "register --output over a read-only file exits 1" 1 "$bin" register "$g" "$g" --output "$o/ro.ply"
+  one_line_error "cannot write .*ro.ply: Permission denied"
+  [ "$(cat "$o/ro.ply")" = precious ] && ok "the read-only file is as it was" ||
+    notok "the read-only file is as it was"
+fi
+chmod 0644 "$o/ro.ply"
+# Transform files: the real reason, comments of any length, the limit.
+check "--init naming a directory exits 1" 1 "$bin" register "$g" "$g" --init "$o"
+one_line_error "cannot read .*: Is a directory"
+{ printf '# %02000d\n' 0; printf '1 0 0 0 # %03000d\n0 1 0 0\n0 0 1 0' 0; } >"$o/long-comment.txt"
+check "--init with comments of 2000 and 3000 characters" 0 "$bin" register "$g" "$g" --init "$o/long-comment.txt"
+printf '1 0 0 1e18\n0 1 0 0\n0 0 1 0\n' >"$o/far.txt"
+check "--init with a translation beyond 1e17 exits 1" 1 "$bin" register "$g" "$g" --init "$o/far.txt"
+one_line_error "translation 1e+18 is beyond the coordinate limit"
+# On a terminal, an error does not land on the end of track's progress line.
+if [ $have_py -eq 1 ]; then
+  if python3 - "$bin" "$g" "$tmp/nope.ply" <<'PY'
+import os, pty, subprocess, sys
+bin, g, nope = sys.argv[1:4]
+master, slave = pty.openpty()
+p = subprocess.Popen([bin, "track", g] + [g] * 10 + [nope], stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=slave)
+os.close(slave)
+out = b""
+while True:
+    try:
+        chunk = os.read(master, 4096)
+    except OSError:  # EIO: the terminal's last writer is gone
+        break
+    if not chunk:
+        break
+    out += chunk
+assert p.wait() == 1, out
+at = out.find(b"hicp: cannot open")
+assert at > 0 and b"frames/s" in out[:at], out
+assert out[:at].endswith(b"\r\x1b[K"), out[max(0, at - 60):at + 40]
+PY
+  then ok "track clears its progress line before an error"; else notok "track clears its progress line before an error"; fi
+else
+  skip "needs python3"
+fi
+
 # JSON is UTF-8 whatever the file names: a byte that is not UTF-8 becomes
 # U+FFFD, a well-formed name comes through as it is.
 bad=$(printf 'sc\377an.xyz')

@@ -78,16 +78,54 @@ int cli_common_option(cli_common *c, const char *name, const char *value);
 hicp_context *cli_context(const cli_common *c);
 
 /* Transform files: 16 (4x4) or 12 (3x4) numbers, row-major, separated by
- * spaces, commas or newlines; '#' starts a comment. */
+ * blanks, commas, semicolons or newlines; '#' starts a comment, which runs
+ * to the end of its line (of any length). */
 int cli_read_transform(const char *path, hicp_transform *t);
 void cli_print_transform(FILE *f, const hicp_transform *t, const char *indent);
-/* Writes a transform file in full under a temporary name (see
- * io/outfile.h), left for cli_commit_output to rename into place, so that it
- * can wait for the other outputs of the command; -1 (one line said) if not. */
-int cli_write_transform(hicp__outfile *o, const char *path, const hicp_transform *t);
-/* Renames an output written by cli_write_transform into place; -1 (one
- * line said) if not. */
-int cli_commit_output(hicp__outfile *o, const char *path);
+
+/* An output file of a command.  It is opened before the work, so that one
+ * that cannot be written is said at once; filled by the tool or by the
+ * library; and put in place (renamed over what was there) only once
+ * everything else the command does has succeeded, standard output included
+ * (cli_commit_outputs).  Until then it is a temporary file, without a name
+ * where the system allows (see io/outfile.h): a command that fails, or is
+ * killed, leaves what was there as it was. */
+typedef struct cli_output {
+  const char *path; /* as given; NULL: not given, and every function a no-op */
+  hicp__outfile o;
+} cli_output;
+/* An option's value that names an output: refused (one line, -1) when empty,
+ * before any work (a command-line mistake, exit 2). */
+int cli_output_path(const char *opt, const char *s);
+/* Opens `path` (NULL: nothing to do); -1 (one line said) if it cannot be
+ * written: a folder that cannot take the file, a directory, an existing
+ * file without write permission (as the shell's '>' refuses it, though a
+ * rename could replace it), ... */
+int cli_output_open(cli_output *out, const char *path);
+/* The name for the library to write the output to (hicp_cloud_write_ply,
+ * hicp_model_save): the temporary file, opened again. */
+const char *cli_output_name(const cli_output *out);
+/* Says why the library could not write `out` ("hicp: cannot write PATH:
+ * ..."), its message naming the output as the user did, not the temporary
+ * file; returns CLI_FAIL. */
+int cli_output_fail(hicp_context *ctx, const cli_output *out);
+/* Writes a transform file to `out` in full (flushed, synced); -1 (one line
+ * said) if not. */
+int cli_write_transform(cli_output *out, const hicp_transform *t);
+/* Flushes standard output and, if that succeeded, puts the n outputs in
+ * place, in order; -1 (one line said) if not.  The last step of a command. */
+int cli_commit_outputs(cli_output *outs, int n);
+/* Gives up an output not committed: removes its temporary file. */
+void cli_output_abort(cli_output *out);
+
+/* A progress line on standard error (a terminal), redrawn in place with no
+ * newline: printf-like.  cli_error clears it first ("\r\033[K"), so that an
+ * error gets a line of its own; cli_progress_clear does so for a line about
+ * to be printed on standard output when that is the terminal too. */
+void cli_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cli_progress_clear(void);
+/* Ends the progress line with a newline, leaving it on the screen. */
+void cli_progress_end(void);
 
 /* Rotation angle (degrees) and axis of a transform's rotation part. */
 void cli_rotation_angle_axis(const hicp_transform *t, double *deg, double axis[3]);

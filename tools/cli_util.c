@@ -8,11 +8,42 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "cli.h"
 
+/* Whether a progress line is on standard error, without its newline. */
+static int progress_shown;
+
+void cli_progress(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  fputc('\r', stderr);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fflush(stderr);
+  progress_shown = 1;
+}
+
+void cli_progress_clear(void)
+{
+  if (progress_shown)
+    fputs("\r\033[K", stderr);
+  progress_shown = 0;
+}
+
+void cli_progress_end(void)
+{
+  if (progress_shown)
+    fputc('\n', stderr);
+  progress_shown = 0;
+}
+
 void cli_error(const char *fmt, ...)
 {
+  cli_progress_clear();
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -380,6 +411,12 @@ hicp_context *cli_context(const cli_common *c)
   return ctx;
 }
 
+/* The separators of a transform file's numbers. */
+static int is_separator(int c)
+{
+  return c == ' ' || c == '\t' || c == ',' || c == ';' || c == '\r' || c == '\n';
+}
+
 int cli_read_transform(const char *path, hicp_transform *t)
 {
   FILE *f = fopen(path, "r");
@@ -387,32 +424,65 @@ int cli_read_transform(const char *path, hicp_transform *t)
     cli_error("cannot open %s: %s", path, strerror(errno));
     return -1;
   }
-  double v[17];
-  int n = 0, bad = 0;
-  char line[1024];
-  while (!bad && fgets(line, sizeof line, f) != NULL) {
-    char *hash = strchr(line, '#');
-    if (hash != NULL)
-      *hash = '\0';
-    char *save = NULL;
-    for (char *tok = strtok_r(line, " \t,;\r\n", &save); tok != NULL;
-         tok = strtok_r(NULL, " \t,;\r\n", &save)) {
-      char *end;
-      double x = strtod(tok, &end);
-      if (end == tok || *end != '\0' || !isfinite(x) || n >= 16) {
-        bad = 1;
-        break;
-      }
-      v[n++] = x;
+  /* Character by character: a comment may be of any length, and a file of
+   * garbage is given up at its first bad token, however long it is. */
+  double v[16];
+  int n = 0, bad = 0, comment = 0, c;
+  char tok[256];
+  size_t len = 0;
+  errno = 0;
+  while (!bad && (c = getc(f)) != EOF) {
+    if (comment) {
+      comment = c != '\n';
+      continue;
     }
+    if (c != '#' && !is_separator(c)) {
+      if (c == '\0' || len + 1 >= sizeof tok)
+        bad = 1; /* not text, or longer than any number */
+      else
+        tok[len++] = (char)c;
+      continue;
+    }
+    comment = c == '#';
+    if (len == 0)
+      continue;
+    tok[len] = '\0';
+    len = 0;
+    char *end;
+    const double x = strtod(tok, &end);
+    if (end == tok || *end != '\0' || !isfinite(x) || n >= 16)
+      bad = 1;
+    else
+      v[n++] = x;
   }
+  if (!bad && len > 0) { /* the last number, at the end of the file */
+    tok[len] = '\0';
+    char *end;
+    const double x = strtod(tok, &end);
+    if (end == tok || *end != '\0' || !isfinite(x) || n >= 16)
+      bad = 1;
+    else
+      v[n++] = x;
+  }
+  const int read_error = ferror(f) ? (errno != 0 ? errno : EIO) : 0;
   fclose(f);
+  if (read_error != 0) {
+    cli_error("cannot read %s: %s", path, strerror(read_error));
+    return -1;
+  }
   if (bad || (n != 16 && n != 12)) {
     cli_error("%s: expected 16 (4x4) or 12 (3x4) numbers for a transform", path);
     return -1;
   }
   hicp_transform_identity(t);
   memcpy(t->m, v, sizeof(double) * (size_t)n);
+  const int last_row = t->m[12] == 0.0 && t->m[13] == 0.0 && t->m[14] == 0.0 && t->m[15] == 1.0;
+  for (int i = 0; last_row && i < 3; i++)
+    if (fabs(t->m[4 * i + 3]) > HICP_COORD_MAX) {
+      cli_error("%s: the translation %g is beyond the coordinate limit (%g in magnitude)", path,
+                t->m[4 * i + 3], HICP_COORD_MAX);
+      return -1;
+    }
   if (hicp_transform_check(t) != HICP_OK) {
     cli_error("%s: not a rigid transform (R must be a rotation, last row 0 0 0 1)", path);
     return -1;
@@ -427,29 +497,110 @@ void cli_print_transform(FILE *f, const hicp_transform *t, const char *indent)
             t->m[4 * i + 2], t->m[4 * i + 3]);
 }
 
-int cli_write_transform(hicp__outfile *o, const char *path, const hicp_transform *t)
+int cli_output_path(const char *opt, const char *s)
 {
-  const char *why = hicp__outfile_open(o, path);
-  if (why == NULL) {
-    fprintf(o->f, "# rigid transform, 4x4 row-major (scan -> model: x = R p + t)\n");
-    cli_print_transform(o->f, t, "");
-    why = hicp__outfile_close(o);
+  if (s[0] != '\0')
+    return 0;
+  cli_error("%s: expected a file name, got ''", opt);
+  return -1;
+}
+
+int cli_output_open(cli_output *out, const char *path)
+{
+  memset(out, 0, sizeof *out);
+  if (path == NULL)
+    return 0;
+  /* An existing file its owner made read-only is refused, as the shell's
+   * '>' refuses it: the rename that replaces a file needs only the
+   * directory's permission.  (The effective IDs, as open would use them;
+   * root may write anything.) */
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+      faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) != 0) {
+    cli_error("cannot write %s: %s", path, strerror(errno));
+    return -1;
   }
+  const char *why = hicp__outfile_open(&out->o, path);
   if (why != NULL) {
     cli_error("cannot write %s: %s", path, why);
+    return -1;
+  }
+  out->path = path;
+  return 0;
+}
+
+const char *cli_output_name(const cli_output *out)
+{
+  return out->path != NULL ? hicp__outfile_name(&out->o, out->path) : NULL;
+}
+
+int cli_output_fail(hicp_context *ctx, const cli_output *out)
+{
+  const char *msg = ctx != NULL ? hicp_context_error(ctx) : "";
+  const char *name = cli_output_name(out);
+  if (name == NULL || out->path == NULL)
+    return cli_fail(ctx, "");
+  /* the temporary file's name, wherever the message has it, becomes the
+   * output's */
+  char text[2048];
+  size_t at = 0;
+  const size_t nlen = strlen(name), plen = strlen(out->path);
+  for (const char *p = msg; *p != '\0' && at < sizeof text - 1;) {
+    if (nlen > 0 && strncmp(p, name, nlen) == 0) {
+      const size_t k = plen < sizeof text - 1 - at ? plen : sizeof text - 1 - at;
+      memcpy(text + at, out->path, k);
+      at += k;
+      p += nlen;
+    } else {
+      text[at++] = *p++;
+    }
+  }
+  text[at] = '\0';
+  if (strstr(text, out->path) == NULL)
+    cli_error("cannot write %s: %s", out->path, text[0] ? text : "failed");
+  else
+    cli_error("%s", text);
+  return CLI_FAIL;
+}
+
+int cli_write_transform(cli_output *out, const hicp_transform *t)
+{
+  if (out->path == NULL)
+    return 0;
+  fprintf(out->o.f, "# rigid transform, 4x4 row-major (scan -> model: x = R p + t)\n");
+  cli_print_transform(out->o.f, t, "");
+  const char *why = hicp__outfile_close(&out->o);
+  if (why != NULL) {
+    cli_error("cannot write %s: %s", out->path, why);
     return -1;
   }
   return 0;
 }
 
-int cli_commit_output(hicp__outfile *o, const char *path)
+int cli_commit_outputs(cli_output *outs, int n)
 {
-  const char *why = hicp__outfile_commit(o);
-  if (why != NULL) {
-    cli_error("cannot write %s: %s", path, why);
+  /* standard output first: a command whose report was lost has failed, and
+   * replaces nothing */
+  if (cli_flush_stdout() != 0) {
+    cli_finish(CLI_OK); /* says so */
     return -1;
   }
+  for (int i = 0; i < n; i++) {
+    if (outs[i].path == NULL)
+      continue;
+    const char *why = hicp__outfile_commit(&outs[i].o);
+    if (why != NULL) {
+      cli_error("cannot write %s: %s", outs[i].path, why);
+      return -1;
+    }
+  }
   return 0;
+}
+
+void cli_output_abort(cli_output *out)
+{
+  if (out->path != NULL)
+    hicp__outfile_abort(&out->o);
 }
 
 void cli_rotation_angle_axis(const hicp_transform *t, double *deg, double axis[3])

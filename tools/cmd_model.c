@@ -130,6 +130,8 @@ int cmd_model(int argc, char **argv)
     case 'o':
       out = optarg;
       build_only = "-o/--output";
+      if (cli_output_path("-o/--output", optarg) != 0)
+        return CLI_USAGE;
       break;
     case 'n':
       mo.delaunay = 0;
@@ -173,9 +175,14 @@ int cmd_model(int argc, char **argv)
   const cli_file files[] = {{"MODEL", path, 0}, {"-o", out, 1}};
   if (cli_check_outputs(files, 2) != 0)
     return CLI_USAGE;
-  hicp_context *ctx = cli_context(&common);
-  if (ctx == NULL)
+  cli_output saved;
+  if (cli_output_open(&saved, out) != 0)
     return CLI_FAIL;
+  hicp_context *ctx = cli_context(&common);
+  if (ctx == NULL) {
+    cli_output_abort(&saved);
+    return CLI_FAIL;
+  }
   int status = CLI_FAIL;
   hicp_model *m = NULL;
   if (hicp_model_open(ctx, path, &mo, &m) != HICP_OK) {
@@ -186,16 +193,20 @@ int cmd_model(int argc, char **argv)
   hicp_model_info_init(&mi);
   hicp_model_get_info(m, &mi);
   if (build) {
-    if (hicp_model_save(ctx, m, out) != HICP_OK) {
-      cli_fail(ctx, out);
+    /* into the temporary file, put in place once the report is out too */
+    if (hicp_model_save(ctx, m, cli_output_name(&saved)) != HICP_OK) {
+      cli_output_fail(ctx, &saved);
       goto done;
     }
     if (!as_json)
       printf("saved        %s\n", out);
   }
   print_info(path, &mi, as_json);
-  status = CLI_OK; /* main checks that standard output took it all */
+  if (cli_commit_outputs(&saved, 1) != 0)
+    goto done;
+  status = CLI_OK;
 done:
+  cli_output_abort(&saved); /* nothing left to do once committed */
   hicp_model_destroy(m);
   hicp_context_destroy(ctx);
   return status;

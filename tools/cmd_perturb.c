@@ -67,6 +67,7 @@ int cmd_perturb(int argc, char **argv)
     switch (c) {
     case 'o':
       out = optarg;
+      bad = cli_output_path("-o/--output", optarg);
       break;
     case 'r':
       bad = cli_vec3("--rotate", optarg, rot);
@@ -99,6 +100,7 @@ int cmd_perturb(int argc, char **argv)
       break;
     case 'u':
       truth_path = optarg;
+      bad = cli_output_path("--truth", optarg);
       break;
     case 'a':
       ascii = 1;
@@ -129,11 +131,22 @@ int cmd_perturb(int argc, char **argv)
   const cli_file files[] = {{"INPUT", in, 0}, {"-o", out, 1}, {"--truth", truth_path, 1}};
   if (cli_check_outputs(files, 3) != 0)
     return CLI_USAGE;
-  hicp_context *ctx = cli_context(&common);
-  if (ctx == NULL)
+  /* outs[0] the truth, outs[1] the scan: opened before the work, put in
+   * place only once all of it has succeeded */
+  cli_output outs[2];
+  if (cli_output_open(&outs[0], truth_path) != 0)
     return CLI_FAIL;
+  if (cli_output_open(&outs[1], out) != 0) {
+    cli_output_abort(&outs[0]);
+    return CLI_FAIL;
+  }
+  hicp_context *ctx = cli_context(&common);
+  if (ctx == NULL) {
+    cli_output_abort(&outs[0]);
+    cli_output_abort(&outs[1]);
+    return CLI_FAIL;
+  }
   int status = CLI_FAIL;
-  hicp__outfile truth_out = {0};
   hicp_cloud *src = NULL, *dst = NULL;
   double *p = NULL;
   unsigned char *keep = NULL;
@@ -274,22 +287,23 @@ int cmd_perturb(int argc, char **argv)
     }
     truth.m[4 * i + 3] = centre[i] - s;
   }
-  /* The truth goes in full to a temporary file first, renamed only once the
-   * scan is written: a failure of either replaces neither.  (Only the final
-   * rename could still fail after the scan's, and renaming within one
+  /* Both go in full to temporary files first, renamed only once the report
+   * is out too: a failure of either replaces neither.  (Only the final
+   * rename could still fail after the other's, and renaming within one
    * directory hardly does.) */
-  if (truth_path != NULL && cli_write_transform(&truth_out, truth_path, &truth) != 0)
+  if (cli_write_transform(&outs[0], &truth) != 0)
     goto done;
   /* in double: a scan far from the origin keeps its detail (the cloud
    * gets an origin, and the file doubles) */
-  if (hicp_cloud_from_xyz_double(ctx, f, n + nout, 0, &dst) != HICP_OK ||
-      hicp_cloud_write_ply(ctx, dst, NULL, out, ascii ? HICP_PLY_ASCII : HICP_PLY_BINARY) !=
-          HICP_OK) {
+  if (hicp_cloud_from_xyz_double(ctx, f, n + nout, 0, &dst) != HICP_OK) {
     cli_fail(ctx, out);
     goto done;
   }
-  if (truth_path != NULL && cli_commit_output(&truth_out, truth_path) != 0)
+  if (hicp_cloud_write_ply(ctx, dst, NULL, cli_output_name(&outs[1]),
+                           ascii ? HICP_PLY_ASCII : HICP_PLY_BINARY) != HICP_OK) {
+    cli_output_fail(ctx, &outs[1]);
     goto done;
+  }
   if (as_json) {
     json j;
     json_begin(&j, stdout);
@@ -304,9 +318,12 @@ int cmd_perturb(int argc, char **argv)
     printf("truth        scan -> model:\n");
     cli_print_transform(stdout, &truth, "  ");
   }
-  status = CLI_OK; /* main checks that standard output took it all */
+  if (cli_commit_outputs(outs, 2) != 0)
+    goto done;
+  status = CLI_OK;
 done:
-  hicp__outfile_abort(&truth_out); /* nothing left to do once committed */
+  cli_output_abort(&outs[0]); /* nothing left to do once committed */
+  cli_output_abort(&outs[1]);
   free(p);
   free(keep);
   free(f);

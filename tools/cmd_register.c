@@ -256,6 +256,7 @@ int cmd_register(int argc, char **argv)
       break;
     case OPT_OUTPUT:
       out_path = optarg;
+      bad = cli_output_path("--output", optarg);
       break;
     case OPT_ASCII:
       ascii = 1;
@@ -310,10 +311,15 @@ int cmd_register(int argc, char **argv)
     return CLI_FAIL;
   if (truth_path != NULL && cli_read_transform(truth_path, &truth) != 0)
     return CLI_FAIL;
+  cli_output out;
+  if (cli_output_open(&out, out_path) != 0)
+    return CLI_FAIL;
 
   hicp_context *ctx = cli_context(&common);
-  if (ctx == NULL)
+  if (ctx == NULL) {
+    cli_output_abort(&out);
     return CLI_FAIL;
+  }
   /* the threads start while the model and scan are read, so that the
    * registration does not wait for them */
   (void)hicp_context_start_threads(ctx);
@@ -342,10 +348,12 @@ int cmd_register(int argc, char **argv)
     cli_fail(ctx, "register");
     goto done;
   }
+  /* into the temporary file: the output replaces what was there only
+   * once the report is out too */
   if (out_path != NULL &&
-      hicp_cloud_write_ply(ctx, scan, &r.transform, out_path,
+      hicp_cloud_write_ply(ctx, scan, &r.transform, cli_output_name(&out),
                            ascii ? HICP_PLY_ASCII : HICP_PLY_BINARY) != HICP_OK) {
-    cli_fail(ctx, out_path);
+    cli_output_fail(ctx, &out);
     goto done;
   }
   double centroid[3];
@@ -356,8 +364,11 @@ int cmd_register(int argc, char **argv)
   else
     print_text(model_path, &mi, build_ms, scan_path, &r, hicp_context_threads(ctx),
                truth_path ? &truth : NULL, centroid);
-  status = CLI_OK; /* main checks that standard output took it all */
+  if (cli_commit_outputs(&out, 1) != 0)
+    goto done;
+  status = CLI_OK;
 done:
+  cli_output_abort(&out); /* nothing left to do once committed */
   hicp_cloud_destroy(scan);
   hicp_model_destroy(model);
   hicp_context_destroy(ctx);

@@ -111,11 +111,11 @@ static void progress(size_t done, size_t total, double t0)
   double rate = el > 0 ? (double)done / el : 0.0;
   double left = rate > 0 ? (double)(total - done) / rate : 0.0;
   int width = 30, fill = total ? (int)((double)width * done / total) : width;
-  fprintf(stderr, "\r[%.*s%*s] %zu/%zu frames, %.1f frames/s, ETA %.0f s   ", fill,
-          "##############################", width - fill, "", done, total, rate, left);
+  /* an error printed meanwhile clears the line first (cli_error) */
+  cli_progress("[%.*s%*s] %zu/%zu frames, %.1f frames/s, ETA %.0f s   ", fill,
+               "##############################", width - fill, "", done, total, rate, left);
   if (done == total)
-    fputc('\n', stderr);
-  fflush(stderr);
+    cli_progress_end();
 }
 
 int cmd_track(int argc, char **argv)
@@ -197,6 +197,9 @@ int cmd_track(int argc, char **argv)
     return CLI_FAIL;
   }
   int status = CLI_FAIL, tty = isatty(STDERR_FILENO);
+  /* standard output on the terminal too: each frame's line replaces the
+   * progress line, which is drawn again below it */
+  const int stdout_tty = tty && isatty(STDOUT_FILENO);
   hicp_model *model = NULL;
   hicp_stream *s = NULL;
   if (hicp_model_open(ctx, model_path, NULL, &model) != HICP_OK) {
@@ -248,6 +251,8 @@ int cmd_track(int argc, char **argv)
     }
     const char *name = names[received];
     received++;
+    if (stdout_tty)
+      cli_progress_clear();
     if (r.error != HICP_OK) {
       failed++;
       if (as_json) {
@@ -291,6 +296,7 @@ int cmd_track(int argc, char **argv)
     status = CLI_FAIL;
   }
 done:
+  cli_progress_end(); /* a line left unfinished (an error ended the loop) */
   hicp_stream_destroy(s);
   hicp_model_destroy(model);
   hicp_context_destroy(ctx);

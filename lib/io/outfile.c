@@ -16,30 +16,117 @@ static const char *out_of_memory = "out of memory";
 
 /* A name for the temporary file: the target's, ".tmp", the process and a
  * count.  Unique among live processes; a name left behind by a crashed one
- * is skipped (O_EXCL and the next count). */
+ * is skipped (O_EXCL or link's EEXIST, and the next count). */
 static void temporary_name(char *tmp, size_t size, const char *target)
 {
   static atomic_uint count;
   snprintf(tmp, size, "%s.tmp%ld.%u", target, (long)getpid(), atomic_fetch_add(&count, 1));
 }
 
+/* A stream on a copy of fd (close-on-exec), so that closing the stream
+ * leaves fd open; NULL with errno set if not. */
+static FILE *stream_on_copy(int fd)
+{
+  const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0)
+    return NULL;
+  FILE *f = fdopen(copy, "wb");
+  if (f == NULL) {
+    const int e = errno;
+    close(copy);
+    errno = e;
+  }
+  return f;
+}
+
+#ifdef O_TMPFILE
+/* A nameless temporary file in the target's directory (O_TMPFILE), given a
+ * name only at the commit.  Returns NULL when it succeeded, `unsupported`
+ * when the kernel, the file system or a missing /proc rules it out (the
+ * caller then makes a named one), else why it failed. */
+static const char unsupported[] = "nameless temporary files not supported";
+
+static const char *open_nameless_temporary(hicp__outfile *o, int keep_mode)
+{
+  const char *slash = strrchr(o->target, '/');
+  char *dir;
+  if (slash == NULL) {
+    dir = strdup(".");
+  } else {
+    const size_t len = slash == o->target ? 1 : (size_t)(slash - o->target);
+    dir = malloc(len + 1);
+    if (dir != NULL) {
+      memcpy(dir, o->target, len);
+      dir[len] = '\0';
+    }
+  }
+  if (dir == NULL)
+    return out_of_memory;
+  /* keep_mode < 0: a new file, 0666 less the umask (which the kernel
+   * applies, as for any new file; reading the umask would mean setting it,
+   * which a library must not do: it is the whole process's).  Otherwise the
+   * old file's permissions, given at the commit: until then the owner may
+   * write, so that the file can be opened again through /proc. */
+  const int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC | O_NOCTTY,
+                      keep_mode < 0 ? 0666 : 0600);
+  const int e = errno;
+  free(dir);
+  if (fd < 0)
+    return e == EOPNOTSUPP || e == EISDIR || e == EINVAL ? unsupported : strerror(e);
+  snprintf(o->fd_path, sizeof o->fd_path, "/proc/self/fd/%d", fd);
+  struct stat mine, via_proc;
+  if (fstat(fd, &mine) != 0 || stat(o->fd_path, &via_proc) != 0 ||
+      mine.st_dev != via_proc.st_dev || mine.st_ino != via_proc.st_ino) {
+    close(fd); /* no /proc to link it through */
+    return unsupported;
+  }
+  o->mode = keep_mode;
+  if (keep_mode < 0 && (mine.st_mode & S_IWUSR) == 0) {
+    /* a umask that takes the owner's write permission */
+    o->mode = (int)(mine.st_mode & 0777);
+    if (fchmod(fd, (mine.st_mode & 0777) | S_IWUSR) != 0) {
+      const int e2 = errno;
+      close(fd);
+      return strerror(e2);
+    }
+  }
+  o->f = stream_on_copy(fd);
+  if (o->f == NULL) {
+    const int e2 = errno;
+    close(fd);
+    return strerror(e2);
+  }
+  o->fd = fd;
+  o->nameless = 1;
+  return NULL;
+}
+#endif
+
 /* A temporary file beside `target`, which it will replace.  keep_mode < 0:
- * a new file, created with mode 0666 for the kernel to apply the umask to
- * (reading the umask would mean setting it, which a library must not do: it
- * is the whole process's, and another thread could create a file meanwhile);
+ * a new file, created with mode 0666 for the kernel to apply the umask to;
  * otherwise the mode of the file it replaces.  Close-on-exec, so that a
  * thread that forks and runs a program meanwhile does not hand it the file. */
 static const char *open_temporary(hicp__outfile *o, const char *target, int keep_mode)
 {
   const size_t len = strlen(target);
   o->target = malloc(len + 1);
+  if (o->target == NULL)
+    return out_of_memory;
+  memcpy(o->target, target, len + 1);
+#ifdef O_TMPFILE
+  const char *why = open_nameless_temporary(o, keep_mode);
+  if (why != unsupported) {
+    if (why != NULL)
+      hicp__outfile_abort(o);
+    return why;
+  }
+#endif
   const size_t size = len + 48; /* ".tmp", two numbers, '\0' */
   o->tmp = malloc(size);
-  if (o->target == NULL || o->tmp == NULL) {
+  if (o->tmp == NULL) {
     hicp__outfile_abort(o);
     return out_of_memory;
   }
-  memcpy(o->target, target, len + 1);
   int fd = -1;
   for (unsigned attempt = 0; fd < 0 && attempt < 100; attempt++) {
     temporary_name(o->tmp, size, target);
@@ -71,12 +158,13 @@ static const char *open_temporary(hicp__outfile *o, const char *target, int keep
   return NULL;
 }
 
-/* A FIFO or a device: opened as it is, no O_CREAT (should it vanish after
- * the stat, nothing is created in its place) and no O_TRUNC.  A FIFO waits
- * for its reader here, as a shell's redirection does. */
-static const char *open_in_place(hicp__outfile *o, const char *path)
+/* A FIFO, a device, or a regular file without a name: opened as it is, no
+ * O_CREAT (should it vanish after the stat, nothing is created in its
+ * place); a nameless file is truncated, a FIFO or a device is not.  A FIFO
+ * waits for its reader here, as a shell's redirection does. */
+static const char *open_in_place(hicp__outfile *o, const char *path, int truncate)
 {
-  int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC | (truncate ? O_TRUNC : 0));
   if (fd < 0)
     return strerror(errno);
   o->f = fdopen(fd, "wb");
@@ -116,18 +204,28 @@ static const char *open_regular(hicp__outfile *o, const char *path, const struct
 const char *hicp__outfile_open(hicp__outfile *o, const char *path)
 {
   memset(o, 0, sizeof *o);
+  o->mode = -1;
   if (path == NULL || path[0] == '\0')
     return "no file name";
   struct stat st; /* what the name leads to, through any links */
   if (stat(path, &st) != 0)
     return errno == ENOENT ? open_new(o, path) : strerror(errno);
+  if (S_ISREG(st.st_mode) && st.st_nlink == 0)
+    return open_in_place(o, path, 1);
   if (S_ISREG(st.st_mode))
     return open_regular(o, path, &st);
   if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
-    return open_in_place(o, path);
+    return open_in_place(o, path, 0);
   if (S_ISDIR(st.st_mode))
     return strerror(EISDIR);
   return "not a regular file, a FIFO or a device";
+}
+
+const char *hicp__outfile_name(const hicp__outfile *o, const char *path)
+{
+  if (o->nameless)
+    return o->fd_path;
+  return o->tmp != NULL ? o->tmp : path;
 }
 
 const char *hicp__outfile_close(hicp__outfile *o)
@@ -139,9 +237,9 @@ const char *hicp__outfile_close(hicp__outfile *o)
     e = errno;
   else if (ferror(o->f))
     e = EIO; /* an earlier write failed, and its errno is gone */
-  /* Only the temporary file is synced: the rename promises complete data.
+  /* Only a temporary file is synced: the rename promises complete data.
    * A FIFO or a character device cannot be (EINVAL). */
-  else if (o->tmp != NULL && fsync(fileno(o->f)) != 0)
+  else if ((o->tmp != NULL || o->nameless) && fsync(fileno(o->f)) != 0)
     e = errno;
   if (fclose(o->f) != 0 && e == 0)
     e = errno;
@@ -152,19 +250,50 @@ const char *hicp__outfile_close(hicp__outfile *o)
   return strerror(e);
 }
 
+/* Gives the nameless temporary file its permissions and a temporary name
+ * beside the target: linkat through /proc, as open(2) shows (AT_EMPTY_PATH
+ * would need a capability). */
+static const char *name_nameless(hicp__outfile *o)
+{
+  if (o->mode >= 0 && fchmod(o->fd, (mode_t)o->mode) != 0)
+    return strerror(errno);
+  const size_t size = strlen(o->target) + 48;
+  o->tmp = malloc(size);
+  if (o->tmp == NULL)
+    return out_of_memory;
+  for (unsigned attempt = 0; attempt < 100; attempt++) {
+    temporary_name(o->tmp, size, o->target);
+    if (linkat(AT_FDCWD, o->fd_path, AT_FDCWD, o->tmp, AT_SYMLINK_FOLLOW) == 0)
+      return NULL;
+    if (errno != EEXIST)
+      break;
+  }
+  const int e = errno;
+  free(o->tmp);
+  o->tmp = NULL; /* nothing was linked: nothing to remove */
+  return strerror(e);
+}
+
 const char *hicp__outfile_commit(hicp__outfile *o)
 {
   const char *why = hicp__outfile_close(o);
   if (why != NULL)
     return why;
+  if (o->nameless && (why = name_nameless(o)) != NULL) {
+    hicp__outfile_abort(o);
+    return why;
+  }
   if (o->tmp != NULL && rename(o->tmp, o->target) != 0) {
     why = strerror(errno);
     hicp__outfile_abort(o);
     return why;
   }
+  if (o->nameless)
+    close(o->fd);
   free(o->tmp);
   free(o->target);
   o->tmp = o->target = NULL;
+  o->nameless = 0;
   return NULL;
 }
 
@@ -174,8 +303,11 @@ void hicp__outfile_abort(hicp__outfile *o)
     fclose(o->f);
   if (o->tmp != NULL)
     unlink(o->tmp);
+  if (o->nameless)
+    close(o->fd); /* the last reference: the file goes with it */
   free(o->tmp);
   free(o->target);
   o->f = NULL;
   o->tmp = o->target = NULL;
+  o->nameless = 0;
 }

@@ -1,10 +1,23 @@
 /* outfile.h: opening an output file so that a failed write never destroys
- * what was there.  A regular file is written under a temporary name in its
- * own directory (the same file system, so the rename is atomic) and renamed
- * over it only once it is complete; a symbolic link to one stays a link, the
- * file it names being the one replaced.  A FIFO or a device is written in
- * place: renaming over it would replace the node (as root, /dev/null) with a
+ * what was there.  A regular file is written to a temporary file in its own
+ * directory (the same file system, so the rename is atomic) and renamed over
+ * it only once it is complete; a symbolic link to one stays a link, the file
+ * it names being the one replaced.  A FIFO or a device is written in place:
+ * renaming over it would replace the node (as root, /dev/null) with a
  * regular file, and it holds nothing that a failure could destroy.
+ *
+ * On Linux the temporary file has no name while it is written (O_TMPFILE):
+ * a process killed meanwhile leaves nothing behind.  It gets one only at the
+ * commit, linked in beside the target under a temporary name that is at
+ * once renamed over it.  Where the file system or the kernel cannot do that
+ * (or /proc is missing), the temporary file is named from the start,
+ * "TARGET.tmpPID.N", as it is elsewhere.
+ *
+ * A regular file that has no name (a nameless temporary reached through
+ * /proc/self/fd/N, say) is written in place, truncated: there is no name to
+ * rename over, and nothing anyone could see is destroyed.  This is how the
+ * command-line tool has the library write into a temporary file of its own,
+ * to be committed once the whole command has succeeded.
  *
  * It knows nothing of hicp_context: the command-line tool compiles it in as
  * well, for the files it writes itself (the --truth transform). */
@@ -15,22 +28,33 @@
 
 typedef struct hicp__outfile {
   FILE *f;      /* where to write; NULL once closed */
-  char *tmp;    /* the temporary file; NULL when writing in place */
-  char *target; /* what the temporary file replaces: the name, or what its link names */
+  char *tmp;    /* the named temporary file; NULL when there is none */
+  char *target; /* what the temporary file replaces: the name, or what its link names;
+                   NULL when writing in place */
+  int nameless; /* the temporary file has no name yet: fd is its descriptor */
+  int fd;       /* (nameless only) kept open until the commit or abort */
+  int mode;     /* (nameless only) permissions to give it at the commit; -1: as they are */
+  char fd_path[32]; /* (nameless only) "/proc/self/fd/N": a name that reopens it */
 } hicp__outfile;
 
 /* Each function returns NULL when it succeeded, else why not (a static or
  * strerror() string, to follow "cannot write PATH: ").  On failure
- * everything is cleaned up: no stream open, no temporary file left. */
+ * everything is cleaned up: no stream open, no temporary file left.  A
+ * structure set to all zeros can be given to hicp__outfile_abort. */
 
 /* Opens `path` for writing.  Refused: a directory, a socket, and a symbolic
  * link to a missing file (as GNU cp refuses to write through one: it may
  * name a place the link's owner did not mean). */
 const char *hicp__outfile_open(hicp__outfile *o, const char *path);
+/* A name under which what o writes can be opened again for writing (to
+ * have someone else fill it): "/proc/self/fd/N" for a nameless temporary
+ * file, the named temporary file, or `path` itself when it is written in
+ * place.  Valid until the commit or abort. */
+const char *hicp__outfile_name(const hicp__outfile *o, const char *path);
 /* Flushes, syncs (a temporary file) and closes the stream.  A temporary
  * file is kept, complete, until hicp__outfile_commit or _abort. */
 const char *hicp__outfile_close(hicp__outfile *o);
-/* Renames the temporary file over its target (nothing to do in place). */
+/* Puts the temporary file in place of its target (nothing to do in place). */
 const char *hicp__outfile_commit(hicp__outfile *o);
 /* Gives up in any state: closes the stream, removes the temporary file. */
 void hicp__outfile_abort(hicp__outfile *o);
