@@ -565,7 +565,7 @@ static const bad_case bad_cases[] = {
     BAD("badface.ply", "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n", HICP_EFORMAT, "vertex 7"),
     BAD("badquad.ply", "ply\nformat ascii 1.0\nelement vertex 4\nproperty float x\nproperty float y\nproperty float z\nelement face 2\nproperty list uchar int vertex_indices\nend_header\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n4 0 1 2 3\n3 0 1 9\n", HICP_EFORMAT, "face 1 uses vertex 9 but there are 4 vertices"),
     BAD("badformat.ply", "ply\nformat binary_middle_endian 1.0\n", HICP_EFORMAT, "middle"),
-    BAD("short.ply", "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n4 5          \n", HICP_EFORMAT, "end of the file"),
+    BAD("short.ply", "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n4 5          \n", HICP_EFORMAT, "line 9: vertex 1 has 2 values, its 3 properties call for 3"),
     BAD("empty.off", "OFF\n0 0 0\n", HICP_EEMPTY, "no points"),
     BAD("huge.off", "OFF\n99999999999 0 0\n0 0 0\n", HICP_EFORMAT, "too short"),
     BAD("neg.off", "OFF\n-3 0 0\n0 0 0\n", HICP_EFORMAT, "count"),
@@ -610,6 +610,184 @@ Test(io, hostile_inputs_table)
     read_fails(p, b->code, b->msg);
   }
   cr_assert_geq(sizeof bad_cases / sizeof bad_cases[0], 25);
+}
+
+/* ---- One record a line, nothing after the last ---- */
+
+#define PLY_XYZ(n) "ply\nformat ascii 1.0\nelement vertex " #n "\nproperty float x\nproperty float y\nproperty float z\n"
+#define PLY_TRI "element face 1\nproperty list uchar int vertex_indices\nend_header\n0 0 0\n1 0 0\n0 1 0\n"
+#define PCD_XYZ(kind) "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA " kind "\n"
+#define F123 "\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x40\x40" /* 1.0f 2.0f 3.0f, little endian */
+#define LZF123 "\x0d\x00\x00\x00\x0c\x00\x00\x00\x0b" F123 /* the same, one LZF literal run */
+
+/* Files each of which was once read without complaint, and wrong: values
+ * taken from the next line, records after the declared ones dropped, the
+ * rest of a line after a NUL byte skipped. */
+static const bad_case misread_cases[] = {
+    /* an ascii PLY record is one line with the values its properties call for */
+    BAD("split.ply", PLY_XYZ(2) "end_header\n1 2 3 4\n5 6 7\n", HICP_EFORMAT,
+        "split.ply line 8: vertex 0 has 4 values, its 3 properties call for 3"),
+    BAD("spill.ply", PLY_XYZ(2) "end_header\n1 2\n3 4 5 6\n", HICP_EFORMAT,
+        "spill.ply line 8: vertex 0 has 2 values, its 3 properties call for 3"),
+    BAD("second.ply", PLY_XYZ(2) "end_header\n1 2 3\n4 5\n6\n", HICP_EFORMAT,
+        "line 9: vertex 1 has 2 values, its 3 properties call for 3"),
+    BAD("listspill.ply", PLY_XYZ(3) PLY_TRI "3 0 1\n2\n", HICP_EFORMAT,
+        "line 13: face 0 has 3 values, its 1 property calls for 4"),
+    BAD("listlong.ply", PLY_XYZ(3) PLY_TRI "3 0 1 2 0\n", HICP_EFORMAT,
+        "line 13: face 0 has 5 values, its 1 property calls for 4"),
+    /* (refused before, at the end of the file, without saying why) */
+    BAD("open.ply", PLY_XYZ(1) "property list uchar int tags\nproperty float w\nend_header\n1 2 3                \n",
+        HICP_EFORMAT, "line 10: vertex 0 has 3 values, its 5 properties call for at least 5"),
+    BAD("nul.ply", PLY_XYZ(1) "end_header\n1 2 3\0 4\n", HICP_EFORMAT, "line 8: a NUL byte"),
+    /* data after the declared records */
+    BAD("after.ply", PLY_XYZ(2) "end_header\n1 2 3\n4 5 6\n7 8 9\n", HICP_EFORMAT,
+        "after.ply line 10: data after the last declared record (2 vertex)"),
+    BAD("afterfaces.ply", PLY_XYZ(3) PLY_TRI "3 0 1 2\n\n3 0 1 2\n", HICP_EFORMAT,
+        "line 15: data after the last declared record (3 vertex, 1 face)"),
+    BAD("after_be.ply", "ply\nformat binary_big_endian 1.0\nelement vertex 1\nproperty float x\n"
+        "property float y\nproperty float z\nend_header\n\x3f\x80\x00\x00\x40\x00\x00\x00\x40\x40\x00\x00\n#",
+        HICP_EFORMAT, "after_be.ply: 2 bytes after the last declared record (1 vertex)"),
+    BAD("after_le.ply", "ply\nformat binary_little_endian 1.0\nelement vertex 1\nproperty float x\n"
+        "property float y\nproperty float z\nend_header\n" F123 F123, HICP_EFORMAT,
+        "after_le.ply: 12 bytes after the last declared record (1 vertex)"),
+    BAD("after.pcd", PCD_XYZ("ascii") "1 2 3\n4 5 6\n7 8 9\n", HICP_EFORMAT,
+        "after.pcd line 9: data after the 1 declared points"),
+    BAD("nul.pcd", PCD_XYZ("ascii") "1 2 3\0\n", HICP_EFORMAT, "line 8: a NUL byte"),
+    BAD("after_bin.pcd", PCD_XYZ("binary") F123 "\x01\x02\x03\x04", HICP_EFORMAT,
+        "after_bin.pcd: 4 bytes of data after the 1 declared points"),
+    BAD("zeros_bin.pcd", PCD_XYZ("binary") F123 "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
+        HICP_EFORMAT, "12 bytes of data after the 1 declared points"),
+    BAD("after_lzf.pcd", PCD_XYZ("binary_compressed") LZF123 "\n", HICP_EFORMAT,
+        "after_lzf.pcd: 1 byte of data after the 1 declared points"),
+    BAD("after.off", "OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n0 0 1\n", HICP_EFORMAT,
+        "after.off line 7: data after the 1 declared faces"),
+    BAD("afterface.off", "OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n3 0 1 2\n3 0 1 3\n", HICP_EFORMAT,
+        "afterface.off line 8: data after the 1 declared faces"),
+    BAD("aftershort.off", "OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n4 0 1 2\n", HICP_EFORMAT,
+        "line 7: data after the 1 declared faces"),
+    BAD("afterlong.off", "OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n3 0 1 2 0 0 0 1 1\n", HICP_EFORMAT,
+        "line 7: data after the 1 declared faces"),
+    BAD("words.off", "OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n# fine\n\nnot fine\n", HICP_EFORMAT,
+        "line 9: data after the 1 declared faces"),
+    BAD("vertices.off", "OFF\n2 0 0\n0 0 0\n1 0 0\n0 1 0\n", HICP_EFORMAT,
+        "line 5: data after the 2 declared vertices"),
+    BAD("nul.off", "OFF\n2 0 0\n0 0 0\0 1\n1 0 0\n", HICP_EFORMAT, "line 3: a NUL byte"),
+    /* a NUL byte in the middle of a line, not only at its start */
+    BAD("nul.xyz", "1 2 3\0\n4 5 6\n", HICP_EFORMAT, "nul.xyz line 1: a NUL byte in a text file"),
+    BAD("nul2.xyz", "1 2 3\n4 5 6 \0 7\n", HICP_EFORMAT, "line 2: a NUL byte"),
+    /* (refused before as a line of 2 coordinates) */
+    BAD("nul3.xyz", "1 2\0 3\n", HICP_EFORMAT, "line 1: a NUL byte"),
+};
+
+Test(io, misread_inputs_table)
+{
+  const char *dir = th_tmpdir();
+  for (size_t i = 0; i < sizeof misread_cases / sizeof misread_cases[0]; i++) {
+    const bad_case *b = &misread_cases[i];
+    const char *p = th_path(dir, b->name);
+    th_write(p, b->text, b->len);
+    read_fails(p, b->code, b->msg);
+  }
+}
+
+/* What stays accepted: blanks at line ends, blank lines (between ascii PLY
+ * records too), "\r\n", comments after an OFF's or a PCD's data. */
+Test(io, accepted_line_ends_and_endings)
+{
+  const char *dir = th_tmpdir();
+  static const double want[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9.5};
+  static const struct {
+    const char *name, *text;
+  } files[] = {
+      {"s.ply", PLY_XYZ(3) "end_header\n1 2 3 \t\n4 5 6\n7 8 9.5   \n\n  \n\t\n"},
+      {"crlf.ply", PLY_XYZ(3) "end_header\r\n1 2 3\r\n4 5 6 \r\n7 8 9.5\r\n\r\n"},
+      {"gaps.ply", PLY_XYZ(3) "end_header\n\n1 2 3\n\n\n4 5 6\r\n \n7 8 9.5"},
+      {"faces.ply", PLY_XYZ(3) "element face 2\nproperty list uchar int vertex_indices\nend_header\r\n"
+                    "1 2 3\r\n4 5 6\r\n7 8 9.5\r\n3 0 1 2 \r\n4 0 1 2 0\r\n\r\n"},
+      {"s.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 3\nPOINTS 3\nDATA ascii\n"
+                "1 2 3  \n4 5 6\n7 8 9.5\t\n\n  \n"},
+      {"crlf.pcd", "VERSION 0.7\r\nFIELDS x y z\r\nSIZE 4 4 4\r\nTYPE F F F\r\nWIDTH 3\r\nPOINTS 3\r\n"
+                   "DATA ascii\r\n1 2 3\r\n4 5 6\r\n7 8 9.5\r\n\r\n# the end\r\n"},
+      {"s.off", "OFF\n3 1 0\n1 2 3  \n4 5 6\n7 8 9.5\n3 0 1 2 \n\n# end of mesh\n   \n# more\n"},
+      {"crlf.off", "OFF\r\n3 1 0\r\n1 2 3\r\n4 5 6\r\n7 8 9.5\r\n3 0 1 2\r\n\r\n# written on Windows\r\n"},
+      {"points.off", "OFF\n3 0 0\n1 2 3\n4 5 6\n7 8 9.5\n# no faces\n\n"},
+      {"s.xyz", "1 2 3 \n4 5 6\t\n7 8 9.5\n\n   \n"},
+      {"crlf.xyz", "1 2 3\r\n4 5 6\r\n7 8 9.5\r\n\r\n"},
+  };
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+    hicp_cloud_destroy(read_ok(write_text(dir, files[i].name, files[i].text), want, 3));
+  /* Whole faces after the declared ones are ignored, as CGAL and Geomview
+   * ignore them: CGAL's meshes/prim.off declares 7 faces and gives 8. */
+  hicp_cloud *c = read_ok(write_text(dir, "prim.off", "OFF\n3 1 0\n1 2 3\n4 5 6\n7 8 9.5\n"
+                                                      "3 0 1 2\n  3  2 1 0  \n# and\n3 0 2 1 255 0 0\n\n"),
+                          want, 3);
+  cr_assert_eq(hicp_cloud_triangle_count(c), 1);
+  hicp_cloud_destroy(c);
+}
+
+/* Older PCL versions wrote binary and binary_compressed PCD files
+ * getpagesize() + the data's size long: header, data, then zeros that pad
+ * the header to a page; such files stay readable.  Other extra bytes do
+ * not. */
+Test(io, pcd_page_padding)
+{
+  const char *dir = th_tmpdir();
+  static const double want[3] = {1, 2, 3};
+  static const char *const kinds[] = {PCD_XYZ("binary"), PCD_XYZ("binary_compressed")};
+  static const char *const data[] = {F123, LZF123};
+  static const size_t dlen[] = {sizeof F123 - 1, sizeof LZF123 - 1};
+  const size_t pages[] = {4096, 16384, 65536};
+  unsigned char *b = calloc(1, 65536 + 64);
+  cr_assert_not_null(b);
+  for (int k = 0; k < 2; k++)
+    for (size_t pi = 0; pi < sizeof pages / sizeof pages[0]; pi++) {
+      size_t h = strlen(kinds[k]);
+      memset(b, 0, 65536 + 64);
+      memcpy(b, kinds[k], h);
+      memcpy(b + h, data[k], dlen[k]);
+      const size_t len = pages[pi] + dlen[k]; /* PCL's file size */
+      const char *p = th_path(dir, k ? "padded_lzf.pcd" : "padded.pcd");
+      th_write(p, b, len);
+      hicp_cloud_destroy(read_ok(p, want, 1));
+      /* one zero more or less is no page: refused */
+      th_write(p, b, len + 1);
+      read_fails(p, HICP_EFORMAT, "bytes of data after the 1 declared points");
+      th_write(p, b, len - 1);
+      read_fails(p, HICP_EFORMAT, "bytes of data after the 1 declared points");
+      /* nor is a page of padding that is not all zeros */
+      b[len - 1] = '\n';
+      th_write(p, b, len);
+      read_fails(p, HICP_EFORMAT, "bytes of data after the 1 declared points");
+    }
+  free(b);
+}
+
+/* A binary PLY (the one above, both byte orders) followed by anything,
+ * even one newline, is refused: its writer and its reader disagree. */
+Test(io, ply_binary_trailing_bytes)
+{
+  const char *dir = th_tmpdir();
+  unsigned char b[2048];
+  for (int big = 0; big <= 1; big++) {
+    size_t n = binary_ply(b, big);
+    const char *p = th_path(dir, big ? "tail_be.ply" : "tail_le.ply");
+    /* a line end (some writers add one) is accepted, other bytes not */
+    memcpy(b + n, "\r\n", 2);
+    th_write(p, b, n + 2);
+    hicp_context *ctx;
+    cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+    hicp_cloud *c = NULL;
+    cr_assert_eq(hicp_cloud_read(ctx, p, HICP_FORMAT_AUTO, &c), 0, "%s", hicp_context_error(ctx));
+    cr_assert_eq(hicp_cloud_size(c), 3);
+    hicp_cloud_destroy(c);
+    hicp_context_destroy(ctx);
+    b[n] = 'x';
+    th_write(p, b, n + 1);
+    read_fails(p, HICP_EFORMAT, "1 byte after the last declared record (3 vertex, 1 face)");
+    memset(b + n, 0, 8);
+    th_write(p, b, n + 8);
+    read_fails(p, HICP_EFORMAT, "8 bytes after the last declared record (3 vertex, 1 face)");
+  }
 }
 
 Test(io, files_that_are_not_files)

@@ -2,13 +2,54 @@
  * like, with '#' comments anywhere.  Vertex lines may carry colours, normals
  * or texture coordinates after x y z (ignored); each face line is a vertex
  * count, the indices, and an optional colour; polygons are fan-triangulated.
- * 4OFF (homogeneous) and nOFF with a dimension other than 3 are refused. */
+ * 4OFF (homogeneous) and nOFF with a dimension other than 3 are refused, as
+ * is anything after the declared records but blank lines, comments and
+ * whole faces (extra_face). */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "io/text.h"
+
+/* Reads the next number on the line, if it is one (0 otherwise). */
+static int line_number(hicp__text *s, double *v)
+{
+  char tok[128];
+  hicp__text_skip_blanks(s);
+  if (hicp__text_at_eol(s, '#'))
+    return 0;
+  size_t n = hicp__text_token(s, NULL, tok, sizeof tok);
+  return n > 0 && n < sizeof tok && hicp__parse_double(tok, v) == HICP_OK;
+}
+
+/* 1 if the line at t is a whole face after the declared ones: a count k
+ * of at least 3, k indices below nv, at most 4 colour numbers; t is then
+ * moved past it. */
+static int extra_face(hicp__text *t, uint64_t nv)
+{
+  hicp__text s = *t;
+  double v;
+  if (!line_number(&s, &v) || v < 3 || v > 1000000 || v != floor(v))
+    return 0;
+  const uint64_t k = (uint64_t)v;
+  for (uint64_t j = 0; j < k; j++)
+    if (!line_number(&s, &v) || v < 0 || v != floor(v) || v >= (double)nv)
+      return 0;
+  for (int c = 0;; c++) {
+    hicp__text_skip_blanks(&s);
+    if (hicp__text_at_eol(&s, '#'))
+      break;
+    if (c == 4 || !line_number(&s, &v))
+      return 0;
+  }
+  if (s.p < s.end && *s.p == '\0')
+    return 0;
+  *t = s;
+  hicp__text_next_line(t);
+  return 1;
+}
 
 int hicp__parse_off(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,
                     hicp__raw_cloud *out)
@@ -69,7 +110,8 @@ int hicp__parse_off(hicp_context *ctx, const char *name, const unsigned char *bu
         return rc;
     }
     out->n = (size_t)i + 1;
-    hicp__text_next_line(&t); /* colours, normals, ... */
+    if ((rc = hicp__text_skip_line(&t)) != HICP_OK) /* colours, normals, ... */
+      return rc;
   }
   size_t cap = 0;
   for (uint64_t i = 0; i < nf; i++) {
@@ -95,7 +137,24 @@ int hicp__parse_off(hicp_context *ctx, const char *name, const unsigned char *bu
         return rc;
       prev = (uint32_t)v;
     }
-    hicp__text_next_line(&t); /* face colour */
+    if ((rc = hicp__text_skip_line(&t)) != HICP_OK) /* face colour */
+      return rc;
   }
-  return HICP_OK;
+  /* Only blank lines and comments may follow the declared records, and,
+   * after faces, whole faces the count leaves out (ignored, as CGAL and
+   * Geomview ignore them: CGAL's own meshes/prim.off declares 7 faces and
+   * gives 8).  Anything else, vertices say, is refused. */
+  for (;;) {
+    hicp__text_skip_space(&t, '#');
+    if (t.p >= t.end)
+      return HICP_OK;
+    if (nf == 0 || !extra_face(&t, nv))
+      break;
+  }
+  char what[96];
+  if (nf > 0)
+    snprintf(what, sizeof what, "the %llu declared faces", (unsigned long long)nf);
+  else
+    snprintf(what, sizeof what, "the %llu declared vertices (and no faces)", (unsigned long long)nv);
+  return hicp__text_expect_end(&t, '#', what);
 }

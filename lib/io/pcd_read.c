@@ -9,7 +9,9 @@
  *
  * Organised clouds mark pixels without a measurement with NaN x, y and z;
  * such points are dropped, as PCL's own tools do.  A point with some but not
- * all coordinates NaN, or any infinity, is an error. */
+ * all coordinates NaN, or any infinity, is an error.  So is data after the
+ * declared points: more text lines than POINTS, more bytes than the binary
+ * body takes (save the zero padding old PCL versions wrote, check_tail). */
 #include "config.h"
 
 #include <math.h>
@@ -259,10 +261,13 @@ static int read_ascii(pcd *h, hicp__text *t, const int idx[3], hicp__raw_cloud *
       for (uint64_t c = 0; c < h->f[fi].count; c++) {
         char tok[128];
         hicp__text_skip_blanks(t);
+        int rc = hicp__text_check_nul(t);
+        if (rc != HICP_OK)
+          return rc;
         if (hicp__text_at_eol(t, 0))
           return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: point %llu has too few values",
                             h->name, t->line, (unsigned long long)i);
-        int rc = hicp__text_number_token(t, NULL, "a number", tok, sizeof tok);
+        rc = hicp__text_number_token(t, NULL, "a number", tok, sizeof tok);
         if (rc != HICP_OK)
           return rc;
         double x;
@@ -286,24 +291,52 @@ static int read_ascii(pcd *h, hicp__text *t, const int idx[3], hicp__raw_cloud *
       }
     }
     hicp__text_skip_blanks(t);
+    int rc = hicp__text_check_nul(t);
+    if (rc != HICP_OK)
+      return rc;
     if (!hicp__text_at_eol(t, 0))
       return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: point %llu has too many values",
                         h->name, t->line, (unsigned long long)i);
-    int rc = store(h, out, i, v);
+    rc = store(h, out, i, v);
     if (rc != HICP_OK)
       return rc;
   }
-  return HICP_OK;
+  char what[64];
+  snprintf(what, sizeof what, "the %llu declared points", (unsigned long long)h->points);
+  return hicp__text_expect_end(t, '#', what);
 }
 
-static int read_binary(pcd *h, const unsigned char *p, size_t avail, const int idx[3],
-                       hicp__raw_cloud *out)
+/* Bytes after a binary body: older PCL versions' writers stretched the file
+ * to getpagesize() + the size of the data before mapping it (newer ones
+ * allocate header + data), so their files end in zero bytes that pad the
+ * header to a page; those are the only extra bytes allowed (`offset`: where
+ * the data starts, the header's length). */
+static int check_tail(pcd *h, size_t offset, const unsigned char *tail, size_t n)
+{
+  if (n == 0)
+    return HICP_OK;
+  size_t page = offset + n;
+  int zeros = 1;
+  for (size_t i = 0; i < n && zeros; i++)
+    zeros = tail[i] == 0;
+  if (zeros && page >= 4096 && page <= 65536 && (page & (page - 1)) == 0)
+    return HICP_OK;
+  return hicp__fail(h->ctx, HICP_EFORMAT, "%s: %zu byte%s of data after the %llu declared points",
+                    h->name, n, n == 1 ? "" : "s", (unsigned long long)h->points);
+}
+
+static int read_binary(pcd *h, size_t offset, const unsigned char *p, size_t avail,
+                       const int idx[3], hicp__raw_cloud *out)
 {
   if (h->point_size == 0 || h->points > avail / h->point_size)
     return hicp__fail(h->ctx, HICP_EFORMAT,
                       "%s: the header promises %llu points of %zu bytes but %zu bytes remain "
                       "(truncated or corrupt)",
                       h->name, (unsigned long long)h->points, h->point_size, avail);
+  const size_t used = (size_t)h->points * h->point_size;
+  int trc = check_tail(h, offset, p + used, avail - used);
+  if (trc != HICP_OK)
+    return trc;
   for (uint64_t i = 0; i < h->points; i++) {
     const unsigned char *rec = p + i * h->point_size;
     double v[3];
@@ -316,8 +349,8 @@ static int read_binary(pcd *h, const unsigned char *p, size_t avail, const int i
   return HICP_OK;
 }
 
-static int read_compressed(pcd *h, const unsigned char *p, size_t avail, const int idx[3],
-                           hicp__raw_cloud *out)
+static int read_compressed(pcd *h, size_t offset, const unsigned char *p, size_t avail,
+                           const int idx[3], hicp__raw_cloud *out)
 {
   if (avail < 8)
     return hicp__fail(h->ctx, HICP_EFORMAT, "%s: compressed data is truncated", h->name);
@@ -336,8 +369,13 @@ static int read_compressed(pcd *h, const unsigned char *p, size_t avail, const i
    * uncompressed size beyond that is a lie, refused before allocating. */
   if ((uint64_t)usize > (uint64_t)csize * 300u + 64u)
     return hicp__fail(h->ctx, HICP_EFORMAT, "%s: implausible compressed sizes", h->name);
+  /* the data ends with the compressed stream the first word sizes (the
+   * second word is the size it expands to, not what the file holds) */
+  int rc = check_tail(h, offset, p + 8 + csize, avail - 8 - csize);
+  if (rc != HICP_OK)
+    return rc;
   /* Only now, the sizes agreeing with the data, is POINTS believed. */
-  int rc = hicp__raw_reserve_points(h->ctx, h->name, out, (size_t)h->points);
+  rc = hicp__raw_reserve_points(h->ctx, h->name, out, (size_t)h->points);
   if (rc != HICP_OK)
     return rc;
   char what[300];
@@ -405,9 +443,9 @@ int hicp__parse_pcd(hicp_context *ctx, const char *name, const unsigned char *bu
       if (ascii)
         rc = read_ascii(h, &t, idx, out);
       else if (binary)
-        rc = read_binary(h, t.p, avail, idx, out);
+        rc = read_binary(h, (size_t)(t.p - buf), t.p, avail, idx, out);
       else
-        rc = read_compressed(h, t.p, avail, idx, out);
+        rc = read_compressed(h, (size_t)(t.p - buf), t.p, avail, idx, out);
     }
   }
   free(h);

@@ -5,7 +5,10 @@
  * other elements are skipped; the "face" element's vertex_indices (or
  * vertex_index) lists become triangles (polygons fan-triangulated).  No count
  * in the header is trusted: before anything is allocated the counts are
- * checked against the bytes that remain. */
+ * checked against the bytes that remain.  An ascii record is one line with
+ * exactly the values its properties call for (blank lines between records
+ * pass); nothing but blanks and line ends (ascii), nothing at all (binary),
+ * may follow the last record. */
 #include "config.h"
 
 #include <math.h>
@@ -203,14 +206,24 @@ typedef struct reader {
   const unsigned char *end;
 } reader;
 
+/* read_value's answer at the end of an ascii record's line (the caller,
+ * which knows the record, reports it); not a HICP_E* code. */
+#define SHORT_LINE 1
+
 /* Reads one value of type `t` (ascii or binary).  `used`: 0 for a value
  * hicp does not use, which may then be nan or inf in ascii as in binary
- * (normals of points without one, say). */
+ * (normals of points without one, say).  An ascii value must be on the
+ * record's line: SHORT_LINE at its end. */
 static int read_value(reader *r, ptype t, const char *what, int used, double *v)
 {
   if (r->f->enc == ASCII) {
+    hicp__text_skip_blanks(&r->t);
+    int rc = hicp__text_check_nul(&r->t);
+    if (rc != HICP_OK)
+      return rc;
+    if (hicp__text_at_eol(&r->t, 0))
+      return SHORT_LINE;
     if (!used) {
-      hicp__text_skip_space(&r->t, 0);
       const unsigned char *at = r->t.p;
       char tok[128];
       size_t n = hicp__text_token(&r->t, NULL, tok, sizeof tok);
@@ -218,7 +231,7 @@ static int read_value(reader *r, ptype t, const char *what, int used, double *v)
         return HICP_OK;
       r->t.p = at; /* not a non-finite number: reported as usual below */
     }
-    return hicp__text_number(&r->t, 1, 0, what, v);
+    return hicp__text_number(&r->t, 0, 0, what, v);
   }
   if ((size_t)(r->end - r->p) < type_size[t])
     return hicp__fail(r->f->ctx, HICP_EFORMAT, "%s: the file ends in the middle of the data (truncated)",
@@ -239,6 +252,32 @@ static size_t min_record(const ply *f, const element *e)
       s += type_size[e->props[i].count_type != T_NONE ? e->props[i].count_type : e->props[i].type];
   }
   return s;
+}
+
+/* An ascii record whose line holds fewer or more values than its
+ * properties call for: `want` values so far (lists counted with their
+ * items), `open`: 1 if properties not yet reached may call for more (a
+ * list whose length is not read yet). */
+static int bad_record(reader *r, const element *e, uint64_t rec, const unsigned char *line,
+                      uint64_t want, int open)
+{
+  size_t have = hicp__text_count_tokens(&r->t, line, NULL);
+  return hicp__fail(r->f->ctx, HICP_EFORMAT,
+                    "%s line %zu: %s %llu has %zu value%s, its %d propert%s call%s for %s%llu "
+                    "(one record a line)",
+                    r->f->name, r->t.line, e->name, (unsigned long long)rec, have,
+                    have == 1 ? "" : "s", e->nprops, e->nprops == 1 ? "y" : "ies",
+                    e->nprops == 1 ? "s" : "", open ? "at least " : "", (unsigned long long)want);
+}
+
+/* 1 if a property after the k-th is a list (which calls for its length
+ * and at least that many values more). */
+static int list_after(const element *e, int k)
+{
+  for (int i = k + 1; i < e->nprops; i++)
+    if (e->props[i].count_type != T_NONE)
+      return 1;
+  return 0;
 }
 
 static int find_prop(const element *e, const char *name)
@@ -303,13 +342,24 @@ static int read_element(reader *r, const element *e, hicp__raw_cloud *out, size_
     return HICP_OK; /* empty records: nothing to read, however many the header says */
   uint32_t idx[3] = {0, 0, 0};
   for (uint64_t rec = 0; rec < e->count; rec++) {
+    /* ascii: one record a line; blank lines between records are let pass */
+    const unsigned char *line = NULL;
+    uint64_t want = 0; /* values the record's properties call for so far */
+    if (f->enc == ASCII) {
+      hicp__text_skip_space(&r->t, 0);
+      line = r->t.p;
+    }
     for (int k = 0; k < e->nprops; k++) {
       const prop *p = &e->props[k];
+      const uint64_t rest = (uint64_t)(e->nprops - 1 - k); /* at least one value each */
       double v;
       int rc;
+      want++;
       if (p->count_type == T_NONE) {
         const int used = is_vertex && (k == ix || k == iy || k == iz);
         rc = read_value(r, p->type, "a number", used, &v);
+        if (rc == SHORT_LINE)
+          return bad_record(r, e, rec, line, want + rest, list_after(e, k));
         if (rc != HICP_OK)
           return rc;
         if (used)
@@ -318,13 +368,18 @@ static int read_element(reader *r, const element *e, hicp__raw_cloud *out, size_
       }
       double len;
       rc = read_value(r, p->count_type, "a list length", 1, &len);
+      if (rc == SHORT_LINE)
+        return bad_record(r, e, rec, line, want + rest, 1);
       if (rc != HICP_OK)
         return rc;
       if (len < 0 || len != floor(len) || len > MAX_LIST)
         return hicp__fail(f->ctx, HICP_EFORMAT, "%s: %s record %llu has a list of length %g",
                           f->name, e->name, (unsigned long long)rec, len);
+      want += (uint64_t)len;
       for (uint32_t j = 0; j < (uint32_t)len; j++) {
         rc = read_value(r, p->type, "a list item", k == ifc, &v);
+        if (rc == SHORT_LINE)
+          return bad_record(r, e, rec, line, want + rest, list_after(e, k));
         if (rc != HICP_OK)
           return rc;
         if (k != ifc)
@@ -350,8 +405,51 @@ static int read_element(reader *r, const element *e, hicp__raw_cloud *out, size_
         }
       }
     }
+    if (f->enc == ASCII) {
+      hicp__text_skip_blanks(&r->t);
+      int rc = hicp__text_check_nul(&r->t);
+      if (rc != HICP_OK)
+        return rc;
+      if (!hicp__text_at_eol(&r->t, 0))
+        return bad_record(r, e, rec, line, want, 0);
+    }
   }
   return HICP_OK;
+}
+
+/* "3 vertex, 1 face": the declared records, for messages. */
+static void describe_elements(const ply *f, char *s, size_t n)
+{
+  size_t at = 0;
+  s[0] = '\0';
+  for (int i = 0; i < f->nel && at + 1 < n; i++) {
+    int k = snprintf(s + at, n - at, "%s%llu %s", i ? ", " : "",
+                     (unsigned long long)f->el[i].count, f->el[i].name);
+    if (k < 0)
+      break;
+    at += (size_t)k;
+  }
+}
+
+/* Nothing may follow the last record but blanks and line ends (in a binary
+ * file too: some writers end it with a newline). */
+static int check_end(reader *r)
+{
+  ply *f = r->f;
+  char els[160], what[200];
+  describe_elements(f, els, sizeof els);
+  if (f->enc == ASCII) {
+    snprintf(what, sizeof what, "the last declared record (%s)", els);
+    return hicp__text_expect_end(&r->t, 0, what);
+  }
+  const unsigned char *q = r->p;
+  while (q < r->end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
+    q++;
+  if (q == r->end)
+    return HICP_OK;
+  const size_t n = (size_t)(r->end - r->p);
+  return hicp__fail(f->ctx, HICP_EFORMAT, "%s: %zu byte%s after the last declared record (%s)",
+                    f->name, n, n == 1 ? "" : "s", els);
 }
 
 int hicp__parse_ply(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,
@@ -375,6 +473,8 @@ int hicp__parse_ply(hicp_context *ctx, const char *name, const unsigned char *bu
       rc = read_element(&r, &f->el[i], out, &tri_cap, &have_vertex);
     if (rc == HICP_OK && !have_vertex)
       rc = hicp__fail(ctx, HICP_EFORMAT, "%s: no vertex element", name);
+    if (rc == HICP_OK)
+      rc = check_end(&r);
     if (rc == HICP_OK)
       rc = hicp__raw_check_triangles(ctx, name, out);
   }

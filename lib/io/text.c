@@ -99,12 +99,62 @@ int hicp__text_at_eol(const hicp__text *t, char comment)
          (comment != 0 && *t->p == (unsigned char)comment);
 }
 
+int hicp__text_check_nul(const hicp__text *t)
+{
+  if (t->p < t->end && *t->p == '\0')
+    return hicp__fail(t->ctx, HICP_EFORMAT, "%s line %zu: a NUL byte in a text file", t->name,
+                      t->line);
+  return HICP_OK;
+}
+
+int hicp__text_skip_line(hicp__text *t)
+{
+  while (t->p < t->end && !eol_char(*t->p)) {
+    if (*t->p == '\0')
+      return hicp__text_check_nul(t);
+    t->p++;
+  }
+  if (t->p < t->end)
+    take_eol(t);
+  return HICP_OK;
+}
+
+static int token_char(unsigned char c, const char *seps)
+{
+  return !blank(c) && !eol_char(c) && c != '\0' && (seps == NULL || strchr(seps, c) == NULL);
+}
+
+size_t hicp__text_count_tokens(const hicp__text *t, const unsigned char *p, const char *seps)
+{
+  size_t n = 0;
+  while (p < t->end && !eol_char(*p) && *p != '\0') {
+    if (token_char(*p, seps)) {
+      n++;
+      while (p < t->end && token_char(*p, seps))
+        p++;
+    } else {
+      p++;
+    }
+  }
+  return n;
+}
+
+int hicp__text_expect_end(hicp__text *t, char comment, const char *what)
+{
+  hicp__text_skip_space(t, comment);
+  if (t->p >= t->end)
+    return HICP_OK;
+  int rc = hicp__text_check_nul(t);
+  if (rc != HICP_OK)
+    return rc;
+  return hicp__fail(t->ctx, HICP_EFORMAT, "%s line %zu: data after %s", t->name, t->line, what);
+}
+
 size_t hicp__text_token(hicp__text *t, const char *seps, char *tok, size_t toklen)
 {
   hicp__text_skip_blanks(t);
   size_t n = 0;
-  while (t->p < t->end && !blank(*t->p) && !eol_char(*t->p) && *t->p != '\0' &&
-         (seps == NULL || strchr(seps, *t->p) == NULL)) {
+  while (t->p < t->end && token_char(*t->p, seps)) {
     if (n + 1 < toklen)
       tok[n] = (char)*t->p;
     n++;

@@ -43,6 +43,21 @@ void hicp__text_skip_space(hicp__text *t, char comment);
 void hicp__text_next_line(hicp__text *t);
 /* 1 at the end of the line (newline, comment char or end of buffer). */
 int hicp__text_at_eol(const hicp__text *t, char comment);
+/* Fails "NAME line N: a NUL byte in a text file" if the cursor is at a NUL
+ * byte inside the buffer (one that is not the terminator past its end);
+ * HICP_OK otherwise.  hicp__text_at_eol takes a NUL for a line end, so a
+ * reader calls this where it would otherwise stop on one silently. */
+int hicp__text_check_nul(const hicp__text *t);
+/* Moves past the rest of the line (columns a reader ignores) and its end,
+ * as hicp__text_next_line; a NUL byte on the way is refused as above. */
+int hicp__text_skip_line(hicp__text *t);
+/* The number of tokens (as hicp__text_token reads them) from `from` to the
+ * end of its line; the cursor is not moved. */
+size_t hicp__text_count_tokens(const hicp__text *t, const unsigned char *from, const char *seps);
+/* After the last record a file declares: only blanks, line ends and
+ * comments (`comment`, 0: none) may follow.  Anything else fails
+ * "NAME line N: data after WHAT" (what: "the 3 declared points", say). */
+int hicp__text_expect_end(hicp__text *t, char comment, const char *what);
 /* Reads the next token (delimited by blanks, newlines, `seps`) into tok
  * (truncated to toklen - 1).  Returns its length, 0 at end of line/buffer. */
 size_t hicp__text_token(hicp__text *t, const char *seps, char *tok, size_t toklen);

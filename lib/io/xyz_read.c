@@ -2,7 +2,8 @@
  * three numbers of each line are x, y, z; further columns (normals, colours)
  * are ignored.  Separators: blanks, commas, semicolons.  Blank lines and
  * lines starting with '#' or '//' are skipped; one header line of names
- * ("x,y,z") is allowed before the first point. */
+ * ("x,y,z") is allowed before the first point.  A NUL byte anywhere in a
+ * line is refused: it marks binary data, not text. */
 #include "config.h"
 
 #include <stdio.h>
@@ -31,9 +32,8 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
   while (t.p < t.end) {
     hicp__text_skip_blanks(&t);
     if (hicp__text_at_eol(&t, 0) || comment_line(&t)) {
-      if (t.p < t.end && *t.p == '\0')
-        return hicp__fail(ctx, HICP_EFORMAT, "%s line %zu: a NUL byte in a text file", name, t.line);
-      hicp__text_next_line(&t);
+      if ((rc = hicp__text_skip_line(&t)) != HICP_OK)
+        return rc;
       continue;
     }
     double v[3];
@@ -45,6 +45,8 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
         t.p++;
         hicp__text_skip_blanks(&t);
       }
+      if ((rc = hicp__text_check_nul(&t)) != HICP_OK)
+        return rc;
       if (hicp__text_at_eol(&t, 0))
         break;
       if ((rc = hicp__text_number_token(&t, ",;", "a number", tok, sizeof tok)) != HICP_OK)
@@ -71,7 +73,9 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
       out->n++;
       seen_data = 1;
     }
-    hicp__text_next_line(&t);
+    /* further columns are ignored, but a NUL byte among them is no text */
+    if ((rc = hicp__text_skip_line(&t)) != HICP_OK)
+      return rc;
   }
   return HICP_OK;
 }
