@@ -320,6 +320,7 @@ struct kparams {
   unsigned long long *hist; /* 256 counters for the trim's radix select */
   int method;
   hicp__conv conv;
+  double s_noise; /* hicp__frame's */
   double max_d2, trim, sigma;
   int filter_start;
   hicp__xf T0;                    /* the initial transform */
@@ -539,7 +540,7 @@ __device__ void finish_iteration(const kparams &P, int k, unsigned long long t1,
   if (stop == HICP__GO) {
     hicp__xf next;
     int degenerate;
-    hicp__solve_horn(tot, &next, &degenerate);
+    hicp__solve_horn(tot, P.s_noise, &next, &degenerate);
     st->degenerate = degenerate;
     st->T_prev = st->T;
     st->T = next;
@@ -843,6 +844,7 @@ extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
   P.chunk = f->chunk;
   P.method = p->method;
   P.conv = p->conv;
+  P.s_noise = f->s_noise;
   P.max_d2 = p->max_d2;
   P.trim = p->trim;
   P.sigma = p->filter_sigma;

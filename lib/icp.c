@@ -362,7 +362,7 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
       break;
     }
     hicp__xf T_next;
-    hicp__solve_horn(&tot, &T_next, &degenerate);
+    hicp__solve_horn(&tot, f->s_noise, &T_next, &degenerate);
     out->solve_ms += hicp__now_ms() - t2;
     T_prev = T;
     T = T_next;
@@ -458,7 +458,8 @@ static inline int copy_threads(const hicp_context *ctx, size_t n)
  * The order depends only on the scan, the pose and the model, so results
  * stay reproducible to the bit. */
 static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, uint32_t n,
-                      const hicp__xf *T0, uint32_t *key, float *sorted, uint32_t *order)
+                      const hicp__xf *T0, uint32_t *key, float *sorted, uint32_t *order,
+                      double *pmax)
 {
   /* The keys and the copies in parallel (on 30k points one thread takes
    * 0.24 ms on an H100's host, as long as five of the GPU's iterations);
@@ -467,12 +468,17 @@ static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, u
   const long long nn = (long long)n;
   hicp__zgrid g;
   hicp__zgrid_init(&g, m->bbox_min, m->bbox_max);
-#pragma omp parallel for num_threads(copy_threads(ctx, n)) schedule(static)
+  float amax = 0.0f; /* the largest |coordinate|: exact, whatever the threads */
+#pragma omp parallel for num_threads(copy_threads(ctx, n)) schedule(static) reduction(max : amax)
   for (long long i = 0; i < nn; i++) {
     double q[3];
-    hicp__apply(T0, &p0[3 * (size_t)i], q);
+    const float *p = &p0[3 * (size_t)i];
+    hicp__apply(T0, p, q);
     key[i] = hicp__zkey21(&g, q[0], q[1], q[2]);
+    for (int d = 0; d < 3; d++)
+      amax = fabsf(p[d]) > amax ? fabsf(p[d]) : amax;
   }
+  *pmax = amax;
   if (hicp__zsort(key, n, order, NULL) != HICP_OK)
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory for %u scan points", (unsigned)n);
 #pragma omp parallel for num_threads(copy_threads(ctx, n)) schedule(static)
@@ -587,9 +593,19 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   f.part = (hicp__partial *)(void *)(blk + at[PART]);
   f.walk = (hicp__walkpart *)(void *)(blk + at[WALK]);
   f.points_done = (uint32_t *)(void *)(blk + at[DONE]);
-  rc = scan_order(ctx, m, p0, (uint32_t)n, &T0, key, sorted, order);
+  double pmax = 0.0;
+  rc = scan_order(ctx, m, p0, (uint32_t)n, &T0, key, sorted, order, &pmax);
   if (rc == HICP_OK) {
     f.p0 = sorted;
+    /* the deepest path through the sums: a lane's points, the lane tree,
+     * the chunk tree */
+    double adds = (double)(f.chunk / HICP_LANES) + 8.0;
+    for (uint32_t c = 1; c < f.nchunks; c <<= 1)
+      adds += 1.0;
+    double ymax = 0.0;
+    for (int d = 0; d < 3; d++)
+      ymax = fmax(ymax, fmax(fabs(m->bbox_min[d]), fabs(m->bbox_max[d])));
+    f.s_noise = hicp__s_noise(adds, pmax, ymax);
     frame_start(&f, warm, order, m->nv);
     hicp__icp_out out;
     if (backend == HICP_BACKEND_CUDA && team == NULL) {

@@ -54,6 +54,7 @@ typedef struct hicp__frame {
   hicp__partial *part;  /* per chunk */
   hicp__walkpart *walk; /* per chunk */
   uint32_t *points_done; /* per chunk: pass A's points finished (cpu/cpu_backend.c) */
+  double s_noise;       /* Horn's solve: the cross-covariance's rounding floor (pp/solve.h) */
 } hicp__frame;
 
 /* What a run of the iteration loop produces (either backend). */

@@ -131,11 +131,30 @@ HICP_PP void hicp__quat_to_rot(const double q[4], double r[9])
  * (identical or collinear scan points: the top eigenvalues of Q tie). */
 #define HICP_DEGENERATE_GAP 1e-6
 
+/* The most rounding alone can leave in an entry of the cross-covariance S
+ * (below) when the true S is zero: all inlier scan points identical, or
+ * every pair matched to one model vertex.  S's entries are differences of
+ * sums (sum p y^T / n - mp my^T), each sum of terms at most pmax * ymax in
+ * size (pmax, ymax: bounds on the scan's and the model's coordinates), and
+ * no sum went through more than `adds` additions on its way (the
+ * reduction's depth: a lane's points, then the lane and chunk trees).  Each
+ * sum is then off by at most about adds * eps/2 of pmax * ymax, and S's
+ * entries by (1.5 adds + 3) eps pmax ymax; this is 5 times that and more.
+ * Below it, S is noise, whose eigenvectors would pick an arbitrary
+ * rotation (stop 42: 40-177 degrees, some not even flagged degenerate). */
+HICP_PP double hicp__s_noise(double adds, double pmax, double ymax)
+{
+  return 8.0 * (adds + 4.0) * 0x1p-52 * pmax * ymax;
+}
+
 /* Solves for the transform from the inlier sums.  Returns 0, or -1 when
  * there is no inlier pair.  *degenerate is set when the rotation is not
  * determined by the data; the smallest rotation consistent with it is then
- * chosen: the projection of the identity quaternion onto the top eigenspace. */
-HICP_PP int hicp__solve_horn(const hicp__partial *tot, hicp__xf *T, int *degenerate)
+ * chosen: the projection of the identity quaternion onto the top eigenspace.
+ * A cross-covariance within s_noise (hicp__s_noise) of zero determines no
+ * rotation at all: the identity. */
+HICP_PP int hicp__solve_horn(const hicp__partial *tot, double s_noise, hicp__xf *T,
+                             int *degenerate)
 {
   double n = tot->v[HICP_PF_N_IN];
   *degenerate = 0;
@@ -149,6 +168,14 @@ HICP_PP int hicp__solve_horn(const hicp__partial *tot, hicp__xf *T, int *degener
   for (int i = 0; i < 3; i++)
     for (int j = 0; j < 3; j++)
       S[i][j] = tot->v[HICP_PF_SPY + 3 * i + j] / n - mp[i] * my[j];
+  double smax = 0.0;
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++)
+      smax = S[i][j] > smax ? S[i][j] : -S[i][j] > smax ? -S[i][j] : smax;
+  if (smax <= s_noise)
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 3; j++)
+        S[i][j] = 0.0;
   double tr = (S[0][0] + S[1][1]) + S[2][2];
   double Q[4][4], V[4][4];
   Q[0][0] = tr;
