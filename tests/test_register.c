@@ -672,6 +672,14 @@ Test(register, one_step_threshold_and_equal_distances)
   cr_assert_eq(r.stop, HICP_STOP_INCREMENT, "rotation alone: stop %d after %d", (int)r.stop,
                r.iterations);
   cr_assert_eq(r.iterations, 1);
+  /* A rotation threshold finer than 1 - cos can hold (6e-7 degrees) still
+   * takes part: the translation's alone does not stop the first step
+   * (until stop 42 it did: the threshold rounded to 0, "off") */
+  o.min_step_trans = 1e9;
+  o.min_step_rot_deg = 1e-7;
+  cr_assert_eq(hicp_register(ctx, m, pts, 500, &o, &init, &r), 0);
+  cr_assert_gt(r.iterations, 1, "a 1e-7 degree threshold: stop %d after %d", (int)r.stop,
+               r.iterations);
 
   float same[3 * 64];
   for (int i = 0; i < 64; i++) {
