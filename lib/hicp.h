@@ -573,7 +573,13 @@ typedef struct hicp_reg_options {
   int filter_start;      /**< iteration from which the sigma filter runs;
                               -1 = off (default) */
   double filter_sigma;   /**< drop pairs whose distance is more than this many
-                              standard deviations from the mean (default 3) */
+                              standard deviations from the mean (default 3).
+                              The mean and deviation are those of the pairs
+                              the previous iteration kept (a window that
+                              tightens as outliers drop out), so below about
+                              2 the window shrinks each iteration until few
+                              pairs remain (then it starts again from all of
+                              them): use 2.5 or more. */
   size_t scan_stride;    /**< bytes between scan points; 0 = packed xyz */
   int chunk_points;      /**< points per reduction chunk, a power of two from
                               256 to 65536; 0 = 1024.  Results are bit-identical
@@ -597,7 +603,8 @@ typedef struct hicp_result {
   double inlier_rmse;       /**< RMS distance of the pairs kept by the filters */
   double fitness;           /**< inliers / points */
   uint64_t points;          /**< scan points */
-  uint64_t inliers;         /**< pairs used by the last solve */
+  uint64_t inliers;         /**< pairs kept by the filters at the final
+                                 transform (as rmse and inlier_rmse are) */
   int iterations;           /**< transform updates performed */
   int converged;            /**< 1 if a convergence test stopped it */
   hicp_stop stop;           /**< which test stopped it */
