@@ -35,6 +35,7 @@
 
 #include <libqhull_r/qhull_ra.h>
 
+#include "icp.h"
 #include "model.h"
 #include "pp/nn.h"
 
@@ -447,10 +448,25 @@ int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, u
     free(msgbuf);
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the Delaunay triangulation");
   }
+  /* Qhull gets the points about their median (a float, per axis): the
+   * graph is the same for any translation, but Qhull's tests are not.
+   * Points a few float ulps apart far from the origin (a lattice at 312
+   * spaced 3e-5: any float cloud of UTM coordinates is on such a grid) lost
+   * Delaunay edges when lifted as they were (w = x^2 + y^2 + z^2 rounded
+   * their differences away), and the walks answered wrong (stop 42).  The
+   * median rather than the box's centre, so that one far point does not
+   * move the others away from the origin.  The differences are exact in
+   * double for points within 2^29 of the median's scale. */
+  double mid[3];
+  for (int d = 0; d < 3; d++) {
+    for (uint32_t i = 0; i < nv; i++)
+      pts[i] = d == 0 ? vtx[i].x : d == 1 ? vtx[i].y : vtx[i].z;
+    mid[d] = (float)hicp__select_kth(pts, nv, nv / 2);
+  }
   for (uint32_t i = 0; i < nv; i++) {
-    pts[3 * (size_t)i] = vtx[i].x;
-    pts[3 * (size_t)i + 1] = vtx[i].y;
-    pts[3 * (size_t)i + 2] = vtx[i].z;
+    pts[3 * (size_t)i] = (double)vtx[i].x - mid[0];
+    pts[3 * (size_t)i + 1] = (double)vtx[i].y - mid[1];
+    pts[3 * (size_t)i + 2] = (double)vtx[i].z - mid[2];
   }
 
   double t0 = hicp__now_ms();

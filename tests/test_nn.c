@@ -263,6 +263,46 @@ Test(nn, grid_cospherical_ties)
   free(p);
 }
 
+/* Lattices spaced one or two float ulps apart, far from the origin (as any
+ * float cloud in UTM coordinates lies on such a grid): every method, with
+ * the lattice's points and its half-step points as queries, answers as
+ * brute force does.  Until stop 42 Qhull got the points as they were, and
+ * their lifted coordinates x^2 + y^2 + z^2 rounded their differences away:
+ * the graph lacked lattice edges (118 of 2,688 at 312) and the walks
+ * answered up to 19 of the 1,000 points with a neighbour. */
+Test(nn, ulp_lattices_far_from_the_origin)
+{
+  static const struct {
+    float at;
+    int ulps;
+  } cases[] = {{312.0f, 1}, {2048.0f, 1}, {5000.0f, 2}, {1048576.0f, 1}};
+  const size_t k = 10, n = k * k * k;
+  float *p = malloc(sizeof(float) * 3 * n), *q = malloc(sizeof(float) * 3 * 2 * n);
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    const float base = cases[c].at;
+    const float step = (nextafterf(base, INFINITY) - base) * (float)cases[c].ulps;
+    size_t i = 0;
+    for (size_t x = 0; x < k; x++)
+      for (size_t y = 0; y < k; y++)
+        for (size_t z = 0; z < k; z++, i++) {
+          p[3 * i] = base + step * (float)x;
+          p[3 * i + 1] = base + step * (float)y;
+          p[3 * i + 2] = base + step * (float)z;
+        }
+    memcpy(q, p, sizeof(float) * 3 * n);
+    for (size_t j = 0; j < n; j++) /* half a step off in x: ties of two */
+      for (int d = 0; d < 3; d++)
+        q[3 * (n + j) + d] = p[3 * j + d] + (d == 0 ? 0.5f * step : 0.0f);
+    char what[64];
+    snprintf(what, sizeof what, "lattice at %g, %d ulp apart", (double)base, cases[c].ulps);
+    hicp_model *m = build(p, n, 1);
+    check_all(m, p, n, q, 2 * n, what);
+    hicp_model_destroy(m);
+  }
+  free(p);
+  free(q);
+}
+
 Test(nn, sphere_cospherical)
 {
   th_rng r;
