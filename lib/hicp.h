@@ -424,9 +424,12 @@ HICP_API void hicp_model_options_init_sized(hicp_model_options *opts, size_t siz
  * Builds a model from @p n points (@p stride bytes apart, 0 = packed).
  * Duplicate points are kept as one vertex answering with the smallest index.
  * Coplanar, collinear and tiny inputs (where a 3-D Delaunay triangulation
- * does not exist) are served exactly by the kd-tree.
- * @return 0, ::HICP_EINVAL, ::HICP_ENONFINITE, ::HICP_EEMPTY, ::HICP_EQHULL,
- *         ::HICP_ELIMIT, ::HICP_ENOMEM.
+ * does not exist) are served exactly by the kd-tree, as is any input Qhull
+ * fails on (the reason is in hicp_model_info's fallback_reason; the build
+ * does not fail for it).
+ * @return 0, ::HICP_EINVAL, ::HICP_ENONFINITE, ::HICP_ERANGE (a coordinate
+ *         beyond ::HICP_COORD_MAX), ::HICP_EEMPTY, ::HICP_ELIMIT,
+ *         ::HICP_ENOMEM.
  */
 HICP_API int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t stride,
                               const hicp_model_options *opts, hicp_model **out);
