@@ -680,9 +680,11 @@ static void *stream_worker_main(void *arg)
     pthread_cond_broadcast(&s->done);
   }
   pthread_mutex_unlock(&s->mu);
-  for (int k = 0; k < s->team.nw; k++)
-    s->team.w[k]->ops->destroy(s->team.w[k]);
-  s->team.nw = 0;
+  if (s->bo.track) { /* the team is the one tracking worker's alone */
+    for (int k = 0; k < s->team.nw; k++)
+      s->team.w[k]->ops->destroy(s->team.w[k]);
+    s->team.nw = 0;
+  }
   free(w);
   return NULL;
 }
