@@ -600,15 +600,21 @@ static const bad_case bad_cases[] = {
     BAD("what.dat", "hello world\n", HICP_EUNSUPPORTED, "cannot tell"),
 };
 
-Test(io, hostile_inputs_table)
+/* Writes each case's file and reads it: it must fail with its code and
+ * message. */
+static void read_table_fails(const bad_case *cases, size_t n)
 {
   const char *dir = th_tmpdir();
-  for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
-    const bad_case *b = &bad_cases[i];
-    const char *p = th_path(dir, b->name);
-    th_write(p, b->text, b->len);
-    read_fails(p, b->code, b->msg);
+  for (size_t i = 0; i < n; i++) {
+    const char *p = th_path(dir, cases[i].name);
+    th_write(p, cases[i].text, cases[i].len);
+    read_fails(p, cases[i].code, cases[i].msg);
   }
+}
+
+Test(io, hostile_inputs_table)
+{
+  read_table_fails(bad_cases, sizeof bad_cases / sizeof bad_cases[0]);
   cr_assert_geq(sizeof bad_cases / sizeof bad_cases[0], 25);
 }
 
@@ -681,13 +687,7 @@ static const bad_case misread_cases[] = {
 
 Test(io, misread_inputs_table)
 {
-  const char *dir = th_tmpdir();
-  for (size_t i = 0; i < sizeof misread_cases / sizeof misread_cases[0]; i++) {
-    const bad_case *b = &misread_cases[i];
-    const char *p = th_path(dir, b->name);
-    th_write(p, b->text, b->len);
-    read_fails(p, b->code, b->msg);
-  }
+  read_table_fails(misread_cases, sizeof misread_cases / sizeof misread_cases[0]);
 }
 
 /* What stays accepted: blanks at line ends, blank lines (between ascii PLY

@@ -417,6 +417,19 @@ static int is_separator(int c)
   return c == ' ' || c == '\t' || c == ',' || c == ';' || c == '\r' || c == '\n';
 }
 
+/* Ends the token tok[0 .. len) and adds its number to v[n]; 1 if it is not
+ * a finite number or there are already 16. */
+static int take_number(char *tok, size_t len, double v[16], int *n)
+{
+  tok[len] = '\0';
+  char *end;
+  const double x = strtod(tok, &end);
+  if (end == tok || *end != '\0' || !isfinite(x) || *n >= 16)
+    return 1;
+  v[(*n)++] = x;
+  return 0;
+}
+
 int cli_read_transform(const char *path, hicp_transform *t)
 {
   FILE *f = fopen(path, "r");
@@ -446,24 +459,11 @@ int cli_read_transform(const char *path, hicp_transform *t)
     comment = c == '#';
     if (len == 0)
       continue;
-    tok[len] = '\0';
+    bad = take_number(tok, len, v, &n);
     len = 0;
-    char *end;
-    const double x = strtod(tok, &end);
-    if (end == tok || *end != '\0' || !isfinite(x) || n >= 16)
-      bad = 1;
-    else
-      v[n++] = x;
   }
-  if (!bad && len > 0) { /* the last number, at the end of the file */
-    tok[len] = '\0';
-    char *end;
-    const double x = strtod(tok, &end);
-    if (end == tok || *end != '\0' || !isfinite(x) || n >= 16)
-      bad = 1;
-    else
-      v[n++] = x;
-  }
+  if (!bad && len > 0) /* the last number, at the end of the file */
+    bad = take_number(tok, len, v, &n);
   const int read_error = ferror(f) ? (errno != 0 ? errno : EIO) : 0;
   fclose(f);
   if (read_error != 0) {
