@@ -386,7 +386,9 @@ HICP_API const uint32_t *hicp_cloud_triangles(const hicp_cloud *cloud);
  * cloud's origin is not zero.  The file is written to a temporary file beside
  * @p path and renamed into place, so a failed write never leaves a truncated
  * file and never destroys an existing one.
- * @return 0, ::HICP_EIO, ::HICP_EINVAL, ::HICP_ENOMEM.
+ * @return 0, ::HICP_EIO, ::HICP_EINVAL, ::HICP_ERANGE (a moved point beyond
+ *         ::HICP_COORD_MAX, which no hicp call would read back: nothing is
+ *         written), ::HICP_ENOMEM.
  */
 HICP_API int hicp_cloud_write_ply(hicp_context *ctx, const hicp_cloud *cloud,
                                   const hicp_transform *transform, const char *path,

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cloud.h"
 #include "io/lzf.h"
@@ -260,6 +261,19 @@ Test(io, ply_round_trip_bitwise)
     cr_assert_eq(hicp_cloud_xyz(r)[3 * i + 1], pts[3 * i]);
   }
   hicp_cloud_destroy(r);
+  /* moved beyond HICP_COORD_MAX: refused, nothing written (hicp would not
+   * read such a file back) */
+  T.m[3] = 0.99 * HICP_COORD_MAX;
+  T.m[7] = 0.5 * HICP_COORD_MAX;
+  const char *far = th_path(dir, "far.ply");
+  cr_assert_eq(hicp_cloud_write_ply(ctx, c, &T, far, HICP_PLY_BINARY), HICP_OK,
+               "%s", hicp_context_error(ctx)); /* 0.99e17 + a few: within */
+  T.m[11] = -0.5 * HICP_COORD_MAX; /* the first point's z, -9.9e16, to -1.49e17 */
+  const char *beyond = th_path(dir, "beyond.ply");
+  cr_assert_eq(hicp_cloud_write_ply(ctx, c, &T, beyond, HICP_PLY_BINARY), HICP_ERANGE);
+  cr_assert(strstr(hicp_context_error(ctx), "beyond hicp's limit") != NULL, "%s",
+            hicp_context_error(ctx));
+  cr_assert_eq(access(beyond, F_OK), -1, "a file was written");
   hicp_cloud_destroy(c);
   hicp_context_destroy(ctx);
 }

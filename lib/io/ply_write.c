@@ -4,6 +4,7 @@
  * origin keep their detail; text numbers carry enough digits to round-trip. */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -110,5 +111,17 @@ int hicp_cloud_write_ply(hicp_context *ctx, const hicp_cloud *cloud,
   j.T = transform;
   j.ascii = encoding == HICP_PLY_ASCII;
   j.dbl = cloud->origin[0] != 0.0 || cloud->origin[1] != 0.0 || cloud->origin[2] != 0.0;
+  /* A moved point beyond HICP_COORD_MAX would make a file hicp refuses to
+   * read back (the cloud's own points are within it). */
+  for (size_t i = 0; transform != NULL && i < cloud->n; i++) {
+    double q[3];
+    point(&j, i, q);
+    const double a = fmax(fabs(q[0]), fmax(fabs(q[1]), fabs(q[2])));
+    if (!(a <= HICP_COORD_MAX))
+      return hicp__fail(ctx, HICP_ERANGE,
+                        "hicp_cloud_write_ply: point %zu moves to a coordinate of magnitude "
+                        "%.3g, beyond hicp's limit of %g",
+                        i, a, HICP_COORD_MAX);
+  }
   return hicp__atomic_write(ctx, path, write_ply, &j);
 }
