@@ -574,7 +574,10 @@ typedef struct hicp_reg_options {
                               alone decides. */
   double min_step_rot_deg;
   double max_dist;       /**< ignore pairs farther apart than this; 0 = off */
-  double trim;           /**< keep the best fraction (0, 1] of pairs; 1 = off */
+  double trim;           /**< keep the best fraction (0, 1] of pairs; 1 = off.
+                              The fraction is of the pairs within max_dist;
+                              with the sigma filter too, a pair must pass
+                              both, so fewer may be kept. */
   int filter_start;      /**< iteration from which the sigma filter runs;
                               -1 = off (default) */
   double filter_sigma;   /**< drop pairs whose distance is more than this many
