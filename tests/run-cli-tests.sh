@@ -36,6 +36,10 @@ for c in register nn model track perturb devices; do
 done
 check "unknown command exits 2" 2 "$bin" frobnicate
 one_line_error "frobnicate"
+check "no command exits 2" 2 "$bin"
+one_line_error "no command"
+check "model without build or info exits 2" 2 "$bin" model
+one_line_error "build or info"
 check "missing arguments exit 2" 2 "$bin" register only-one
 one_line_error
 check "bad option value exits 2" 2 "$bin" register a b --max-iter -3
@@ -54,7 +58,7 @@ HICP_SIMD=scalar "$bin" devices --json | grep -q '"vector_code":"scalar"' &&
 
 bunny="$data/meshes/bunny00.off"
 if [ ! -r "$bunny" ] || [ $have_py -eq 0 ]; then
-  for i in $(seq 1 36); do skip "needs libcgal-demo data and python3"; done
+  for i in $(seq 1 38); do skip "needs libcgal-demo data and python3"; done
 else
   check "perturb makes a scan" 0 "$bin" perturb "$bunny" -o "$tmp/scan.ply" --truth "$tmp/truth.txt" \
     --rotate 10,-8,12 --translate-rel 0.02,0,-0.01 --view 0,0,1 --noise 1e-4
@@ -116,12 +120,15 @@ sys.exit(0 if a['transform']==b['transform'] else 1)" && ok "prebuilt model and 
 import json,sys
 lines=[json.loads(l) for l in open('$tmp/out')]
 assert [d['frame'] for d in lines]==[0,1,2,3], lines
-assert all(d['converged'] for d in lines)
+assert all(d['converged'] and d['stop'] == 'mse-change' for d in lines), lines
 " && ok "track prints one JSON line per frame, in order" || notok "track prints one JSON line per frame, in order"
   [ ! -s "$tmp/err" ] && ok "no progress bar when stderr is not a terminal" || notok "no progress bar when stderr is not a terminal"
   printf '%s\n' "$tmp/f4.ply" "$tmp/f3.ply" "# a comment" "$tmp/f2.ply" > "$tmp/list.txt"
   check "track --from-list --independent" 0 "$bin" track "$tmp/bunny.hicpm" --from-list "$tmp/list.txt" --independent --threads 2
   [ "$(wc -l < "$tmp/out")" -eq 3 ] && ok "three frames from the list" || notok "three frames from the list"
+  check "track with one iteration a frame" 0 "$bin" track "$tmp/bunny.hicpm" "$tmp/f1.ply" --max-iter 1
+  grep -q ', 1 it (not converged: max-iter), ' "$tmp/out" && ok "track says when a frame did not converge" ||
+    notok "track says when a frame did not converge"
   check "track with a missing frame exits 1" 1 "$bin" track "$tmp/bunny.hicpm" "$tmp/f1.ply" "$tmp/missing.ply"
   printf '%s\n' "$tmp/f1.ply" "$tmp/missing.ply" "$tmp/f2.ply" > "$tmp/list2.txt"
   check "track --from-list with a missing frame exits 1" 1 "$bin" track "$tmp/bunny.hicpm" --from-list "$tmp/list2.txt"

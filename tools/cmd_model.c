@@ -10,7 +10,8 @@
 static void usage(FILE *f)
 {
   fprintf(f,
-          "usage: hicp model build MODEL -o FILE [--no-delaunay] [--validate] [--memory-limit SIZE]\n"
+          "usage: hicp model build MODEL -o FILE [--no-delaunay] [--validate] [--json]\n"
+          "                        [--memory-limit SIZE]\n"
           "       hicp model info FILE [--json]\n"
           "\n"
           "build  builds the model's Delaunay graph and kd-tree once and saves them;\n"
@@ -21,6 +22,7 @@ static void usage(FILE *f)
           "\n"
           "  --no-delaunay        build the kd-tree only (a saved model keeps its graph)\n"
           "  --validate           check the graph (symmetry, reachability, duplicates)\n"
+          "  --json               print the facts as JSON (build: of the model it saved)\n"
           "  --memory-limit SIZE  most memory one step may take, e.g. 512M, 8G\n"
           "                       (default: 3/4 of physical memory)\n");
 }
@@ -107,9 +109,13 @@ int cmd_model(int argc, char **argv)
                                        {"memory-limit", required_argument, NULL, 'M'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
-  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-    usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? CLI_USAGE : CLI_OK;
+  if (argc < 2) {
+    cli_error("model: build or info? (try 'hicp model --help')");
+    return CLI_USAGE;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    usage(stdout);
+    return CLI_OK;
   }
   const char *sub = argv[1];
   if (strcmp(sub, "build") != 0 && strcmp(sub, "info") != 0) {

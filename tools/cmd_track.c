@@ -274,6 +274,7 @@ int cmd_track(int argc, char **argv)
       json_num(&j, "rmse", r.rmse);
       json_int(&j, "iterations", r.iterations);
       json_bool(&j, "converged", r.converged);
+      json_str(&j, "stop", hicp_stop_name(r.stop));
       json_num(&j, "time_ms", r.time_ms);
       json_str(&j, "backend", hicp_backend_name(r.backend));
       json_int(&j, "scan_points", (long long)r.points);
@@ -281,9 +282,11 @@ int cmd_track(int argc, char **argv)
     } else {
       double deg, axis[3];
       cli_rotation_angle_axis(&r.transform, &deg, axis);
-      printf("%llu %s: rotation %.4f deg, translation %.9g %.9g %.9g, rmse %.6g, %d it, %.2f ms\n",
+      printf("%llu %s: rotation %.4f deg, translation %.9g %.9g %.9g, rmse %.6g, %d it%s%s%s, "
+             "%.2f ms\n",
              (unsigned long long)r.frame, name, deg, r.transform.m[3], r.transform.m[7],
-             r.transform.m[11], r.rmse, r.iterations, r.time_ms);
+             r.transform.m[11], r.rmse, r.iterations, r.converged ? "" : " (not converged: ",
+             r.converged ? "" : hicp_stop_name(r.stop), r.converged ? "" : ")", r.time_ms);
     }
     /* frames nobody can read are not worth registering: main says why */
     if (cli_flush_stdout() != 0)

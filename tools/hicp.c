@@ -29,8 +29,8 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-  if (argc < 2) {
-    usage(stderr);
+  if (argc < 2) { /* a failure's one line; the usage is --help's */
+    cli_error("no command given (try 'hicp --help')");
     return CLI_USAGE;
   }
   const char *cmd = argv[1];
