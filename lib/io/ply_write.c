@@ -4,7 +4,6 @@
  * origin keep their detail; text numbers carry enough digits to round-trip. */
 #include "config.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,6 +60,11 @@ static int write_ply(hicp_context *ctx, FILE *f, void *arg)
   for (size_t i = 0; i < c->n && !bad; i++) {
     double p[3];
     point(j, i, p);
+    /* A moved point beyond HICP_COORD_MAX would make a file hicp refuses
+     * to read back: the write fails, and the temporary file goes. */
+    const int rc = hicp__check_point(ctx, "moved", i, p[0], p[1], p[2]);
+    if (rc != HICP_OK)
+      return rc;
     if (j->ascii) {
       if (j->dbl)
         bad = fprintf(f, "%.17g %.17g %.17g\n", p[0], p[1], p[2]) < 0;
@@ -111,17 +115,5 @@ int hicp_cloud_write_ply(hicp_context *ctx, const hicp_cloud *cloud,
   j.T = transform;
   j.ascii = encoding == HICP_PLY_ASCII;
   j.dbl = cloud->origin[0] != 0.0 || cloud->origin[1] != 0.0 || cloud->origin[2] != 0.0;
-  /* A moved point beyond HICP_COORD_MAX would make a file hicp refuses to
-   * read back (the cloud's own points are within it). */
-  for (size_t i = 0; transform != NULL && i < cloud->n; i++) {
-    double q[3];
-    point(&j, i, q);
-    const double a = fmax(fabs(q[0]), fmax(fabs(q[1]), fabs(q[2])));
-    if (!(a <= HICP_COORD_MAX))
-      return hicp__fail(ctx, HICP_ERANGE,
-                        "hicp_cloud_write_ply: point %zu moves to a coordinate of magnitude "
-                        "%.3g, beyond hicp's limit of %g",
-                        i, a, HICP_COORD_MAX);
-  }
   return hicp__atomic_write(ctx, path, write_ply, &j);
 }
