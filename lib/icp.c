@@ -511,6 +511,20 @@ static void frame_start(hicp__frame *f, const uint32_t *warm, const uint32_t *or
     f->match[j] = warm != NULL && warm[order[j]] < nv ? warm[order[j]] : HICP_NONE;
 }
 
+/* hicp__s_noise for the frame's sums: the deepest path through them (a
+ * lane's points, the lane tree, the chunk tree), the scan's largest
+ * |coordinate| pmax and the model's. */
+static double frame_s_noise(const hicp__frame *f, const hicp_model *m, double pmax)
+{
+  double adds = (double)(f->chunk / HICP_LANES) + 8.0;
+  for (uint32_t c = 1; c < f->nchunks; c <<= 1)
+    adds += 1.0;
+  double ymax = 0.0;
+  for (int d = 0; d < 3; d++)
+    ymax = fmax(ymax, fmax(fabs(m->bbox_min[d]), fabs(m->bbox_max[d])));
+  return hicp__s_noise(adds, pmax, ymax);
+}
+
 /* 1 when the team has a device worker. */
 static int team_has_gpu(const hicp__team *team)
 {
@@ -600,15 +614,7 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   rc = scan_order(ctx, m, p0, (uint32_t)n, &T0, key, sorted, order, &pmax);
   if (rc == HICP_OK) {
     f.p0 = sorted;
-    /* the deepest path through the sums: a lane's points, the lane tree,
-     * the chunk tree */
-    double adds = (double)(f.chunk / HICP_LANES) + 8.0;
-    for (uint32_t c = 1; c < f.nchunks; c <<= 1)
-      adds += 1.0;
-    double ymax = 0.0;
-    for (int d = 0; d < 3; d++)
-      ymax = fmax(ymax, fmax(fabs(m->bbox_min[d]), fabs(m->bbox_max[d])));
-    f.s_noise = hicp__s_noise(adds, pmax, ymax);
+    f.s_noise = frame_s_noise(&f, m, pmax);
     frame_start(&f, warm, order, m->nv);
     hicp__icp_out out;
     if (backend == HICP_BACKEND_CUDA && team == NULL) {
