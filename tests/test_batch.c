@@ -79,6 +79,18 @@ static hicp_reg_options reg_opts(void)
 
 #define NF 10
 
+/* A stream, tracked or not, with options o, on ctx. */
+static hicp_stream *stream_on(hicp_context *ctx, const hicp_model *m, const hicp_reg_options *o,
+                              int track)
+{
+  hicp_batch_options bo;
+  hicp_batch_options_init(&bo);
+  bo.track = track;
+  hicp_stream *s;
+  cr_assert_eq(hicp_stream_create(ctx, m, o, &bo, &s), 0, "%s", hicp_context_error(ctx));
+  return s;
+}
+
 Test(batch, independent_frames_match_single_registrations)
 {
   hicp_model *m = make_model();
@@ -232,11 +244,7 @@ Test(batch, stream_answers_in_order)
   hicp_context_destroy(ref_ctx);
   for (int track = 0; track <= 1; track++) {
     hicp_context *ctx = ctx_threads(3, HICP_BACKEND_CPU);
-    hicp_batch_options bo;
-    hicp_batch_options_init(&bo);
-    bo.track = track;
-    hicp_stream *s;
-    cr_assert_eq(hicp_stream_create(ctx, m, &o, &bo, &s), 0, "%s", hicp_context_error(ctx));
+    hicp_stream *s = stream_on(ctx, m, &o, track);
     hicp_result r;
     hicp_result_init(&r);
     cr_assert_eq(hicp_stream_receive(s, &r, 0), HICP_EINVAL); /* nothing outstanding */
@@ -488,11 +496,7 @@ Test(batch, stream_cancel_applies_to_earlier_frames)
   for (int track = 0; track <= 1; track++) {
     hicp_context *ctx = ctx_threads(2, HICP_BACKEND_CPU);
     hicp_context_cancel(ctx); /* nothing is running: no frame is stopped by it */
-    hicp_batch_options bo;
-    hicp_batch_options_init(&bo);
-    bo.track = track;
-    hicp_stream *s;
-    cr_assert_eq(hicp_stream_create(ctx, m, &o, &bo, &s), 0, "%s", hicp_context_error(ctx));
+    hicp_stream *s = stream_on(ctx, m, &o, track);
     hicp_result r;
     hicp_result_init(&r);
     cr_assert_eq(hicp_stream_submit(s, frames[0], counts[0], &ident, NULL), 0);
@@ -550,11 +554,7 @@ Test(batch, stream_destroy_stops_a_running_frame)
   o.tol = 0;
   for (int track = 0; track <= 1; track++) {
     hicp_context *ctx = ctx_threads(2, HICP_BACKEND_CPU);
-    hicp_batch_options bo;
-    hicp_batch_options_init(&bo);
-    bo.track = track;
-    hicp_stream *s;
-    cr_assert_eq(hicp_stream_create(ctx, m, &o, &bo, &s), 0, "%s", hicp_context_error(ctx));
+    hicp_stream *s = stream_on(ctx, m, &o, track);
     cr_assert_eq(hicp_stream_submit(s, f, n, NULL, NULL), 0);
     cr_assert_eq(hicp_stream_submit(s, f, n, NULL, NULL), 0);
     usleep(200 * 1000); /* the first frame is running */
