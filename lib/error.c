@@ -1,6 +1,7 @@
 /* error.c: error codes, messages and the per-context last error. */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,11 +39,30 @@ static void one_clean_line(char *s)
   }
 }
 
+/* The workers of one pass (a "hybrid" team: a CPU worker and one per
+ * device) run at once on the caller's context, and two of them may fail at
+ * once: each message is made whole in a buffer of its own and copied in
+ * under this lock, so that the context keeps one of them intact rather
+ * than the two interleaved.  Errors are rare, so one lock for every
+ * context costs nothing that matters. */
+static pthread_mutex_t err_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void set_message(hicp_context *ctx, const char *msg)
+{
+  const size_t n = strnlen(msg, sizeof ctx->err - 1);
+  pthread_mutex_lock(&err_lock);
+  memcpy(ctx->err, msg, n);
+  ctx->err[n] = '\0';
+  pthread_mutex_unlock(&err_lock);
+}
+
 int hicp__vfail(hicp_context *ctx, int code, const char *fmt, va_list ap)
 {
   if (ctx != NULL) {
-    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
-    one_clean_line(ctx->err);
+    char msg[HICP_ERRMSG_MAX];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    one_clean_line(msg);
+    set_message(ctx, msg);
   }
   return code;
 }
@@ -60,9 +80,11 @@ int hicp__fail_prefix(hicp_context *ctx, int code, const char *what)
 {
   if (ctx != NULL && what != NULL && what[0] != '\0') {
     char tmp[HICP_ERRMSG_MAX];
+    pthread_mutex_lock(&err_lock);
     snprintf(tmp, sizeof tmp, "%.150s: %.350s", what, ctx->err[0] ? ctx->err : hicp_strerror(code));
     one_clean_line(tmp);
     memcpy(ctx->err, tmp, sizeof tmp);
+    pthread_mutex_unlock(&err_lock);
   }
   return code;
 }
@@ -70,7 +92,7 @@ int hicp__fail_prefix(hicp_context *ctx, int code, const char *what)
 void hicp__clear_error(hicp_context *ctx)
 {
   if (ctx != NULL)
-    ctx->err[0] = '\0';
+    set_message(ctx, "");
 }
 
 const char *hicp_context_error(const hicp_context *ctx)
