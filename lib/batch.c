@@ -58,7 +58,7 @@ static int batch_options(hicp_context *ctx, const hicp_batch_options *user,
 typedef struct crew_member {
   hicp_context *ctx; /* own context: own errors, own device state */
   int gpu;           /* 1: runs frames on its device */
-  int core;          /* a CPU worker's core (bind_member) */
+  int core;          /* a CPU worker's core (bind_member); -1: unbound */
 } crew_member;
 
 /* At most this many device workers in a crew (of its 64 members). */
@@ -169,8 +169,12 @@ static int crew_make(hicp_context *ctx, const hicp_model *m, int cpu_threads_eac
         return rc;
       }
       c->m[c->n].ctx->side_by_side = 1;
-      /* the first cores are left to the device workers */
-      c->m[c->n].core = 2 * nlog + i;
+      /* Beside device workers, the first cores are left to them and each
+       * CPU worker keeps to a core of its own.  Without devices the system
+       * places the workers: it sees every other crew and process, and a
+       * fixed core per worker would put the first worker of every stream,
+       * batch and process on the same core. */
+      c->m[c->n].core = nlog > 0 ? 2 * nlog + i : -1;
       c->m[c->n++].gpu = 0;
     }
   }
@@ -277,7 +281,7 @@ static void set_failed(hicp_result *r, uint64_t frame, int code, const char *msg
 }
 
 /* Pins a worker: device workers near their device, CPU workers to their
- * core. */
+ * core if the crew gave them one. */
 static void bind_member(const crew_member *cm)
 {
   if (cm->gpu)
@@ -711,8 +715,10 @@ int hicp_stream_create(hicp_context *ctx, const hicp_model *m, const hicp_reg_op
     rc = s->bo.track ? child_context(ctx, ctx->threads, ctx->backend, ctx->devices,
                                      ctx->ndevices, &s->crew.m[0].ctx)
                      : crew_make(ctx, m, 1, &s->crew);
-  if (rc == HICP_OK && s->bo.track)
+  if (rc == HICP_OK && s->bo.track) {
     s->crew.n = 1;
+    s->crew.m[0].core = -1; /* one worker: where the system puts it */
+  }
   hicp_transform_identity(&s->pose);
   if (rc != HICP_OK) {
     crew_free(&s->crew);

@@ -6,11 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <hwloc.h>
-
 #include "backend.h"
 #include "context.h"
 #include "icp.h"
+#include "topology.h"
 
 void hicp_context_options_init_sized(hicp_context_options *opts, size_t size)
 {
@@ -25,16 +24,12 @@ static int default_threads_value;
 static pthread_once_t default_threads_once = PTHREAD_ONCE_INIT;
 
 /* Cores, not hardware threads: the walk is latency-bound and two hyperthreads
- * of one core share its load ports, so one worker per core is the default. */
+ * of one core share its load ports, so one worker per core is the default.
+ * Those the first caller may run on (taskset, a batch system's cpuset):
+ * more threads than that would only take turns. */
 static void count_cores(void)
 {
-  int n = 0;
-  hwloc_topology_t topo;
-  if (hwloc_topology_init(&topo) == 0) {
-    if (hwloc_topology_load(topo) == 0)
-      n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
-    hwloc_topology_destroy(topo);
-  }
+  int n = hicp__usable_cores();
   if (n <= 0) {
     long c = sysconf(_SC_NPROCESSORS_ONLN);
     n = c > 0 ? (int)c : 1;

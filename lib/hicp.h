@@ -152,7 +152,8 @@ typedef struct hicp_context hicp_context;
 /** Options for hicp_context_create(); fill with hicp_context_options_init(). */
 typedef struct hicp_context_options {
   size_t struct_size;   /**< set by hicp_context_options_init() */
-  int threads;          /**< CPU worker threads; 0 = one per core (default) */
+  int threads;          /**< CPU worker threads; 0 = one per core the
+                             calling thread may run on (default) */
   hicp_backend backend; /**< default ::HICP_BACKEND_AUTO */
   const int *devices;   /**< CUDA device ordinals to use, copied; NULL = all.
                              A device may be listed more than once: each entry

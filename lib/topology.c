@@ -90,19 +90,85 @@ static int binding_wanted(void)
   return e == NULL || strcmp(e, "0") != 0;
 }
 
+/* The CPUs the calling thread may run on: what its creator allowed
+ * (taskset, numactl, a batch system's cpuset), which a binding must stay
+ * within.  NULL when hwloc cannot say. */
+static hwloc_bitmap_t allowed_cpus(hwloc_topology_t topo)
+{
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  if (set != NULL && (hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_THREAD) != 0 ||
+                      hwloc_bitmap_iszero(set))) {
+    hwloc_bitmap_free(set);
+    set = NULL;
+  }
+  return set;
+}
+
+/* Binds the calling thread to the CPUs of `where` it is allowed, if any. */
+static void bind_within(hwloc_const_cpuset_t where, hwloc_const_bitmap_t allowed)
+{
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  if (set == NULL)
+    return;
+  hwloc_bitmap_and(set, where, allowed);
+  if (!hwloc_bitmap_iszero(set))
+    hwloc_set_cpubind(shared_topo, set, HWLOC_CPUBIND_THREAD); /* best effort */
+  hwloc_bitmap_free(set);
+}
+
+/* The cores of `topo` that share a CPU with `allowed`, how many (*count),
+ * and the index-th of them counted round (NULL when there is none).  A
+ * core with one of its hardware threads allowed counts: `taskset -c 1`
+ * allows a core where core 0 is CPUs 0 and 1. */
+static hwloc_obj_t core_within(hwloc_topology_t topo, hwloc_const_bitmap_t allowed, int index,
+                               int *count)
+{
+  int k = 0;
+  for (hwloc_obj_t c = NULL; (c = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_CORE, c)) != NULL;)
+    k += hwloc_bitmap_intersects(c->cpuset, allowed);
+  *count = k;
+  if (k == 0 || index < 0)
+    return NULL;
+  int want = index % k;
+  for (hwloc_obj_t c = NULL; (c = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_CORE, c)) != NULL;)
+    if (hwloc_bitmap_intersects(c->cpuset, allowed) && want-- == 0)
+      return c;
+  return NULL;
+}
+
 void hicp__bind_thread_core(int index)
 {
-  if (!binding_wanted())
+  if (!binding_wanted() || index < 0)
     return;
   pthread_once(&shared_once, load_shared);
   if (!shared_ok)
     return;
-  int ncores = hwloc_get_nbobjs_by_type(shared_topo, HWLOC_OBJ_CORE);
-  if (ncores <= 0)
+  hwloc_bitmap_t allowed = allowed_cpus(shared_topo);
+  if (allowed == NULL)
     return;
-  hwloc_obj_t core = hwloc_get_obj_by_type(shared_topo, HWLOC_OBJ_CORE, (unsigned)(index % ncores));
+  int k;
+  hwloc_obj_t core = core_within(shared_topo, allowed, index, &k);
   if (core != NULL)
-    hwloc_set_cpubind(shared_topo, core->cpuset, HWLOC_CPUBIND_THREAD); /* best effort */
+    bind_within(core->cpuset, allowed);
+  hwloc_bitmap_free(allowed);
+}
+
+int hicp__usable_cores(void)
+{
+  int n = 0;
+  hwloc_topology_t topo;
+  if (hwloc_topology_init(&topo) == 0) {
+    if (hwloc_topology_load(topo) == 0) {
+      hwloc_bitmap_t allowed = allowed_cpus(topo);
+      if (allowed != NULL)
+        (void)core_within(topo, allowed, -1, &n);
+      else
+        n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+      hwloc_bitmap_free(allowed);
+    }
+    hwloc_topology_destroy(topo);
+  }
+  return n;
 }
 
 void hicp__bind_thread_near_gpu(int device)
@@ -119,7 +185,10 @@ void hicp__bind_thread_near_gpu(int device)
   hwloc_obj_t pci = hwloc_get_pcidev_by_busid(shared_topo, dom, bus, dev, fn);
   hwloc_obj_t anc = pci != NULL ? hwloc_get_non_io_ancestor_obj(shared_topo, pci) : NULL;
   /* The thread runs on the cores of the GPU's NUMA node, so the host
-   * buffers it allocates (first touch) live in that node's memory. */
-  if (anc != NULL && anc->cpuset != NULL)
-    hwloc_set_cpubind(shared_topo, anc->cpuset, HWLOC_CPUBIND_THREAD);
+   * buffers it allocates (first touch) live in that node's memory: those
+   * it is allowed, or where it was if it is allowed none of them. */
+  hwloc_bitmap_t allowed = anc != NULL && anc->cpuset != NULL ? allowed_cpus(shared_topo) : NULL;
+  if (allowed != NULL)
+    bind_within(anc->cpuset, allowed);
+  hwloc_bitmap_free(allowed);
 }

@@ -29,10 +29,15 @@ typedef struct hicp__topology {
 
 int hicp__topology_read(hicp__topology *t);
 
-/* Binds the calling thread (best effort; HICP_BIND=0 disables binding):
- * to core `index` (modulo the core count), or to the cores of the NUMA node
- * nearest CUDA device `device`, so that its host buffers land there. */
+/* Binds the calling thread (best effort; HICP_BIND=0 disables binding),
+ * within the CPUs it is allowed (its creator's affinity): to the
+ * `index`-th of the cores it may use (counted round; index < 0: left
+ * unbound), or to the cores of the NUMA node nearest CUDA device `device`,
+ * so that its host buffers land there. */
 void hicp__bind_thread_core(int index);
+/* The cores the calling thread may run on (those with a CPU in its
+ * affinity), 0 when hwloc cannot say. */
+int hicp__usable_cores(void);
 void hicp__bind_thread_near_gpu(int device);
 
 #endif /* HICP_TOPOLOGY_H */

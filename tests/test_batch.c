@@ -4,8 +4,10 @@
 #include "config.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +290,102 @@ Test(batch, stream_answers_in_order)
   for (int k = 0; k < NF; k++)
     free((void *)frames[k]);
   hicp_model_destroy(m);
+}
+
+/* The CPUs thread `tid` of this process may run on, as the kernel lists
+ * them ("1", "0-3"); 0 if it cannot be read. */
+static int task_cpus(const char *tid, char *out, size_t size)
+{
+  char path[96], line[256];
+  snprintf(path, sizeof path, "/proc/self/task/%s/status", tid);
+  FILE *f = fopen(path, "r");
+  int found = 0;
+  while (f != NULL && !found && fgets(line, sizeof line, f) != NULL)
+    if (strncmp(line, "Cpus_allowed_list:", 18) == 0) {
+      snprintf(out, size, "%s", line + 18 + strspn(line + 18, " \t"));
+      out[strcspn(out, "\n")] = '\0';
+      found = 1;
+    }
+  if (f != NULL)
+    fclose(f);
+  return found;
+}
+
+/* This process's threads, as /proc names them: up to 256. */
+static int task_ids(char ids[][16], int max)
+{
+  DIR *d = opendir("/proc/self/task");
+  int n = 0;
+  for (struct dirent *e; d != NULL && n < max && (e = readdir(d)) != NULL;)
+    if (e->d_name[0] != '.')
+      snprintf(ids[n++], 16, "%s", e->d_name);
+  if (d != NULL)
+    closedir(d);
+  return n;
+}
+
+/* A process kept to one CPU (taskset, a batch system's cpuset) gets one
+ * thread by default, and the workers of its streams stay on that CPU: the
+ * library may place its threads within what it was given, never outside. */
+Test(batch, workers_keep_to_the_cpus_they_are_given)
+{
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  cr_assert_eq(sched_getaffinity(0, sizeof all, &all), 0);
+  if (CPU_COUNT(&all) < 2)
+    cr_skip_test("one CPU: nothing to keep to");
+  int last = -1;
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &all))
+      last = c;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(last, &one);
+  cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+  char want[16], got[256];
+  snprintf(want, sizeof want, "%d", last);
+
+  /* the default count is taken once per process, here under the mask */
+  hicp_context *dflt = ctx_threads(0, HICP_BACKEND_CPU);
+  cr_expect_eq(hicp_context_threads(dflt), 1, "%d threads by default on one CPU",
+               hicp_context_threads(dflt));
+  hicp_context_destroy(dflt);
+
+  static char before[256][16], after[256][16];
+  const int nbefore = task_ids(before, 256);
+  hicp_model *m = make_model();
+  hicp_reg_options o = reg_opts();
+  hicp_context *ctx = ctx_threads(2, HICP_BACKEND_CPU);
+  hicp_stream *s = stream_on(ctx, m, &o, 0);
+  size_t n;
+  float *f = make_frame(1, &n);
+  for (int k = 0; k < 4; k++)
+    cr_assert_eq(hicp_stream_submit(s, f, n, NULL, NULL), 0);
+  for (int k = 0; k < 4; k++) {
+    hicp_result r;
+    hicp_result_init(&r);
+    cr_assert_eq(hicp_stream_receive(s, &r, 1), 0);
+    cr_assert_eq(r.error, 0);
+  }
+  /* every worker has started (and placed itself) by now */
+  const int nafter = task_ids(after, 256);
+  int fresh = 0;
+  for (int i = 0; i < nafter; i++) {
+    int old = 0;
+    for (int j = 0; j < nbefore && !old; j++)
+      old = strcmp(after[i], before[j]) == 0;
+    if (old)
+      continue;
+    fresh++;
+    cr_assert(task_cpus(after[i], got, sizeof got));
+    cr_expect_str_eq(got, want, "thread %s may run on CPUs %s, outside the %s it was given",
+                     after[i], got, want);
+  }
+  cr_expect_geq(fresh, 2, "the stream's two workers were not found");
+  hicp_stream_destroy(s);
+  hicp_context_destroy(ctx);
+  hicp_model_destroy(m);
+  free(f);
 }
 
 /* Frames far from the origin (UTM-like coordinates, given in double):

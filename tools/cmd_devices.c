@@ -51,9 +51,10 @@ int cmd_devices(int argc, char **argv)
     json_str(&j, "vector_code", hicp_cpu_vector_code());
     json_array_begin(&j, "numa_nodes");
   } else {
-    printf("cpu          %d package%s, %d cores, %d hardware threads; hicp uses %d threads, "
+    const int threads = hicp_context_threads(ctx);
+    printf("cpu          %d package%s, %d cores, %d hardware threads; hicp uses %d thread%s, "
            "%s code\n",
-           packages, packages == 1 ? "" : "s", cores, pus, hicp_context_threads(ctx),
+           packages, packages == 1 ? "" : "s", cores, pus, threads, threads == 1 ? "" : "s",
            hicp_cpu_vector_code());
     printf("numa         %d node%s\n", numa, numa == 1 ? "" : "s");
   }
