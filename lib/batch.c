@@ -316,7 +316,10 @@ static void *batch_worker(void *arg)
     }
     hicp__clear_error(j->cm->ctx);
     float *p0 = NULL;
-    int rc = hicp__copy_points(j->cm->ctx, "scan", j->frames[i], j->counts[i], j->stride, &p0);
+    /* the frame with this worker's copy of it, before either */
+    int rc = hicp__check_frame_budget(j->cm->ctx, j->plan, j->counts[i], 12u * (uint64_t)j->counts[i]);
+    if (rc == HICP_OK)
+      rc = hicp__copy_points(j->cm->ctx, "scan", j->frames[i], j->counts[i], j->stride, &p0);
     if (rc == HICP_OK)
       rc = run_frame(j->ctx, j->cm, j->m, p0, j->counts[i], frame_origin(j->origins, i), j->plan,
                      j->inits != NULL ? &j->inits[i] : NULL, r);
@@ -462,8 +465,13 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
         continue;
       }
       float *p0 = NULL;
-      int frc = hicp__copy_points(ctx, "scan", frames[i], counts[i], stride, &p0);
       free(cur);
+      cur = NULL;
+      /* the frame with its copy and the two frames' matches, before any */
+      int frc = hicp__check_frame_budget(ctx, &plan, counts[i],
+                                         16u * (uint64_t)counts[i] + 4u * (uint64_t)prev_n);
+      if (frc == HICP_OK)
+        frc = hicp__copy_points(ctx, "scan", frames[i], counts[i], stride, &p0);
       cur = frc == HICP_OK ? malloc(sizeof *cur * counts[i]) : NULL;
       if (frc == HICP_OK && cur == NULL)
         frc = hicp__fail(ctx, HICP_ENOMEM, "out of memory");
@@ -605,17 +613,24 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
   if (hicp__canceled(cm->ctx)) {
     rc = hicp__fail(cm->ctx, HICP_ECANCELED, "canceled before it started");
   } else if (!s->bo.track) {
-    rc = run_frame(s->ctx, cm, s->m, e->p0, e->n, e->origin, &s->plan,
-                   e->has_init ? &e->init : NULL, r);
+    /* the frame with the copy of it the stream holds */
+    rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n, 12u * (uint64_t)e->n);
+    if (rc == HICP_OK)
+      rc = run_frame(s->ctx, cm, s->m, e->p0, e->n, e->origin, &s->plan,
+                     e->has_init ? &e->init : NULL, r);
   } else {
     /* Tracking runs in order on the stream's one worker thread.  Poses
      * are absolute, so a frame may have another origin than the last. */
-    uint32_t *cur = malloc(sizeof *cur * e->n);
+    /* the frame with its copy and the two frames' matches */
+    rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n,
+                                  16u * (uint64_t)e->n + 4u * (uint64_t)s->prev_n);
+    uint32_t *cur = rc == HICP_OK ? malloc(sizeof *cur * e->n) : NULL;
     const uint32_t *warm =
         s->bo.reuse_matches && s->prev != NULL && s->prev_n == e->n ? s->prev : NULL;
     const hicp_transform *init = e->has_init ? &e->init : &s->pose;
-    rc = cur == NULL ? hicp__fail(cm->ctx, HICP_ENOMEM, "out of memory")
-                     : hicp__register_frame(cm->ctx, s->m, e->p0, e->n, e->origin, &s->plan, init,
+    rc = rc != HICP_OK ? rc
+         : cur == NULL ? hicp__fail(cm->ctx, HICP_ENOMEM, "out of memory")
+                       : hicp__register_frame(cm->ctx, s->m, e->p0, e->n, e->origin, &s->plan, init,
                                             s->team.nw > 0 ? &s->team : NULL, warm, cur, r);
     if (rc == HICP_OK) {
       s->pose = r->transform;
@@ -758,6 +773,9 @@ static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
   entry *e = calloc(1, sizeof *e);
   if (e == NULL)
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+  /* the copy is what this call allocates; the frame's registration, with
+   * the copy it holds, is checked by the worker that runs it, and a frame
+   * over the limit fails in its result */
   int rc = hicp__copy_points(ctx, "scan", xyz, n, stride, &e->p0);
   if (rc != HICP_OK) {
     free(e);

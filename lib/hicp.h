@@ -163,7 +163,9 @@ typedef struct hicp_context_options {
                               scratch; 0 = 3/4 of physical memory (default).
                               Batches and streams hold each worker's frame
                               to it, so a call with W workers may take up
-                              to W times as much. */
+                              to W times as much.  A model build's share
+                              for Qhull is an estimate (2.8 KB a point;
+                              regular lattices take more). */
   unsigned flags;       /**< reserved, must be 0 */
 } hicp_context_options;
 

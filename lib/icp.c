@@ -534,6 +534,54 @@ static int team_has_gpu(const hicp__team *team)
   return 0;
 }
 
+/* The frame's arrays, carved from the context's scratch block: kept from
+ * one registration to the next, their pages are not faulted in again
+ * (docs/cpu-engine.md, "The AVX2 front begins the walks; pages and
+ * latencies").  Each array starts a different number of cache lines past a
+ * 64-byte boundary: laid end to end, arrays read side by side can share
+ * their low address bits, and one-thread registrations were 1% slower that
+ * way.  Fills at[] with each array's offset; returns the block's size. */
+enum { KEY, ORDER, SORTED, P0S, MATCH, E2, TRACK, PART, WALK, DONE, FRAME_ARRAYS };
+static size_t frame_layout(size_t n, uint32_t nchunks, size_t at[FRAME_ARRAYS])
+{
+  const size_t bytes[FRAME_ARRAYS] = {
+      [KEY] = sizeof(uint32_t) * n,
+      [ORDER] = sizeof(uint32_t) * n,
+      [SORTED] = sizeof(float) * 3 * n,
+      [P0S] = sizeof(float) * 3 * n,
+      [MATCH] = sizeof(uint32_t) * n,
+      [E2] = sizeof(double) * n,
+      [TRACK] = sizeof(hicp__track) * n,
+      [PART] = sizeof(hicp__partial) * nchunks,
+      [WALK] = sizeof(hicp__walkpart) * nchunks,
+      [DONE] = sizeof(uint32_t) * nchunks};
+  size_t total = 0;
+  for (int k = 0; k < FRAME_ARRAYS; k++) {
+    at[k] = total;
+    total += (bytes[k] + 63) / 64 * 64 + 64 * (size_t)(3 * k + 1);
+  }
+  return total;
+}
+
+uint64_t hicp__frame_bytes(const hicp__plan *plan, size_t n)
+{
+  const uint32_t nchunks = (uint32_t)((n + plan->chunk - 1) / plan->chunk);
+  size_t at[FRAME_ARRAYS];
+  /* beside the frame's block, one after the other: the scan order's
+   * buckets (hicp__zsort: fewer than 2n + 9 words) and trim's copy of the
+   * distances (8 bytes a point); and the loop's chunk partials */
+  return (uint64_t)frame_layout(n, nchunks, at) + 8u * (uint64_t)n + 64u +
+         (uint64_t)nchunks * sizeof(hicp__partial);
+}
+
+int hicp__check_frame_budget(hicp_context *ctx, const hicp__plan *plan, size_t n,
+                             uint64_t held)
+{
+  if (n == 0 || n > HICP_SCAN_MAX)
+    return HICP_OK; /* refused by the registration, with its own message */
+  return hicp__check_budget(ctx, hicp__frame_bytes(plan, n) + held, "the registration");
+}
+
 int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0, size_t n,
                          const double origin[3], const hicp__plan *plan,
                          const hicp_transform *init, hicp__team *team, const uint32_t *warm,
@@ -571,32 +619,13 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   f.n = (uint32_t)n;
   f.chunk = plan->chunk;
   f.nchunks = (uint32_t)((n + plan->chunk - 1) / plan->chunk);
-  const uint64_t per_chunk = sizeof(hicp__partial) * 2 + sizeof(hicp__walkpart) + sizeof(uint32_t);
-  rc = hicp__check_budget(ctx, (uint64_t)n * 64u + (uint64_t)f.nchunks * per_chunk,
-                          "the registration");
+  rc = hicp__check_budget(ctx, hicp__frame_bytes(plan, n), "the registration");
   if (rc != HICP_OK)
     return rc;
   hicp__xf T0;
   to_internal(&init_pub, origin, m->origin, &T0);
-  /* The frame's arrays, carved from the context's scratch block: kept from
-   * one registration to the next, their pages are not faulted in again
-   * (docs/cpu-engine.md, "The AVX2 front begins the walks; pages and
-   * latencies").  Each array starts a different number of cache lines
-   * past a 64-byte boundary: laid end to end, arrays read side by side can
-   * share their low address bits, and one-thread registrations were 1%
-   * slower that way. */
-  enum { KEY, ORDER, SORTED, P0S, MATCH, E2, TRACK, PART, WALK, DONE, NARRAYS };
-  const size_t bytes[NARRAYS] = {
-      [KEY] = sizeof(uint32_t) * n,         [ORDER] = sizeof(uint32_t) * n,
-      [SORTED] = sizeof(float) * 3 * n,     [P0S] = sizeof(float) * 3 * n,
-      [MATCH] = sizeof *f.match * n,        [E2] = sizeof *f.e2 * n,
-      [TRACK] = sizeof *f.track * n,        [PART] = sizeof *f.part * f.nchunks,
-      [WALK] = sizeof *f.walk * f.nchunks,  [DONE] = sizeof *f.points_done * f.nchunks};
-  size_t at[NARRAYS], total = 0;
-  for (int k = 0; k < NARRAYS; k++) {
-    at[k] = total;
-    total += (bytes[k] + 63) / 64 * 64 + 64 * (size_t)(3 * k + 1);
-  }
+  size_t at[FRAME_ARRAYS];
+  const size_t total = frame_layout(n, f.nchunks, at);
   char *blk = hicp__scratch(ctx, total);
   if (blk == NULL)
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu scan points", n);
@@ -686,8 +715,11 @@ int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, siz
   rc = hicp__make_plan(ctx, m, opts, &plan, &stride);
   if (rc != HICP_OK)
     return rc;
-  float *p0;
-  rc = hicp__copy_points(ctx, "scan", scan, n, stride, &p0);
+  /* the registration with the copy of the scan it holds, before either */
+  rc = hicp__check_frame_budget(ctx, &plan, n, 12u * (uint64_t)n);
+  float *p0 = NULL;
+  if (rc == HICP_OK)
+    rc = hicp__copy_points(ctx, "scan", scan, n, stride, &p0);
   if (rc != HICP_OK)
     return rc;
   static const double zero[3] = {0.0, 0.0, 0.0};

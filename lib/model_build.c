@@ -310,9 +310,15 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
     rc = hicp__check_count(ctx, "model", xyz, n);
   if (rc != HICP_OK)
     return rc;
-  /* Sort keys, vertices, maps, kd-tree, a graph of ~16 neighbours and a
-   * start table of at most 16 bytes a vertex. */
-  rc = hicp__check_budget(ctx, (uint64_t)n * 216u, "the model");
+  /* The build's peak, a point, measured (stop 43: the process's peak
+   * resident memory around hicp_model_build, freed memory returned to the
+   * system): with the Delaunay graph, Qhull's working memory beside the
+   * model's arrays, 1.6-2.6 KB a point on scanned and CAD models and
+   * random points (bunny00 2.3, fandisk_large 2.6, a random cube 2.2, a
+   * sphere 1.6); a regular lattice, all cospherical, takes more (5.2 KB:
+   * docs/robustness.md).  The kd-tree alone, 55 bytes a point. */
+  const uint64_t per_point = o.delaunay ? 2800u : 64u;
+  rc = hicp__check_budget(ctx, (uint64_t)n * per_point, "the model");
   if (rc != HICP_OK)
     return rc;
 

@@ -70,6 +70,16 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
                          const hicp_transform *init, hicp__team *team, const uint32_t *warm,
                          uint32_t *match_out, hicp_result *result);
 
+/* The host memory a registration of n points takes at its peak (icp.c):
+ * the frame's arrays, the scan's order, trim's buffer, the loop's
+ * partials.  hicp__register_frame checks it against the context's limit;
+ * a caller that holds memory for the frame beside it (its copy of the
+ * scan, a tracked batch's matches: `held` bytes) checks the two together
+ * before allocating either, so that one call stays within the limit. */
+uint64_t hicp__frame_bytes(const hicp__plan *plan, size_t n);
+int hicp__check_frame_budget(hicp_context *ctx, const hicp__plan *plan, size_t n,
+                             uint64_t held);
+
 /* Options resolved against a model (icp.c). */
 int hicp__make_plan(hicp_context *ctx, const hicp_model *m, const hicp_reg_options *user,
                     hicp__plan *plan, size_t *scan_stride);

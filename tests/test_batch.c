@@ -297,12 +297,12 @@ Test(batch, stream_answers_in_order)
 static int task_cpus(const char *tid, char *out, size_t size)
 {
   char path[96], line[256];
-  snprintf(path, sizeof path, "/proc/self/task/%s/status", tid);
+  snprintf(path, sizeof path, "/proc/self/task/%.40s/status", tid);
   FILE *f = fopen(path, "r");
   int found = 0;
   while (f != NULL && !found && fgets(line, sizeof line, f) != NULL)
     if (strncmp(line, "Cpus_allowed_list:", 18) == 0) {
-      snprintf(out, size, "%s", line + 18 + strspn(line + 18, " \t"));
+      snprintf(out, size, "%.200s", line + 18 + strspn(line + 18, " \t"));
       out[strcspn(out, "\n")] = '\0';
       found = 1;
     }
@@ -318,7 +318,7 @@ static int task_ids(char ids[][16], int max)
   int n = 0;
   for (struct dirent *e; d != NULL && n < max && (e = readdir(d)) != NULL;)
     if (e->d_name[0] != '.')
-      snprintf(ids[n++], 16, "%s", e->d_name);
+      snprintf(ids[n++], 16, "%.15s", e->d_name);
   if (d != NULL)
     closedir(d);
   return n;
