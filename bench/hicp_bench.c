@@ -48,10 +48,20 @@ static int cmp_d(const void *a, const void *b)
   return x < y ? -1 : x > y;
 }
 
-static double median(double *v, int n)
+/* The median of v[0..n), v left in run order (times_ms prints it, so
+ * that a first run's or a drift's effect shows, as in the peers' output). */
+static double median(const double *v, int n)
 {
-  qsort(v, (size_t)n, sizeof *v, cmp_d);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  double *s = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+  if (s == NULL) {
+    fprintf(stderr, "hicp_bench: out of memory\n");
+    exit(1);
+  }
+  memcpy(s, v, sizeof(double) * (size_t)n);
+  qsort(s, (size_t)n, sizeof *s, cmp_d);
+  const double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  free(s);
+  return m;
 }
 
 static void die(hicp_context *ctx, const char *what)
