@@ -221,6 +221,7 @@ typedef struct batch_job {
   const hicp__plan *plan;
   const hicp_transform *inits;
   hicp_result *results;
+  size_t rstride; /* bytes from one result to the next */
   atomic_size_t *next;
   struct batch_pace *pace;
 } batch_job;
@@ -280,6 +281,27 @@ static void set_failed(hicp_result *r, uint64_t frame, int code, const char *msg
   }
 }
 
+/* A batch's results are an array of the caller's hicp_result, whose size
+ * is what its header says (struct_size): a program built against an older
+ * or newer header than this library's steps through it by that size, not
+ * by this library's sizeof.  The first result's struct_size gives the
+ * stride when it is a size a hicp_result can have; otherwise this
+ * library's (the batch then fails on that result, which it checks). */
+#define RESULT_MIN (offsetof(hicp_result, frame) + sizeof(uint64_t))
+
+static size_t result_stride(const hicp_result *results, size_t nframes)
+{
+  const size_t s = nframes > 0 ? results[0].struct_size : sizeof(hicp_result);
+  return s >= RESULT_MIN && s <= 64 * sizeof(hicp_result) && s % _Alignof(hicp_result) == 0
+             ? s
+             : sizeof(hicp_result);
+}
+
+static hicp_result *result_at(hicp_result *results, size_t stride, size_t i)
+{
+  return (hicp_result *)(void *)((char *)results + i * stride);
+}
+
 /* Pins a worker: device workers near their device, CPU workers to their
  * core if the crew gave them one. */
 static void bind_member(const crew_member *cm)
@@ -309,7 +331,7 @@ static void *batch_worker(void *arg)
     if (i >= j->nframes)
       break;
     const double t_frame = hicp__now_ms();
-    hicp_result *r = &j->results[i];
+    hicp_result *r = result_at(j->results, j->rstride, i);
     if (hicp__canceled(j->ctx)) {
       set_failed(r, i, HICP_ECANCELED, "canceled before it started");
       continue;
@@ -336,7 +358,7 @@ static void *batch_worker(void *arg)
 static int batch_independent(hicp_context *ctx, const hicp_model *m, const float *const *frames,
                              const size_t *counts, const double (*origins)[3], size_t nframes,
                              size_t stride, const hicp__plan *plan, const hicp_transform *inits,
-                             hicp_result *results)
+                             hicp_result *results, size_t rstride)
 {
   crew c;
   int rc = crew_make(ctx, m, 1, &c);
@@ -353,8 +375,8 @@ static int batch_independent(hicp_context *ctx, const hicp_model *m, const float
   pthread_t tid[64];
   int started[64] = {0};
   for (int i = 0; i < c.n; i++) {
-    batch_job j = {ctx,    &c.m[i], i,    m,     frames,  counts, origins,
-                   nframes, stride, plan, inits, results, &next, &pace};
+    batch_job j = {ctx,   &c.m[i], i,       m,     frames, counts, origins, nframes,
+                   stride, plan,    inits,   results, rstride, &next, &pace};
     jobs[i] = j;
   }
   for (int i = 1; i < c.n; i++)
@@ -401,9 +423,12 @@ static int track_team(hicp_context *ctx, const hicp_batch_options *bo, hicp__wor
  * the call reads as a frame that ran.  Returns rc. */
 static int fail_all(hicp_context *ctx, hicp_result *results, size_t nframes, int rc)
 {
-  for (size_t i = 0; results != NULL && i < nframes; i++)
-    if (results[i].struct_size >= offsetof(hicp_result, frame) + sizeof(uint64_t))
-      set_failed(&results[i], i, rc, hicp_context_error(ctx));
+  const size_t rstride = results != NULL ? result_stride(results, nframes) : 0;
+  for (size_t i = 0; results != NULL && i < nframes; i++) {
+    hicp_result *r = result_at(results, rstride, i);
+    if (r->struct_size == rstride || (i == 0 && r->struct_size >= RESULT_MIN))
+      set_failed(r, i, rc, hicp_context_error(ctx));
+  }
   return rc;
 }
 
@@ -414,8 +439,9 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
                      const hicp_reg_options *opts, const hicp_batch_options *bopts,
                      const hicp_transform *inits, hicp_result *results)
 {
+  const size_t rstride = result_stride(results, nframes);
   for (size_t i = 0; i < nframes; i++)
-    if (results[i].struct_size < offsetof(hicp_result, frame) + sizeof(uint64_t))
+    if (result_at(results, rstride, i)->struct_size != rstride)
       return fail_all(ctx, results, nframes,
                       hicp__fail(ctx, HICP_EINVAL,
                                  "hicp_register_batch: prepare every result with "
@@ -442,7 +468,7 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
 
   if (!bo.track) {
     rc = batch_independent(ctx, m, frames, counts, origins, nframes, stride, &plan, inits,
-                           results);
+                           results, rstride);
   } else {
     hicp__worker ws[HICP_TEAM_MAX];
     hicp__team team;
@@ -459,7 +485,7 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
     if (inits != NULL && nframes > 0)
       pose = inits[0];
     for (size_t i = 0; i < nframes && rc == HICP_OK; i++) {
-      hicp_result *r = &results[i];
+      hicp_result *r = result_at(results, rstride, i);
       if (hicp__canceled(ctx)) {
         set_failed(r, i, HICP_ECANCELED, "canceled before it started");
         continue;
@@ -500,9 +526,11 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
   }
   if (rc != HICP_OK) /* no workers, no device: no frame ran */
     return fail_all(ctx, results, nframes, rc);
-  for (size_t i = 0; i < nframes; i++)
-    if (results[i].error != HICP_OK)
-      return hicp__fail(ctx, results[i].error, "frame %zu: %s", i, results[i].note);
+  for (size_t i = 0; i < nframes; i++) {
+    const hicp_result *r = result_at(results, rstride, i);
+    if (r->error != HICP_OK)
+      return hicp__fail(ctx, r->error, "frame %zu: %s", i, r->note);
+  }
   return HICP_OK;
 }
 

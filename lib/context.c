@@ -1,6 +1,7 @@
 /* context.c: hicp_context, its options, and cancellation. */
 #include "config.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,27 +21,19 @@ void hicp_context_options_init_sized(hicp_context_options *opts, size_t size)
   hicp__init_sized(opts, size, &d, sizeof d);
 }
 
-static int default_threads_value;
-static pthread_once_t default_threads_once = PTHREAD_ONCE_INIT;
-
 /* Cores, not hardware threads: the walk is latency-bound and two hyperthreads
  * of one core share its load ports, so one worker per core is the default.
- * Those the first caller may run on (taskset, a batch system's cpuset):
- * more threads than that would only take turns. */
-static void count_cores(void)
+ * Those the calling thread may run on (taskset, a batch system's cpuset, a
+ * pool that pins its workers): more threads than that would only take
+ * turns. */
+int hicp__default_threads(void)
 {
   int n = hicp__usable_cores();
   if (n <= 0) {
     long c = sysconf(_SC_NPROCESSORS_ONLN);
     n = c > 0 ? (int)c : 1;
   }
-  default_threads_value = n;
-}
-
-int hicp__default_threads(void)
-{
-  pthread_once(&default_threads_once, count_cores);
-  return default_threads_value;
+  return n;
 }
 
 int hicp_context_create(const hicp_context_options *user, hicp_context **out)
@@ -94,6 +87,46 @@ int hicp_context_threads(const hicp_context *ctx)
   return ctx != NULL ? ctx->threads : 0;
 }
 
+/* Whether the system gives this thread n - 1 more threads at once, with
+ * the stacks OpenMP would give them (the default's): they start, wait for
+ * one another, and end.  libgomp exits the process when it cannot start a
+ * team's thread, so a refusal has to be seen before its region.  0, or the
+ * error of the first refused thread. */
+typedef struct preflight {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int go;
+} preflight;
+
+static void *preflight_thread(void *arg)
+{
+  preflight *p = arg;
+  pthread_mutex_lock(&p->mu);
+  while (!p->go)
+    pthread_cond_wait(&p->cv, &p->mu);
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+static int threads_available(int n)
+{
+  pthread_t *tid = malloc(sizeof *tid * (size_t)n);
+  if (tid == NULL)
+    return ENOMEM;
+  preflight p = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  int started = 0, err = 0;
+  while (started < n - 1 && (err = pthread_create(&tid[started], NULL, preflight_thread, &p)) == 0)
+    started++;
+  pthread_mutex_lock(&p.mu);
+  p.go = 1;
+  pthread_cond_broadcast(&p.cv);
+  pthread_mutex_unlock(&p.mu);
+  for (int i = 0; i < started; i++)
+    pthread_join(tid[i], NULL);
+  free(tid);
+  return err;
+}
+
 int hicp_context_start_threads(hicp_context *ctx)
 {
   if (ctx == NULL)
@@ -103,6 +136,15 @@ int hicp_context_start_threads(hicp_context *ctx)
    * libgomp keeps between parallel regions. */
   if (ctx->threads <= 1 || ctx->backend == HICP_BACKEND_CUDA)
     return 1;
+  const pthread_t self = pthread_self();
+  if (!(ctx->team_checked && pthread_equal(ctx->team_thread, self))) {
+    const int err = threads_available(ctx->threads);
+    if (err != 0)
+      return hicp__fail(ctx, HICP_ENOMEM, "cannot start %d threads: %s", ctx->threads,
+                        strerror(err));
+    ctx->team_checked = 1;
+    ctx->team_thread = self;
+  }
   return hicp__cpu_start_threads(ctx->threads);
 }
 

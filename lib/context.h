@@ -2,6 +2,7 @@
 #ifndef HICP_CONTEXT_H
 #define HICP_CONTEXT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "internal.h"
@@ -26,6 +27,11 @@ struct hicp_context {
    * this context (hicp__scratch in util.c). */
   void *scratch;
   size_t scratch_size;
+  /* hicp_context_start_threads: the system gave team_thread the threads
+   * its team needs (checked once a thread: libgomp keeps each thread's
+   * team) */
+  int team_checked;
+  pthread_t team_thread;
 };
 
 #endif /* HICP_CONTEXT_H */

@@ -13,7 +13,13 @@
  * - Every function that can fail returns 0 (::HICP_OK) or a negative
  *   ::hicp_error code.  Functions that take a context also leave a one-line
  *   description of the failure in it (hicp_context_error()).
- * - The library never prints, never exits and never aborts.
+ * - The library never prints, never exits and never aborts.  One exception
+ *   it cannot catch: GNU OpenMP (libgomp) prints "Thread creation failed"
+ *   and exits when the system refuses a thread to a parallel region (an
+ *   address-space or process limit far below the thread count).
+ *   hicp_context_start_threads() starts the threads beforehand and reports
+ *   such a refusal as ::HICP_ENOMEM instead; a program under tight limits
+ *   calls it once after creating the context.
  * - Options structs are filled with defaults by their `*_init()` macro before
  *   use; the macro records the caller's struct size so that later versions of
  *   the library can add fields without breaking older programs.  Likewise
@@ -214,7 +220,9 @@ HICP_API int hicp_context_threads(const hicp_context *ctx);
  * CPU threads in the child.  Cheap when they are already running.
  * Returns the number of threads running (1 for a one-thread context, and
  * for a ::HICP_BACKEND_CUDA one, which starts none: its registrations run on
- * the device), or ::HICP_EINVAL when @p ctx is NULL.
+ * the device), ::HICP_EINVAL when @p ctx is NULL, or ::HICP_ENOMEM when
+ * the system refuses the threads (the first call from each thread checks
+ * that it would give them all at once, before OpenMP asks for them).
  */
 HICP_API int hicp_context_start_threads(hicp_context *ctx);
 
@@ -341,11 +349,13 @@ typedef enum hicp_ply_encoding {
 /**
  * Reads a point cloud (or mesh vertices and faces) from @p path.
  * @param fmt ::HICP_FORMAT_AUTO to detect.
- * @return 0; ::HICP_EIO (cannot open/read), ::HICP_EFORMAT (malformed: the
+ * @return 0; ::HICP_EINVAL (a NULL argument, an unknown @p fmt),
+ *         ::HICP_EIO (cannot open/read), ::HICP_EFORMAT (malformed: the
  *         message names the file and the problem, with a line number for text
  *         formats), ::HICP_EUNSUPPORTED, ::HICP_ENONFINITE (NaN/Inf
- *         coordinate), ::HICP_EEMPTY (no points), ::HICP_ELIMIT (the header
- *         asks for more memory than the context allows), ::HICP_ENOMEM.
+ *         coordinate), ::HICP_ERANGE (a coordinate beyond ::HICP_COORD_MAX),
+ *         ::HICP_EEMPTY (no points), ::HICP_ELIMIT (the header asks for more
+ *         memory than the context allows), ::HICP_ENOMEM.
  */
 HICP_API int hicp_cloud_read(hicp_context *ctx, const char *path, hicp_format fmt,
                              hicp_cloud **out);
@@ -434,7 +444,8 @@ HICP_API void hicp_model_options_init_sized(hicp_model_options *opts, size_t siz
  * does not fail for it).
  * @return 0, ::HICP_EINVAL, ::HICP_ENONFINITE, ::HICP_ERANGE (a coordinate
  *         beyond ::HICP_COORD_MAX), ::HICP_EEMPTY, ::HICP_ELIMIT,
- *         ::HICP_ENOMEM.
+ *         ::HICP_ENOMEM; with @c validate, ::HICP_EINTERNAL (the graph or
+ *         kd-tree built breaks an invariant: a bug, please report it).
  */
 HICP_API int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t stride,
                               const hicp_model_options *opts, hicp_model **out);
@@ -545,6 +556,10 @@ typedef struct hicp_walk_stats {
  * squared distance computed in float as ((dx*dx + dy*dy) + dz*dz).  Results
  * are the same for every method and thread count.
  * @param stats may be NULL.
+ * @return 0, ::HICP_EINVAL (a NULL argument, bad options, a previous match
+ *         that is not a model index), ::HICP_ENONFINITE, ::HICP_ERANGE (a
+ *         query coordinate beyond ::HICP_COORD_MAX), ::HICP_ELIMIT,
+ *         ::HICP_ENOMEM.
  */
 HICP_API int hicp_nn_query(hicp_context *ctx, const hicp_model *model, const float *queries,
                            size_t n, const hicp_nn_options *opts, uint32_t *index, float *d2,
@@ -650,7 +665,8 @@ HICP_API void hicp_result_init_sized(hicp_result *result, size_t size);
  * @param init  initial scan -> model transform; NULL = identity.
  * @param result prepared with hicp_result_init().
  * @return 0 when the registration ran (converged or not: see result->converged),
- *         ::HICP_EINVAL, ::HICP_ENONFINITE, ::HICP_EEMPTY, ::HICP_ENODEVICE,
+ *         ::HICP_EINVAL, ::HICP_ENONFINITE, ::HICP_ERANGE (a scan coordinate
+ *         beyond ::HICP_COORD_MAX), ::HICP_EEMPTY, ::HICP_ENODEVICE,
  *         ::HICP_EDEVICE, ::HICP_ELIMIT, ::HICP_ENOMEM.
  */
 HICP_API int hicp_register(hicp_context *ctx, const hicp_model *model, const float *scan,
@@ -695,7 +711,9 @@ HICP_API void hicp_batch_options_init_sized(hicp_batch_options *opts, size_t siz
  * Registers @p nframes scans to one model.  Frame i has counts[i] points at
  * frames[i] (x, y, z floats, opts->scan_stride bytes apart) and starts from
  * inits[i] (@p inits may be NULL: identity, or with tracking the previous
- * frame's pose).  Each results[i] must be prepared with hicp_result_init().
+ * frame's pose).  Each results[i] must be prepared with hicp_result_init();
+ * the library steps through @p results by their struct_size, so a program
+ * built against another version of this header passes its own array.
  * The context's backend decides the workers: "cpu" its CPU threads, "cuda"
  * its devices (one worker per listed device; a device listed twice runs two
  * workers), "hybrid" both, "auto" the devices when present, else the CPU.

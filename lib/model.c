@@ -139,6 +139,8 @@ int hicp_model_get_info(const hicp_model *m, hicp_model_info *out)
 int hicp_model_build_cloud(hicp_context *ctx, const hicp_cloud *cloud,
                            const hicp_model_options *opts, hicp_model **out)
 {
+  if (out != NULL)
+    *out = NULL; /* as every constructor leaves it on failure */
   if (cloud == NULL || out == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_model_build_cloud: NULL argument");
   int rc = hicp_model_build(ctx, cloud->xyz, cloud->n, 0, opts, out);

@@ -129,13 +129,22 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
   for (long long i = 0; i < nq; i++) {
     float p[3];
     memcpy(p, base + (size_t)i * stride, sizeof p);
-    if (!(isfinite(p[0]) && isfinite(p[1]) && isfinite(p[2])) && i < bad_q)
+    /* finite, and within HICP_COORD_MAX as every point hicp takes (the
+     * squared distances of farther ones overflow to inf) */
+    if (!(fabsf(p[0]) <= HICP_COORD_MAX && fabsf(p[1]) <= HICP_COORD_MAX &&
+          fabsf(p[2]) <= HICP_COORD_MAX) &&
+        i < bad_q)
       bad_q = i;
     if (warm && index[i] != UINT32_MAX && index[i] >= model->npoints && i < bad_w)
       bad_w = i;
   }
-  if (bad_q < nq)
-    return hicp__fail(ctx, HICP_ENONFINITE, "query %lld has a non-finite coordinate", bad_q);
+  if (bad_q < nq) {
+    float p[3];
+    memcpy(p, base + (size_t)bad_q * stride, sizeof p);
+    if (!(isfinite(p[0]) && isfinite(p[1]) && isfinite(p[2])))
+      return hicp__fail(ctx, HICP_ENONFINITE, "query %lld has a non-finite coordinate", bad_q);
+    return hicp__check_point(ctx, "query", (size_t)bad_q, p[0], p[1], p[2]);
+  }
   if (bad_w < nq)
     return hicp__fail(ctx, HICP_EINVAL, "query %lld: previous match %u is not a model index",
                       bad_w, (unsigned)index[bad_w]);

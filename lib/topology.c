@@ -153,21 +153,36 @@ void hicp__bind_thread_core(int index)
   hwloc_bitmap_free(allowed);
 }
 
+/* The machine's cores, loaded once (no I/O devices: quicker than the
+ * shared topology, and all that counting cores needs). */
+static hwloc_topology_t cores_topo;
+static int cores_ok;
+static pthread_once_t cores_once = PTHREAD_ONCE_INIT;
+
+static void load_cores(void)
+{
+  if (hwloc_topology_init(&cores_topo) != 0)
+    return;
+  if (hwloc_topology_load(cores_topo) != 0) {
+    hwloc_topology_destroy(cores_topo);
+    return;
+  }
+  cores_ok = 1;
+}
+
 int hicp__usable_cores(void)
 {
+  pthread_once(&cores_once, load_cores);
+  if (!cores_ok)
+    return 0;
+  /* the caller's affinity now (one system call), not the first caller's */
   int n = 0;
-  hwloc_topology_t topo;
-  if (hwloc_topology_init(&topo) == 0) {
-    if (hwloc_topology_load(topo) == 0) {
-      hwloc_bitmap_t allowed = allowed_cpus(topo);
-      if (allowed != NULL)
-        (void)core_within(topo, allowed, -1, &n);
-      else
-        n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
-      hwloc_bitmap_free(allowed);
-    }
-    hwloc_topology_destroy(topo);
-  }
+  hwloc_bitmap_t allowed = allowed_cpus(cores_topo);
+  if (allowed != NULL)
+    (void)core_within(cores_topo, allowed, -1, &n);
+  else
+    n = hwloc_get_nbobjs_by_type(cores_topo, HWLOC_OBJ_CORE);
+  hwloc_bitmap_free(allowed);
   return n;
 }
 

@@ -81,7 +81,11 @@ int cmd_nn(int argc, char **argv)
     return CLI_FAIL;
   /* the threads start while the model and queries are read, so that the
    * queries do not wait for them */
-  (void)hicp_context_start_threads(ctx);
+  if (hicp_context_start_threads(ctx) < 0) { /* the system refused them */
+    cli_fail(ctx, NULL);
+    hicp_context_destroy(ctx);
+    return CLI_FAIL;
+  }
   int status = CLI_FAIL;
   hicp_model *model = NULL;
   hicp_cloud *q = NULL;

@@ -322,7 +322,12 @@ int cmd_register(int argc, char **argv)
   }
   /* the threads start while the model and scan are read, so that the
    * registration does not wait for them */
-  (void)hicp_context_start_threads(ctx);
+  if (hicp_context_start_threads(ctx) < 0) { /* the system refused them */
+    cli_fail(ctx, NULL);
+    hicp_context_destroy(ctx);
+    cli_output_abort(&out);
+    return CLI_FAIL;
+  }
   int status = CLI_FAIL;
   hicp_model *model = NULL;
   hicp_cloud *scan = NULL;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cloud.h"
+#include "io/text.h"
 
 typedef struct job {
   const hicp_cloud *c;
@@ -115,5 +116,13 @@ int hicp_cloud_write_ply(hicp_context *ctx, const hicp_cloud *cloud,
   j.T = transform;
   j.ascii = encoding == HICP_PLY_ASCII;
   j.dbl = cloud->origin[0] != 0.0 || cloud->origin[1] != 0.0 || cloud->origin[2] != 0.0;
-  return hicp__atomic_write(ctx, path, write_ply, &j);
+  /* Numbers as PLY holds them, whatever locale the application chose (a
+   * GUI's setlocale(LC_ALL, "") wrote "0,5", which no reader takes): the C
+   * locale for this thread while it writes, then the caller's again. */
+  const locale_t c = hicp__c_locale();
+  const locale_t was = c != (locale_t)0 ? uselocale(c) : (locale_t)0;
+  const int rc = hicp__atomic_write(ctx, path, write_ply, &j);
+  if (was != (locale_t)0)
+    uselocale(was);
+  return rc;
 }

@@ -18,6 +18,12 @@ static void make_c_locale(void)
   c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
 }
 
+locale_t hicp__c_locale(void)
+{
+  pthread_once(&c_locale_once, make_c_locale);
+  return c_locale;
+}
+
 int hicp__parse_double(const char *tok, double *out)
 {
   pthread_once(&c_locale_once, make_c_locale);

@@ -3,6 +3,8 @@
 #ifndef HICP_IO_TEXT_H
 #define HICP_IO_TEXT_H
 
+#include <locale.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +21,11 @@ int hicp__parse_off(hicp_context *ctx, const char *name, const unsigned char *bu
                     hicp__raw_cloud *out);
 int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,
                     hicp__raw_cloud *out);
+
+/* The C locale's numbers, for reading and writing numbers as files hold
+ * them whatever the application's locale ((locale_t)0 if it cannot be
+ * made). */
+locale_t hicp__c_locale(void);
 
 /* Number parsing independent of the process's locale ("1.5" always means
  * one and a half).  Returns 0, HICP_EFORMAT (not a number) or

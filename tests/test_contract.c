@@ -1,0 +1,294 @@
+/* test_contract.c: what hicp.h promises an application, beyond a
+ * registration's answer: files written alike in every locale, every entry
+ * point refusing coordinates beyond HICP_COORD_MAX, result arrays stepped
+ * by the caller's struct size, the default thread count of each caller, a
+ * refused thread reported rather than exiting, constructors that leave
+ * their output NULL on failure.  (Stop 43: each of these was broken.) */
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <locale.h>
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testhelp.h"
+
+static hicp_context *cpu_ctx(int threads)
+{
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.threads = threads;
+  o.backend = HICP_BACKEND_CPU;
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  return ctx;
+}
+
+/* A bumpy closed surface, n points, about 2 units across. */
+static float *surface(size_t n, uint64_t seed)
+{
+  th_rng r;
+  th_rng_seed(&r, seed);
+  float *p = malloc(sizeof(float) * 3 * n);
+  cr_assert_not_null(p);
+  for (size_t i = 0; i < n; i++) {
+    double u = 2.0 * M_PI * th_uniform(&r), v = acos(2.0 * th_uniform(&r) - 1.0);
+    double rad = 1.0 + 0.1 * sin(4.0 * u) * sin(3.0 * v);
+    p[3 * i] = (float)(rad * cos(u) * sin(v));
+    p[3 * i + 1] = (float)(rad * 0.8 * sin(u) * sin(v));
+    p[3 * i + 2] = (float)(rad * 0.6 * cos(v));
+  }
+  return p;
+}
+
+/* A locale whose decimal point is a comma: one the system has, or one
+ * compiled here with localedef into the test's directory (glibc reads
+ * LOCPATH at each setlocale).  NULL when neither can be had. */
+static const char *comma_locale(void)
+{
+  static const char *const have[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8",
+                                     "de_DE", "fr_FR"};
+  for (size_t i = 0; i < sizeof have / sizeof *have; i++)
+    if (setlocale(LC_ALL, have[i]) != NULL)
+      return have[i];
+  const char *dir = th_tmpdir();
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "localedef -i de_DE -f UTF-8 '%s/de_DE.UTF-8' >/dev/null 2>&1", dir);
+  if (system(cmd) != 0)
+    return NULL;
+  setenv("LOCPATH", dir, 1);
+  return setlocale(LC_ALL, "de_DE.UTF-8") != NULL ? "de_DE.UTF-8" : NULL;
+}
+
+/* An application may set its locale (every GUI toolkit does): the ascii
+ * PLY hicp writes is still read back, point for point.  It wrote "0,5". */
+Test(contract, ascii_ply_in_any_locale)
+{
+  const char *loc = comma_locale();
+  if (loc == NULL)
+    cr_skip_test("no locale with a decimal comma here, and localedef cannot make one");
+  cr_assert_str_eq(localeconv()->decimal_point, ",", "%s", loc);
+  hicp_context *ctx = cpu_ctx(1);
+  const float pts[9] = {0.5f, 0.25f, -0.125f, 1.5e-3f, 2.75f, 3.0f, -7.5f, 0.0625f, 1e6f};
+  hicp_cloud *c = NULL;
+  cr_assert_eq(hicp_cloud_from_xyz(ctx, pts, 3, 0, &c), 0, "%s", hicp_context_error(ctx));
+  const char *path = th_path(th_tmpdir(), "locale.ply");
+  cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, path, HICP_PLY_ASCII), 0, "%s",
+               hicp_context_error(ctx));
+  /* the application's locale is as it was */
+  cr_assert_str_eq(localeconv()->decimal_point, ",");
+  hicp_cloud *back = NULL;
+  cr_assert_eq(hicp_cloud_read(ctx, path, HICP_FORMAT_AUTO, &back), 0, "%s",
+               hicp_context_error(ctx));
+  cr_assert_eq(hicp_cloud_size(back), 3);
+  cr_assert(memcmp(hicp_cloud_xyz(back), pts, sizeof pts) == 0, "the points changed");
+  setlocale(LC_ALL, "C");
+  hicp_cloud_destroy(back);
+  hicp_cloud_destroy(c);
+  hicp_context_destroy(ctx);
+}
+
+/* Coordinates beyond HICP_COORD_MAX are refused with HICP_ERANGE by the
+ * nearest-neighbour queries too (they answered with infinite distances and
+ * success), as by every other entry. */
+Test(contract, queries_beyond_the_coordinate_limit)
+{
+  hicp_context *ctx = cpu_ctx(1);
+  float *p = surface(500, 3);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, p, 500, 0, NULL, &m), 0);
+  const float far[3][3] = {{0.1f, 0.2f, 0.3f}, {0.0f, -2e18f, 0.0f}, {0.4f, 0.5f, 0.6f}};
+  uint32_t idx[3];
+  float d2[3];
+  for (int method = HICP_NN_PNN_OPT; method <= HICP_NN_PNN; method++) {
+    hicp_nn_options o;
+    hicp_nn_options_init(&o);
+    o.method = (hicp_nn_method)method;
+    cr_assert_eq(hicp_nn_query(ctx, m, &far[0][0], 3, &o, idx, d2, NULL), HICP_ERANGE,
+                 "method %d", method);
+    cr_expect(strstr(hicp_context_error(ctx), "query point 1") != NULL, "%s",
+              hicp_context_error(ctx));
+  }
+  /* at the limit itself: answered */
+  const float edge[3] = {0.0f, 0.0f, (float)HICP_COORD_MAX * 0.99f};
+  cr_assert_eq(hicp_nn_query(ctx, m, edge, 1, NULL, idx, d2, NULL), 0, "%s",
+               hicp_context_error(ctx));
+  hicp_model_destroy(m);
+  free(p);
+  hicp_context_destroy(ctx);
+}
+
+/* A program built against a later header, whose hicp_result is larger,
+ * passes an array of its own results: the library steps through it by
+ * their struct_size, fills each as hicp_register() would, and leaves the
+ * fields it does not know alone (it stepped by its own sizeof, read a
+ * result's tail as the next one's struct_size, and zeroed it). */
+typedef struct later_result {
+  hicp_result r;
+  double added[8];
+} later_result;
+
+Test(contract, batch_results_of_another_size)
+{
+  hicp_context *ctx = cpu_ctx(2);
+  float *p = surface(3000, 5);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, p, 3000, 0, NULL, &m), 0);
+  enum { NF = 4 };
+  const float *frames[NF];
+  size_t counts[NF];
+  float *own[NF];
+  for (int k = 0; k < NF; k++) {
+    counts[k] = 600 + 150 * (size_t)k;
+    own[k] = malloc(sizeof(float) * 3 * counts[k]);
+    const double a = (2.0 + k) * M_PI / 180.0;
+    for (size_t i = 0; i < counts[k]; i++) {
+      const float *q = &p[3 * ((i * 7 + (size_t)k) % 3000)];
+      own[k][3 * i] = (float)(cos(a) * q[0] - sin(a) * q[1] + 0.01 * k);
+      own[k][3 * i + 1] = (float)(sin(a) * q[0] + cos(a) * q[1]);
+      own[k][3 * i + 2] = q[2];
+    }
+    frames[k] = own[k];
+  }
+  for (int track = 0; track <= 1; track++) {
+    later_result res[NF];
+    for (int k = 0; k < NF; k++) {
+      hicp_result_init_sized(&res[k].r, sizeof res[k]);
+      for (int j = 0; j < 8; j++)
+        res[k].added[j] = 1000.0 * k + j;
+    }
+    hicp_batch_options bo;
+    hicp_batch_options_init(&bo);
+    bo.track = track;
+    cr_assert_eq(hicp_register_batch(ctx, m, frames, counts, NF, NULL, &bo, NULL, &res[0].r), 0,
+                 "%s", hicp_context_error(ctx));
+    hicp_transform pose;
+    hicp_transform_identity(&pose);
+    for (int k = 0; k < NF; k++) {
+      hicp_result one;
+      hicp_result_init(&one);
+      cr_assert_eq(hicp_register(ctx, m, frames[k], counts[k], NULL, track ? &pose : NULL, &one),
+                   0);
+      pose = one.transform;
+      cr_assert_eq(res[k].r.struct_size, sizeof res[k]);
+      cr_assert_eq(res[k].r.frame, (uint64_t)k);
+      cr_assert_eq(res[k].r.error, 0, "frame %d: %s", k, res[k].r.note);
+      cr_assert(memcmp(&res[k].r.transform, &one.transform, sizeof one.transform) == 0,
+                "track %d: frame %d is not hicp_register()'s", track, k);
+      for (int j = 0; j < 8; j++)
+        cr_assert_eq(res[k].added[j], 1000.0 * k + j, "frame %d: a field the library does "
+                                                        "not know was written",
+                     k);
+    }
+  }
+  /* results of two sizes in one array are refused, each marked */
+  later_result mixed[2];
+  hicp_result_init_sized(&mixed[0].r, sizeof mixed[0]);
+  hicp_result_init_sized(&mixed[1].r, sizeof mixed[1].r);
+  cr_assert_eq(hicp_register_batch(ctx, m, frames, counts, 2, NULL, NULL, NULL, &mixed[0].r),
+               HICP_EINVAL);
+  cr_assert_eq(mixed[0].r.error, HICP_EINVAL);
+  for (int k = 0; k < NF; k++)
+    free(own[k]);
+  hicp_model_destroy(m);
+  free(p);
+  hicp_context_destroy(ctx);
+}
+
+/* The default thread count is that of the calling thread's CPUs, at each
+ * context's creation (it was the first caller's, for the process). */
+Test(contract, default_threads_follow_the_caller)
+{
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  cr_assert_eq(sched_getaffinity(0, sizeof all, &all), 0);
+  if (CPU_COUNT(&all) < 2)
+    cr_skip_test("one CPU");
+  hicp_context *ctx = NULL;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  const int wide = hicp_context_threads(ctx);
+  hicp_context_destroy(ctx);
+  int last = -1;
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &all))
+      last = c;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(last, &one);
+  cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  cr_expect_eq(hicp_context_threads(ctx), 1, "pinned to one CPU: %d threads",
+               hicp_context_threads(ctx));
+  hicp_context_destroy(ctx);
+  cr_assert_eq(sched_setaffinity(0, sizeof all, &all), 0);
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  cr_expect_eq(hicp_context_threads(ctx), wide, "unpinned again: %d threads, not %d",
+               hicp_context_threads(ctx), wide);
+  hicp_context_destroy(ctx);
+}
+
+/* A process under an address-space limit far below what its threads'
+ * stacks need: hicp_context_start_threads() says so (HICP_ENOMEM), where
+ * libgomp printed "Thread creation failed" and exited the process.  In a
+ * child, which reports through its exit status: 0 refused cleanly, 1
+ * exited by libgomp (or anything else), 2 started them all. */
+Test(contract, refused_threads_are_reported)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  cr_skip_test("a sanitizer's shadow memory does not fit an address-space limit");
+#endif
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    /* silence libgomp's message on the old code: the status tells */
+    if (freopen("/dev/null", "w", stderr) == NULL)
+      _exit(3);
+    hicp_context_options o;
+    hicp_context_options_init(&o);
+    o.threads = 4096; /* 4,095 stacks of the default size: far beyond the limit */
+    o.backend = HICP_BACKEND_CPU;
+    hicp_context *ctx;
+    if (hicp_context_create(&o, &ctx) != 0)
+      _exit(3);
+    struct rlimit rl = {UINT64_C(1) << 30, UINT64_C(1) << 30};
+    if (setrlimit(RLIMIT_AS, &rl) != 0)
+      _exit(4);
+    int rc = hicp_context_start_threads(ctx);
+    _exit(rc == HICP_ENOMEM && strstr(hicp_context_error(ctx), "4096 threads") != NULL ? 0
+          : rc > 0                                                                     ? 2
+                                                                                       : 5);
+  }
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status), "the child died of signal %d", WTERMSIG(status));
+  if (WEXITSTATUS(status) == 2)
+    cr_skip_test("this system gave 4,096 threads within 1 GiB of address space");
+  cr_assert_eq(WEXITSTATUS(status), 0,
+               "exit status %d: 1 is libgomp's exit, 5 another code or message",
+               WEXITSTATUS(status));
+}
+
+/* Every constructor leaves its output NULL when it fails. */
+Test(contract, failed_constructors_leave_null)
+{
+  hicp_context *ctx = cpu_ctx(1);
+  hicp_model *m = (hicp_model *)(void *)ctx; /* anything but NULL */
+  cr_assert_eq(hicp_model_build_cloud(ctx, NULL, NULL, &m), HICP_EINVAL);
+  cr_assert_null(m);
+  m = (hicp_model *)(void *)ctx;
+  cr_assert_eq(hicp_model_build(ctx, NULL, 10, 0, NULL, &m), HICP_EINVAL);
+  cr_assert_null(m);
+  hicp_cloud *c = (hicp_cloud *)(void *)ctx;
+  cr_assert_neq(hicp_cloud_read(ctx, "/nonexistent/x.ply", HICP_FORMAT_AUTO, &c), 0);
+  cr_assert_null(c);
+  hicp_context_destroy(ctx);
+}
