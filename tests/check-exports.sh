@@ -1,11 +1,15 @@
 #!/bin/sh
-# check-exports.sh: the shared library exports only hicp_* symbols (TAP).
+# check-exports.sh: the shared library exports only hicp_* symbols, and
+# exactly the functions hicp.h declares (TAP): a public function gone or
+# renamed is an ABI break.
 lib=${HICP_LIBDIR:-.libs}/libhicp.so
+header=${HICP_SRCDIR:-.}/lib/hicp.h
 nm=${NM:-nm}
-echo "1..2"
+echo "1..3"
 if [ ! -e "$lib" ]; then
   echo "ok 1 # SKIP no shared library was built (--disable-shared)"
   echo "ok 2 # SKIP no shared library was built (--disable-shared)"
+  echo "ok 3 # SKIP no shared library was built (--disable-shared)"
   exit 0
 fi
 # Defined, dynamic symbols that are not ours.  Linker-made markers are
@@ -24,4 +28,17 @@ if [ -z "$internal" ] && [ "$count" -gt 30 ]; then
   echo "ok 2 - no internal hicp__ symbol is exported ($count public functions)"
 else
   echo "not ok 2 - internal symbols exported or API missing ($count public): $internal"
+fi
+# The header's functions: each HICP_API declaration's name, the word
+# before its first parenthesis (declarations span lines; join them first).
+declared=$(tr '\n' ' ' <"$header" | grep -o 'HICP_API [^(;]*(' |
+  sed -e 's/($//' -e 's/.*[ *]//' | grep -E '^hicp_[a-z]' | sort -u)
+exported=$($nm -D --defined-only "$lib" | awk '{print $NF}' | grep -E '^hicp_[a-z]' | sort -u)
+ndeclared=$(echo "$declared" | grep -c .)
+if [ -n "$declared" ] && [ "$declared" = "$exported" ]; then
+  echo "ok 3 - the exports are the $ndeclared functions hicp.h declares"
+else
+  echo "not ok 3 - the exports differ from hicp.h's $ndeclared declarations"
+  echo "# declared, not exported: $(echo "$declared" | grep -v -x -F "$exported" | tr '\n' ' ')"
+  echo "# exported, not declared: $(echo "$exported" | grep -v -x -F "$declared" | tr '\n' ' ')"
 fi
