@@ -76,6 +76,10 @@ void cli_common_init(cli_common *c);
  * consumed, 0 if not one of them, -1 on a bad value. */
 int cli_common_option(cli_common *c, const char *name, const char *value);
 hicp_context *cli_context(const cli_common *c);
+/* For the CLI's own buffers (perturb's), the check the library makes of its
+ * own against --memory-limit: 0, or -1 after the one-line error naming
+ * `what`, the bytes and the limit. */
+int cli_check_memory(const cli_common *c, double bytes, const char *what);
 
 /* Transform files: 16 (4x4) or 12 (3x4) numbers, row-major, separated by
  * blanks, commas, semicolons or newlines; '#' starts a comment, which runs

@@ -162,6 +162,16 @@ int cmd_perturb(int argc, char **argv)
   synth_rng rng;
   synth_seed(&rng, seed);
   size_t n = samples > 0 ? (size_t)samples : nv;
+  /* What this command holds at once, at most, before it allocates any of
+   * it: the points in double, the view's and the subset's marks, the moved
+   * points with their outliers, and the cloud the library makes of them
+   * (36 bytes a point, which it checks itself). */
+  const double nall = (double)n + floor(outliers * (double)n + 0.5) + 1.0;
+  if (cli_check_memory(&common,
+                       24.0 * (double)n + (have_view ? (double)n : 0.0) +
+                           (keep_n > 0 ? 17.0 * (double)n : 0.0) + 24.0 * nall + 36.0 * nall,
+                       "perturb") != 0)
+    goto done;
   p = malloc(sizeof(double) * 3 * n);
   if (p == NULL) {
     cli_error("out of memory");
