@@ -12,18 +12,27 @@
 #include "backend.h"
 #include "topology.h"
 
+/* Loads *t, with the PCI devices (to find a GPU's NUMA node) when `io`;
+ * 1 when loaded. */
+static int load_topology(hwloc_topology_t *t, int io)
+{
+  if (hwloc_topology_init(t) != 0)
+    return 0;
+  if (io)
+    hwloc_topology_set_io_types_filter(*t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if (hwloc_topology_load(*t) != 0) {
+    hwloc_topology_destroy(*t);
+    return 0;
+  }
+  return 1;
+}
+
 int hicp__topology_read(hicp__topology *t)
 {
   memset(t, 0, sizeof *t);
   hwloc_topology_t topo;
-  if (hwloc_topology_init(&topo) != 0)
+  if (!load_topology(&topo, 1)) /* PCI devices: the NUMA node of each GPU */
     return HICP_EINTERNAL;
-  /* PCI devices are needed to find the NUMA node of each GPU. */
-  hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-  if (hwloc_topology_load(topo) != 0) {
-    hwloc_topology_destroy(topo);
-    return HICP_EINTERNAL;
-  }
   t->packages = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
   t->cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
   t->pus = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
@@ -74,14 +83,7 @@ static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
 
 static void load_shared(void)
 {
-  if (hwloc_topology_init(&shared_topo) != 0)
-    return;
-  hwloc_topology_set_io_types_filter(shared_topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-  if (hwloc_topology_load(shared_topo) != 0) {
-    hwloc_topology_destroy(shared_topo);
-    return;
-  }
-  shared_ok = 1;
+  shared_ok = load_topology(&shared_topo, 1);
 }
 
 static int binding_wanted(void)
@@ -161,13 +163,7 @@ static pthread_once_t cores_once = PTHREAD_ONCE_INIT;
 
 static void load_cores(void)
 {
-  if (hwloc_topology_init(&cores_topo) != 0)
-    return;
-  if (hwloc_topology_load(cores_topo) != 0) {
-    hwloc_topology_destroy(cores_topo);
-    return;
-  }
-  cores_ok = 1;
+  cores_ok = load_topology(&cores_topo, 0);
 }
 
 int hicp__usable_cores(void)
