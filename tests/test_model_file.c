@@ -3,10 +3,13 @@
 #include "config.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -180,21 +183,71 @@ Test(model_file, corrupted_files_are_refused)
     cr_assert_null(l);
     cr_assert(strstr(hicp_context_error(ctx), "bad.hicpm") != NULL, "%s", hicp_context_error(ctx));
   }
-  /* a flipped bit anywhere in the header or the sections */
-  for (size_t pos = 0; pos < len; pos += (pos < 600 ? 3 : 1013)) {
+  /* Which bytes the checksums cover, from the layout (lib/model_file.c):
+   * the header checksum all of the header (its own 8 bytes count as zero,
+   * so a flip there is a mismatch too), the payload checksum every byte of
+   * every section.  The header gives its size at byte 16 and ends with
+   * offset[10], size[10], file_size, payload_sum and header_sum, 8 bytes
+   * each.  Nothing else is covered: the zeros before each section and at
+   * the end that bring it to a 64-byte boundary, under 64 bytes a gap. */
+  uint32_t hsize;
+  memcpy(&hsize, data + 16, 4);
+  cr_assert(hsize % 8 == 0 && hsize >= 288 + 184 && hsize < len, "header of %u bytes", hsize);
+  uint64_t offset[10], size[10], file_size;
+  memcpy(offset, data + hsize - 184, sizeof offset);
+  memcpy(size, data + hsize - 104, sizeof size);
+  memcpy(&file_size, data + hsize - 24, 8);
+  cr_assert_eq(file_size, len);
+  unsigned char *covered = calloc(len, 1);
+  memset(covered, 1, hsize);
+  size_t end = hsize, uncovered = 0;
+  for (int s = 0; s < 10; s++) {
+    if (size[s] == 0)
+      continue;
+    cr_assert(offset[s] % 64 == 0 && offset[s] >= end && offset[s] - end < 64 &&
+                  size[s] <= len - offset[s],
+              "section %d at %llu after %zu", s, (unsigned long long)offset[s], end);
+    uncovered += offset[s] - end;
+    memset(covered + offset[s], 1, size[s]);
+    end = offset[s] + size[s];
+  }
+  cr_assert(len % 64 == 0 && len - end < 64, "%zu bytes after the last section", len - end);
+  uncovered += len - end;
+  cr_assert_leq(uncovered, 11 * 63, "%zu bytes outside the checksums", uncovered);
+  /* a flipped bit in a covered byte is refused, by the checksum that covers
+   * it (a flip that loads got past both): every byte of the header, the
+   * first and last of every section and a sample between; the magic,
+   * version and byte-order mark (bytes 0-15) are refused by their own
+   * checks first.  A flip in the padding may load. */
+  int flipped_sections = 0;
+  for (size_t pos = 0; pos < len; pos++) {
+    int edge = 0;
+    for (int s = 0; s < 10; s++)
+      edge |= size[s] != 0 && (pos == offset[s] || pos == offset[s] + size[s] - 1);
+    if (!(pos < hsize || edge || !covered[pos] || pos % 1013 == 0))
+      continue;
     unsigned char saved = data[pos];
     data[pos] ^= 0x10;
     th_write(bad, data, len);
     int rc = hicp_model_load(ctx, bad, &l);
     data[pos] = saved;
-    /* padding bytes between sections are not covered by the checksums */
-    if (rc == 0) {
+    if (!covered[pos]) {
+      cr_assert(rc == 0 || rc == HICP_EFORMAT, "flip in the padding at %zu: %d", pos, rc);
       hicp_model_destroy(l);
       l = NULL;
       continue;
     }
-    cr_assert_eq(rc, HICP_EFORMAT, "flip at %zu: %d", pos, rc);
+    cr_assert_eq(rc, HICP_EFORMAT, "flip at %zu (%s) loaded: %d", pos,
+                 pos < hsize ? "header" : "section", rc);
+    cr_assert_null(l);
+    const char *want = pos < 16 ? "" : pos < hsize ? "corrupted header (checksum mismatch)"
+                                                   : "corrupted data (checksum mismatch)";
+    cr_assert(strstr(hicp_context_error(ctx), want) != NULL, "flip at %zu: %s", pos,
+              hicp_context_error(ctx));
+    flipped_sections += pos >= hsize;
   }
+  cr_assert_geq(flipped_sections, 20, "only %d flips in the sections", flipped_sections);
+  free(covered);
   /* byte order and version */
   unsigned char other[4] = {0x01, 0x02, 0x03, 0x04};
   uint32_t mark;
@@ -378,6 +431,24 @@ Test(model_file, open_reads_a_fifo_once, .timeout = 20)
   hicp_context_destroy(ctx);
 }
 
+/* Entries in dir but "." and "..": a temporary's name may begin with '.'. */
+static int dir_entries(const char *dir)
+{
+  DIR *d = opendir(dir);
+  cr_assert_not_null(d, "%s", dir);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+  closedir(d);
+  return n;
+}
+
+/* A save that fails leaves the file it would have replaced as it was and
+ * nothing beside it: the model goes to a temporary, renamed over the old
+ * file only once whole.  The failure part-way is the file size limit
+ * (RLIMIT_FSIZE, with SIGXFSZ ignored: writes past it fail with EFBIG, as
+ * on a full disk), set in a child so that it binds no other test. */
 Test(model_file, save_failure_keeps_old_file)
 {
   const char *dir = th_tmpdir();
@@ -386,6 +457,44 @@ Test(model_file, save_failure_keeps_old_file)
   cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
   cr_assert_eq(hicp_model_save(ctx, m, th_path(dir, "no/such/dir/m.hicpm")), HICP_EIO);
   cr_assert(strstr(hicp_context_error(ctx), "m.hicpm") != NULL, "%s", hicp_context_error(ctx));
+  cr_assert_eq(dir_entries(dir), 0);
+  /* the whole file is several times the limit below */
+  enum { LIMIT = 8192 };
+  const char *whole = th_path(dir, "whole.hicpm");
+  cr_assert_eq(hicp_model_save(ctx, m, whole), 0, "%s", hicp_context_error(ctx));
+  struct stat st;
+  cr_assert_eq(stat(whole, &st), 0);
+  cr_assert_gt(st.st_size, 3 * LIMIT);
+  /* an old file of known bytes, under the limit */
+  unsigned char before[3000];
+  for (size_t i = 0; i < sizeof before; i++)
+    before[i] = (unsigned char)(i * 7 + 1);
+  const char *old = th_path(dir, "old.hicpm");
+  th_write(old, before, sizeof before);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    const struct rlimit lim = {LIMIT, LIMIT};
+    signal(SIGXFSZ, SIG_IGN);
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0)
+      _exit(3);
+    int rc = hicp_model_save(ctx, m, old);
+    if (rc != HICP_EIO)
+      _exit(1);
+    _exit(strstr(hicp_context_error(ctx), "old.hicpm") != NULL ? 0 : 2);
+  }
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  size_t len;
+  unsigned char *after = th_read(old, &len);
+  cr_assert(len == sizeof before && memcmp(after, before, len) == 0,
+            "the old file was changed (%zu bytes)", len);
+  free(after);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+            "the save under the limit: status %#x (1: not HICP_EIO, 2: the message does not "
+            "name the file, 3: setrlimit failed)",
+            status);
+  cr_assert_eq(dir_entries(dir), 2, "a temporary was left beside the old file");
   hicp_model_destroy(m);
   hicp_context_destroy(ctx);
 }

@@ -569,6 +569,25 @@ Test(register, degenerate_scans_and_options)
   cr_assert(r.degenerate);
   for (int i = 0; i < 16; i++)
     cr_assert(isfinite(r.transform.m[i]));
+  /* n identical points determine no rotation at all: their cross-covariance
+   * is zero but for the sums' rounding, which the frame's floor (lib/icp.c
+   * frame_s_noise) must take for zero; without it the rounding's
+   * eigenvectors picked an arbitrary rotation.  The identity, flagged. */
+  static float pile[3 * 300];
+  for (int n = 1; n <= 300; n++) {
+    const float at[3] = {0.3f + 0.001f * (float)(n % 7), 0.2f, 0.9f - 0.002f * (float)(n % 5)};
+    for (int i = 0; i < n; i++)
+      memcpy(&pile[3 * i], at, sizeof at);
+    hicp_result_init(&r);
+    cr_assert_eq(hicp_register(ctx, m, pile, (size_t)n, NULL, NULL, &r), 0, "%d points: %s", n,
+                 hicp_context_error(ctx));
+    cr_assert(r.degenerate, "%d identical points: not flagged degenerate", n);
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 3; j++)
+        cr_assert_leq(fabs(r.transform.m[4 * i + j] - (i == j)), 1e-12,
+                      "%d identical points: rotation entry (%d, %d) is %.17g", n, i, j,
+                      r.transform.m[4 * i + j]);
+  }
   /* collinear scan */
   float line[3 * 50];
   for (int i = 0; i < 50; i++) {

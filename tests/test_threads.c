@@ -3,8 +3,9 @@
  * Snaipe/Criterion#274), so that the same tests run in make check and in
  * the ThreadSanitizer build of tests/run-all.sh.
  *
- *  1. threads, each with its own context, sharing one model: the results
- *     equal a serial run bit for bit;
+ *  1. threads, each with its own context, sharing one model: the poses and
+ *     nearest neighbours equal a serial run's bit for bit (and the serial
+ *     neighbours a brute force's);
  *  2. a registration cancelled from another thread stops, and its context
  *     works normally afterwards;
  *  3. a stream fed by one thread and drained by another answers in order,
@@ -102,12 +103,16 @@ static void sleep_ms(int ms)
 
 /* ---- 1. Threads sharing one model ---- */
 
+enum { NQ = 64 }; /* nearest-neighbour queries a thread asks */
+
 typedef struct share_arg {
   const hicp_model *m;
   const float *scan;
   size_t n;
   hicp_result r;
   int rc;
+  uint32_t idx[NQ];
+  float d2[NQ];
 } share_arg;
 
 static void *share_worker(void *p)
@@ -123,12 +128,42 @@ static void *share_worker(void *p)
     a->rc = hicp_register(ctx, a->m, a->scan, a->n, &ro, NULL, &a->r);
   }
   /* nearest-neighbour queries on the shared model too */
-  uint32_t idx[64];
-  float d2[64];
   if (a->rc == 0)
-    a->rc = hicp_nn_query(ctx, a->m, a->scan, 64, NULL, idx, d2, NULL);
+    a->rc = hicp_nn_query(ctx, a->m, a->scan, NQ, NULL, a->idx, a->d2, NULL);
   hicp_context_destroy(ctx);
   return NULL;
+}
+
+/* 1 when idx and d2 answer the NQ queries q as a brute force over the model
+ * points p (n of them) does: a wrong answer the serial run shares with the
+ * threads would pass the bitwise comparison.  In double: the library's
+ * distances are float ones, from coordinates rounded to float after the
+ * origin is taken off (off by about |d| 1e-7 then, |d| the distance). */
+static int nn_right(const hicp_model *m, const float *p, size_t n, const float *q,
+                    const uint32_t *idx, const float *d2)
+{
+  hicp_model_info info;
+  hicp_model_info_init(&info);
+  if (hicp_model_get_info(m, &info) != HICP_OK)
+    return 0;
+  for (int i = 0; i < NQ; i++) {
+    double best = INFINITY, at = -1.0; /* queries are relative to the origin */
+    for (size_t j = 0; j < n; j++) {
+      double e = 0.0;
+      for (int d = 0; d < 3; d++) {
+        double x = (double)q[3 * i + d] - ((double)p[3 * j + d] - info.origin[d]);
+        e += x * x;
+      }
+      if (j == idx[i])
+        at = e;
+      if (e < best)
+        best = e;
+    }
+    const double tol = 1e-6 * (sqrt(best) + best) + 1e-12;
+    if (!(at >= 0.0 && at - best <= tol && fabs((double)d2[i] - best) <= tol))
+      return 0;
+  }
+  return 1;
 }
 
 static void test_shared_model(void)
@@ -147,12 +182,18 @@ static void test_shared_model(void)
   share_arg args[T];
   hicp_result serial[T];
   int ok = 1;
+  share_arg serial_nn[T]; /* the serial run's nearest neighbours */
+  int nn_ok = 1;
   for (int t = 0; t < T; t++) {
     scans[t] = moved(p, N, 2.0 + t, 0.01 * t);
-    args[t] = (share_arg){m, scans[t], N, {0}, -1};
+    args[t] = (share_arg){m, scans[t], N, {0}, -1, {0}, {0}};
     share_worker(&args[t]);
     ok &= args[t].rc == 0;
     serial[t] = args[t].r;
+    serial_nn[t] = args[t];
+    nn_ok &= args[t].rc == 0 && nn_right(m, p, N, scans[t], args[t].idx, args[t].d2);
+    memset(args[t].idx, 0xff, sizeof args[t].idx); /* the threads must write them again */
+    memset(args[t].d2, 0xff, sizeof args[t].d2);
   }
   pthread_t th[T];
   for (int t = 0; t < T; t++)
@@ -160,11 +201,15 @@ static void test_shared_model(void)
   for (int t = 0; t < T; t++)
     pthread_join(th[t], NULL);
   for (int t = 0; t < T; t++) {
-    ok &= args[t].rc == 0 && same_pose(&args[t].r, &serial[t]);
+    ok &= args[t].rc == 0 && same_pose(&args[t].r, &serial[t]) &&
+          memcmp(args[t].idx, serial_nn[t].idx, sizeof args[t].idx) == 0 &&
+          memcmp(args[t].d2, serial_nn[t].d2, sizeof args[t].d2) == 0;
     free(scans[t]);
   }
-  report(ok, "4 threads with their own contexts sharing one model match a serial run bit for bit",
-         "a thread's result differs or failed");
+  report(ok && nn_ok,
+         "4 threads with their own contexts sharing one model match a serial run bit for bit",
+         !nn_ok ? "the serial run's nearest neighbours are not the brute force's"
+                : "a thread's result (pose or nearest neighbours) differs or failed");
   hicp_model_destroy(m);
   hicp_context_destroy(ctx);
   free(p);
