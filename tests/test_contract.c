@@ -31,23 +31,6 @@ static hicp_context *cpu_ctx(int threads)
   return ctx;
 }
 
-/* A bumpy closed surface, n points, about 2 units across. */
-static float *surface(size_t n, uint64_t seed)
-{
-  th_rng r;
-  th_rng_seed(&r, seed);
-  float *p = malloc(sizeof(float) * 3 * n);
-  cr_assert_not_null(p);
-  for (size_t i = 0; i < n; i++) {
-    double u = 2.0 * M_PI * th_uniform(&r), v = acos(2.0 * th_uniform(&r) - 1.0);
-    double rad = 1.0 + 0.1 * sin(4.0 * u) * sin(3.0 * v);
-    p[3 * i] = (float)(rad * cos(u) * sin(v));
-    p[3 * i + 1] = (float)(rad * 0.8 * sin(u) * sin(v));
-    p[3 * i + 2] = (float)(rad * 0.6 * cos(v));
-  }
-  return p;
-}
-
 /* A locale whose decimal point is a comma: one the system has, or one
  * compiled here with localedef into the test's directory (glibc reads
  * LOCPATH at each setlocale).  NULL when neither can be had. */
@@ -102,7 +85,7 @@ Test(contract, ascii_ply_in_any_locale)
 Test(contract, queries_beyond_the_coordinate_limit)
 {
   hicp_context *ctx = cpu_ctx(1);
-  float *p = surface(500, 3);
+  float *p = th_surface(500, 3);
   hicp_model *m = NULL;
   cr_assert_eq(hicp_model_build(ctx, p, 500, 0, NULL, &m), 0);
   const float far[3][3] = {{0.1f, 0.2f, 0.3f}, {0.0f, -2e18f, 0.0f}, {0.4f, 0.5f, 0.6f}};
@@ -139,7 +122,7 @@ typedef struct later_result {
 Test(contract, batch_results_of_another_size)
 {
   hicp_context *ctx = cpu_ctx(2);
-  float *p = surface(3000, 5);
+  float *p = th_surface(3000, 5);
   hicp_model *m = NULL;
   cr_assert_eq(hicp_model_build(ctx, p, 3000, 0, NULL, &m), 0);
   enum { NF = 4 };
@@ -207,23 +190,13 @@ Test(contract, batch_results_of_another_size)
  * context's creation (it was the first caller's, for the process). */
 Test(contract, default_threads_follow_the_caller)
 {
-  cpu_set_t all;
-  CPU_ZERO(&all);
-  cr_assert_eq(sched_getaffinity(0, sizeof all, &all), 0);
-  if (CPU_COUNT(&all) < 2)
-    cr_skip_test("one CPU");
   hicp_context *ctx = NULL;
   cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
   const int wide = hicp_context_threads(ctx);
   hicp_context_destroy(ctx);
-  int last = -1;
-  for (int c = 0; c < CPU_SETSIZE; c++)
-    if (CPU_ISSET(c, &all))
-      last = c;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(last, &one);
-  cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+  cpu_set_t all;
+  if (th_pin_to_one_cpu(&all) < 0)
+    cr_skip_test("one CPU");
   cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
   cr_expect_eq(hicp_context_threads(ctx), 1, "pinned to one CPU: %d threads",
                hicp_context_threads(ctx));

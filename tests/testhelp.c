@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,54 @@ unsigned char *th_read(const char *path, size_t *len)
   b[n] = 0;
   *len = (size_t)n;
   return b;
+}
+
+int th_limit_message(const char *msg, uint64_t limit)
+{
+  const char *at = strstr(msg, "would need ");
+  double need, lim;
+  char unit[2][4];
+  int end = -1;
+  if (at == NULL || sscanf(at, "would need %lf %3[GMiB], over the memory limit of %lf %3[GMiB]%n",
+                           &need, unit[0], &lim, unit[1], &end) != 4 || end < 0)
+    return 0;
+  if (strcmp(unit[0], unit[1]) != 0 || (strcmp(unit[0], "MiB") != 0 && strcmp(unit[0], "GiB") != 0))
+    return 0;
+  const double want = (double)limit / (unit[0][0] == 'G' ? 1073741824.0 : 1048576.0);
+  return need >= lim && fabs(lim - want) <= 5e-3 * want;
+}
+
+float *th_surface(size_t n, uint64_t seed)
+{
+  th_rng r;
+  th_rng_seed(&r, seed);
+  float *p = malloc(sizeof(float) * 3 * n);
+  cr_assert_not_null(p);
+  for (size_t i = 0; i < n; i++) {
+    double u = 2.0 * M_PI * th_uniform(&r), v = acos(2.0 * th_uniform(&r) - 1.0);
+    double rad = 1.0 + 0.08 * sin(5.0 * u) * sin(4.0 * v);
+    p[3 * i] = (float)(rad * 1.0 * cos(u) * sin(v));
+    p[3 * i + 1] = (float)(rad * 0.7 * sin(u) * sin(v));
+    p[3 * i + 2] = (float)(rad * 0.5 * cos(v));
+  }
+  return p;
+}
+
+int th_pin_to_one_cpu(cpu_set_t *was)
+{
+  CPU_ZERO(was);
+  cr_assert_eq(sched_getaffinity(0, sizeof *was, was), 0);
+  if (CPU_COUNT(was) < 2)
+    return -1;
+  int last = -1;
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, was))
+      last = c;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(last, &one);
+  cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+  return last;
 }
 
 uint64_t th_run_seed(void)

@@ -2,6 +2,7 @@
 #ifndef HICP_TESTHELP_H
 #define HICP_TESTHELP_H
 
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,22 @@ unsigned char *th_read(const char *path, size_t *len);
  * cell's centre (the brute force's, ties to the smaller id), as a build
  * makes it (lib/start_table.c); returns the number of cells. */
 uint64_t th_assert_start_table_exact(const hicp_model *m);
+
+/* 1 when msg is a memory-limit refusal that gives both sizes, as
+ * hicp__check_budget (lib/util.c) writes it: "... would need X U, over the
+ * memory limit of Y U", U MiB or GiB, X not under Y, and Y the `limit`
+ * bytes the caller set, to the 3 digits printed.  A refusal without the
+ * sizes leaves the user guessing what limit would do. */
+int th_limit_message(const char *msg, uint64_t limit);
+
+/* A bumpy closed surface (an ellipsoid with ripples), n points, about 2
+ * units across; deterministic for a seed.  Caller frees. */
+float *th_surface(size_t n, uint64_t seed);
+
+/* Keeps the calling thread (and the threads it starts) to its last
+ * allowed CPU; *was receives the CPUs it had.  The CPU, or -1 (nothing
+ * changed) when it had fewer than two. */
+int th_pin_to_one_cpu(cpu_set_t *was);
 
 /* Deterministic random numbers: the generator of tools/synth.c
  * (xoshiro256**), under the tests' names. */
