@@ -127,6 +127,22 @@ static int threads_available(int n)
   return err;
 }
 
+int hicp__team_ready(hicp_context *ctx)
+{
+  if (ctx == NULL || ctx->threads <= 1)
+    return HICP_OK;
+  const pthread_t self = pthread_self();
+  if (ctx->team_checked && pthread_equal(ctx->team_thread, self))
+    return HICP_OK;
+  const int err = threads_available(ctx->threads);
+  if (err != 0)
+    return hicp__fail(ctx, HICP_ENOMEM, "cannot start %d threads: %s", ctx->threads,
+                      strerror(err));
+  ctx->team_checked = 1;
+  ctx->team_thread = self;
+  return HICP_OK;
+}
+
 int hicp_context_start_threads(hicp_context *ctx)
 {
   if (ctx == NULL)
@@ -136,16 +152,8 @@ int hicp_context_start_threads(hicp_context *ctx)
    * libgomp keeps between parallel regions. */
   if (ctx->threads <= 1 || ctx->backend == HICP_BACKEND_CUDA)
     return 1;
-  const pthread_t self = pthread_self();
-  if (!(ctx->team_checked && pthread_equal(ctx->team_thread, self))) {
-    const int err = threads_available(ctx->threads);
-    if (err != 0)
-      return hicp__fail(ctx, HICP_ENOMEM, "cannot start %d threads: %s", ctx->threads,
-                        strerror(err));
-    ctx->team_checked = 1;
-    ctx->team_thread = self;
-  }
-  return hicp__cpu_start_threads(ctx->threads);
+  const int rc = hicp__team_ready(ctx);
+  return rc != HICP_OK ? rc : hicp__cpu_start_threads(ctx->threads);
 }
 
 void hicp_context_cancel(hicp_context *ctx)

@@ -13,13 +13,15 @@
  * - Every function that can fail returns 0 (::HICP_OK) or a negative
  *   ::hicp_error code.  Functions that take a context also leave a one-line
  *   description of the failure in it (hicp_context_error()).
- * - The library never prints, never exits and never aborts.  One exception
- *   it cannot catch: GNU OpenMP (libgomp) prints "Thread creation failed"
- *   and exits when the system refuses a thread to a parallel region (an
- *   address-space or process limit far below the thread count).
- *   hicp_context_start_threads() starts the threads beforehand and reports
- *   such a refusal as ::HICP_ENOMEM instead; a program under tight limits
- *   calls it once after creating the context.
+ * - The library never prints, never exits and never aborts.  GNU OpenMP
+ *   (libgomp) prints "Thread creation failed" and exits when the system
+ *   refuses a thread to a parallel region (an address-space or process
+ *   limit below the thread count): registrations, queries, model builds and
+ *   hicp_context_start_threads() first check, once a context and calling
+ *   thread, that the system gives all the threads at once, and report a
+ *   refusal as ::HICP_ENOMEM.  What hicp cannot catch is a limit reached
+ *   between that check and the region (another thread or process taking
+ *   the last of it).
  * - Options structs are filled with defaults by their `*_init()` macro before
  *   use; the macro records the caller's struct size so that later versions of
  *   the library can add fields without breaking older programs.  Likewise

@@ -593,6 +593,9 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   if (n > HICP_SCAN_MAX)
     return hicp__fail(ctx, HICP_ELIMIT, "%zu scan points: at most %u are supported", n,
                       (unsigned)HICP_SCAN_MAX);
+  int rc = hicp__team_ready(ctx);
+  if (rc != HICP_OK)
+    return rc;
   hicp_transform init_pub;
   if (init != NULL) {
     if (hicp_transform_check(init) != HICP_OK)
@@ -604,7 +607,6 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   }
   hicp_backend backend = HICP_BACKEND_CPU;
   char note[160] = "";
-  int rc = HICP_OK;
   if (team != NULL && team->nw > 0) {
     backend = team->nw > 1 ? HICP_BACKEND_HYBRID
                            : team->w[0]->is_gpu ? HICP_BACKEND_CUDA : HICP_BACKEND_CPU;

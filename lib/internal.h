@@ -113,8 +113,14 @@ void hicp__aligned_free(void *p);
 /* Monotonic wall clock in milliseconds. */
 double hicp__now_ms(void);
 
-/* Default worker count: cores online (hwloc, falling back to sysconf). */
+/* Default worker count: the cores the calling thread may run on (hwloc,
+ * falling back to the CPUs online). */
 int hicp__default_threads(void);
+/* Before a parallel region of ctx->threads on the calling thread: whether
+ * the system gives those threads (libgomp would exit the process where it
+ * does not).  Checked once a context and thread (context.c); HICP_OK, or
+ * HICP_ENOMEM with the message. */
+int hicp__team_ready(hicp_context *ctx);
 /* Physical memory in bytes, 0 if unknown. */
 uint64_t hicp__physical_memory(void);
 

@@ -319,6 +319,8 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
    * docs/robustness.md).  The kd-tree alone, 55 bytes a point. */
   const uint64_t per_point = o.delaunay ? 2800u : 64u;
   rc = hicp__check_budget(ctx, (uint64_t)n * per_point, "the model");
+  if (rc == HICP_OK)
+    rc = hicp__team_ready(ctx);
   if (rc != HICP_OK)
     return rc;
 

@@ -118,6 +118,9 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
     return rc;
   if (n > (size_t)INT64_MAX / 2)
     return hicp__fail(ctx, HICP_ELIMIT, "too many queries");
+  rc = hicp__team_ready(ctx);
+  if (rc != HICP_OK)
+    return rc;
   const unsigned char *base = (const unsigned char *)queries;
   const int threads = ctx != NULL ? ctx->threads : 1;
   /* The first bad query and the first bad previous match (n: none),
