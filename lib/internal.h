@@ -121,8 +121,6 @@ int hicp__default_threads(void);
  * does not).  Checked once a context and thread (context.c); HICP_OK, or
  * HICP_ENOMEM with the message. */
 int hicp__team_ready(hicp_context *ctx);
-/* Physical memory in bytes, 0 if unknown. */
-uint64_t hicp__physical_memory(void);
 
 /* Sized option structs: copies the caller's struct (which may come from an
  * older header and be shorter) over library defaults.  Returns 0 or

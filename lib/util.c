@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "context.h"
 
 int hicp__mul_size(size_t a, size_t b, size_t *out)
@@ -55,30 +56,12 @@ double hicp__now_ms(void)
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-uint64_t hicp__physical_memory(void)
-{
-  long pages = sysconf(_SC_PHYS_PAGES);
-  long page = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0)
-    return 0;
-  return (uint64_t)pages * (uint64_t)page;
-}
-
 int hicp__check_budget(hicp_context *ctx, uint64_t bytes, const char *what)
 {
-  uint64_t limit = ctx != NULL ? ctx->memory_limit : 0;
-  if (limit == 0) {
-    uint64_t phys = hicp__physical_memory();
-    limit = phys != 0 ? phys / 4 * 3 : UINT64_C(1) << 40;
-  }
-  if (bytes > limit) {
-    /* both in the unit that suits the larger, MiB below 1 GiB */
-    const int gib = (double)bytes >= 1073741824.0;
-    const double unit = gib ? 1073741824.0 : 1048576.0;
-    return hicp__fail(ctx, HICP_ELIMIT, "%s would need %.3g %s, over the memory limit of %.3g %s",
-                      what, (double)bytes / unit, gib ? "GiB" : "MiB", (double)limit / unit,
-                      gib ? "GiB" : "MiB");
-  }
+  char msg[HICP_ERRMSG_MAX];
+  if (hicp__over_budget(bytes, hicp__memory_limit(ctx != NULL ? ctx->memory_limit : 0), what, msg,
+                        sizeof msg))
+    return hicp__fail(ctx, HICP_ELIMIT, "%s", msg);
   return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "cli.h"
 
 /* Whether a progress line is on standard error, without its newline. */
@@ -413,19 +414,11 @@ hicp_context *cli_context(const cli_common *c)
 
 int cli_check_memory(const cli_common *c, double bytes, const char *what)
 {
-  /* as the library applies hicp_context_options.memory_limit: 0 is three
-   * quarters of physical memory */
-  double limit = (double)c->memory_limit;
-  if (limit == 0.0) {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    limit = pages > 0 && page > 0 ? (double)pages * (double)page / 4.0 * 3.0 : 0x1p40;
-  }
-  if (bytes <= limit)
+  char msg[256];
+  const uint64_t need = bytes < 0x1p63 ? (uint64_t)bytes : UINT64_MAX;
+  if (!hicp__over_budget(need, hicp__memory_limit(c->memory_limit), what, msg, sizeof msg))
     return 0;
-  const int gib = bytes >= 1073741824.0;
-  const double unit = gib ? 1073741824.0 : 1048576.0;
-  cli_error("%s would need %.3g %s, over the memory limit of %.3g %s", what, bytes / unit,
-            gib ? "GiB" : "MiB", limit / unit, gib ? "GiB" : "MiB");
+  cli_error("%s", msg);
   return -1;
 }
 

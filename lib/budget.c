@@ -1,0 +1,26 @@
+/* budget.c: see budget.h. */
+#include "config.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+#include "budget.h"
+
+uint64_t hicp__memory_limit(uint64_t set)
+{
+  if (set != 0)
+    return set;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 4 * 3 : UINT64_C(1) << 40;
+}
+
+int hicp__over_budget(uint64_t bytes, uint64_t limit, const char *what, char *msg, size_t size)
+{
+  if (bytes <= limit)
+    return 0;
+  const int gib = (double)bytes >= 1073741824.0;
+  const double unit = gib ? 1073741824.0 : 1048576.0;
+  snprintf(msg, size, "%s would need %.3g %s, over the memory limit of %.3g %s", what,
+           (double)bytes / unit, gib ? "GiB" : "MiB", (double)limit / unit, gib ? "GiB" : "MiB");
+  return 1;
+}

@@ -1,0 +1,19 @@
+/* budget.h: the memory limit's arithmetic (budget.c), one for the library
+ * (hicp__check_budget, util.c) and the CLI's own buffers (perturb), which
+ * compiles budget.c in as it does outfile.c: libhicp exports only hicp_*. */
+#ifndef HICP_BUDGET_H
+#define HICP_BUDGET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The limit a setting means: `set` bytes, or for 0 three quarters of
+ * physical memory (1 TiB when the system does not say). */
+uint64_t hicp__memory_limit(uint64_t set);
+
+/* 0 when `bytes` fit in `limit`; otherwise 1, with the one-line refusal in
+ * msg[size]: "WHAT would need X U, over the memory limit of Y U", both in
+ * the unit that suits the larger need (MiB below 1 GiB, else GiB). */
+int hicp__over_budget(uint64_t bytes, uint64_t limit, const char *what, char *msg, size_t size);
+
+#endif /* HICP_BUDGET_H */
