@@ -59,17 +59,6 @@ static float *make_frame(int k, size_t *n)
   return f;
 }
 
-static hicp_context *ctx_threads(int threads, hicp_backend b)
-{
-  hicp_context_options o;
-  hicp_context_options_init(&o);
-  o.threads = threads;
-  o.backend = b;
-  hicp_context *ctx;
-  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
-  return ctx;
-}
-
 static hicp_reg_options reg_opts(void)
 {
   hicp_reg_options o;
@@ -102,14 +91,14 @@ Test(batch, independent_frames_match_single_registrations)
     frames[k] = make_frame(k, &counts[k]);
   hicp_reg_options o = reg_opts();
   hicp_result solo[NF];
-  hicp_context *one = ctx_threads(1, HICP_BACKEND_CPU);
+  hicp_context *one = th_context(1, HICP_BACKEND_CPU);
   for (int k = 0; k < NF; k++) {
     hicp_result_init(&solo[k]);
     cr_assert_eq(hicp_register(one, m, frames[k], counts[k], &o, NULL, &solo[k]), 0);
   }
   hicp_context_destroy(one);
   for (int threads = 1; threads <= 3; threads++) {
-    hicp_context *ctx = ctx_threads(threads, HICP_BACKEND_AUTO);
+    hicp_context *ctx = th_context(threads, HICP_BACKEND_AUTO);
     hicp_result res[NF];
     for (int k = 0; k < NF; k++)
       hicp_result_init(&res[k]);
@@ -135,7 +124,7 @@ Test(batch, any_split_gives_the_same_bits)
   hicp_model *m = make_model();
   size_t n;
   float *f = make_frame(3, &n);
-  hicp_context *ctx = ctx_threads(2, HICP_BACKEND_CPU);
+  hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
   hicp_reg_options o = reg_opts();
   o.filter_start = 4; /* pass B too */
   o.trim = 0.9;
@@ -194,7 +183,7 @@ Test(batch, tracking_chains_poses)
     counts[k] = n;
   }
   hicp_reg_options o = reg_opts();
-  hicp_context *ctx = ctx_threads(2, HICP_BACKEND_CPU);
+  hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
   hicp_result chain[NF];
   hicp_transform pose;
   hicp_transform_identity(&pose);
@@ -237,7 +226,7 @@ Test(batch, stream_answers_in_order)
   for (int k = 0; k < NF; k++)
     frames[k] = make_frame(k, &counts[k]);
   hicp_reg_options o = reg_opts();
-  hicp_context *ref_ctx = ctx_threads(2, HICP_BACKEND_CPU);
+  hicp_context *ref_ctx = th_context(2, HICP_BACKEND_CPU);
   hicp_result ref[NF];
   for (int k = 0; k < NF; k++) {
     hicp_result_init(&ref[k]);
@@ -245,7 +234,7 @@ Test(batch, stream_answers_in_order)
   }
   hicp_context_destroy(ref_ctx);
   for (int track = 0; track <= 1; track++) {
-    hicp_context *ctx = ctx_threads(3, HICP_BACKEND_CPU);
+    hicp_context *ctx = th_context(3, HICP_BACKEND_CPU);
     hicp_stream *s = stream_on(ctx, m, &o, track);
     hicp_result r;
     hicp_result_init(&r);
@@ -337,7 +326,7 @@ Test(batch, workers_keep_to_the_cpus_they_are_given)
   snprintf(want, sizeof want, "%d", last);
 
   /* the default count is taken once per process, here under the mask */
-  hicp_context *dflt = ctx_threads(0, HICP_BACKEND_CPU);
+  hicp_context *dflt = th_context(0, HICP_BACKEND_CPU);
   cr_expect_eq(hicp_context_threads(dflt), 1, "%d threads by default on one CPU",
                hicp_context_threads(dflt));
   hicp_context_destroy(dflt);
@@ -346,7 +335,7 @@ Test(batch, workers_keep_to_the_cpus_they_are_given)
   const int nbefore = task_ids(before, 256);
   hicp_model *m = make_model();
   hicp_reg_options o = reg_opts();
-  hicp_context *ctx = ctx_threads(2, HICP_BACKEND_CPU);
+  hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
   hicp_stream *s = stream_on(ctx, m, &o, 0);
   size_t n;
   float *f = make_frame(1, &n);
@@ -402,7 +391,7 @@ static hicp_cloud *far_cloud(hicp_context *ctx, const float *p, size_t n, const 
 Test(batch, frames_far_from_the_origin)
 {
   const double off[3] = {512345.678, 4234567.891, 123.4};
-  hicp_context *ctx = ctx_threads(2, HICP_BACKEND_CPU);
+  hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
   hicp_model *plain = make_model(); /* fills model_pts */
   hicp_model_destroy(plain);
   hicp_cloud *mc = far_cloud(ctx, model_pts, MODEL_N, off);
@@ -436,7 +425,7 @@ Test(batch, frames_far_from_the_origin)
     cr_assert_lt(alone[k].rmse, 0.02, "frame %d rmse %g", k, alone[k].rmse);
   }
   for (int track = 0; track <= 1; track++) {
-    hicp_context *sctx = ctx_threads(2, HICP_BACKEND_CPU);
+    hicp_context *sctx = th_context(2, HICP_BACKEND_CPU);
     hicp_batch_options bo;
     hicp_batch_options_init(&bo);
     bo.track = track;
@@ -528,7 +517,7 @@ Test(batch, cancel_accounts_for_every_frame)
   hicp_reg_options o = reg_opts();
   o.max_iter = 200;
   o.tol = 0;
-  hicp_context *ctx = ctx_threads(2, HICP_BACKEND_CPU);
+  hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
   hicp_result res[N];
   for (int k = 0; k < N; k++)
     hicp_result_init(&res[k]);
@@ -573,7 +562,7 @@ Test(batch, stream_cancel_applies_to_earlier_frames)
   hicp_reg_options o = reg_opts();
   o.max_iter = 200; /* long frames, so the request finds some unfinished */
   o.tol = 0;
-  hicp_context *ref_ctx = ctx_threads(2, HICP_BACKEND_CPU);
+  hicp_context *ref_ctx = th_context(2, HICP_BACKEND_CPU);
   hicp_result ref[N];
   for (int k = 0; k < N; k++) {
     hicp_result_init(&ref[k]);
@@ -583,7 +572,7 @@ Test(batch, stream_cancel_applies_to_earlier_frames)
   hicp_transform ident;
   hicp_transform_identity(&ident);
   for (int track = 0; track <= 1; track++) {
-    hicp_context *ctx = ctx_threads(2, HICP_BACKEND_CPU);
+    hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
     hicp_context_cancel(ctx); /* nothing is running: no frame is stopped by it */
     hicp_stream *s = stream_on(ctx, m, &o, track);
     hicp_result r;
@@ -642,7 +631,7 @@ Test(batch, stream_destroy_stops_a_running_frame)
   o.max_iter = 1000000;
   o.tol = 0;
   for (int track = 0; track <= 1; track++) {
-    hicp_context *ctx = ctx_threads(2, HICP_BACKEND_CPU);
+    hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
     hicp_stream *s = stream_on(ctx, m, &o, track);
     cr_assert_eq(hicp_stream_submit(s, f, n, NULL, NULL), 0);
     cr_assert_eq(hicp_stream_submit(s, f, n, NULL, NULL), 0);
@@ -744,7 +733,7 @@ Test(batch, tracked_stream_after_a_failed_frame)
 Test(batch, bad_arguments)
 {
   hicp_model *m = make_model();
-  hicp_context *ctx = ctx_threads(1, HICP_BACKEND_CPU);
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
   size_t n;
   const float *f[1] = {make_frame(1, &n)};
   hicp_result r;

@@ -20,17 +20,6 @@
 
 #include "testhelp.h"
 
-static hicp_context *cpu_ctx(int threads)
-{
-  hicp_context_options o;
-  hicp_context_options_init(&o);
-  o.threads = threads;
-  o.backend = HICP_BACKEND_CPU;
-  hicp_context *ctx;
-  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
-  return ctx;
-}
-
 /* A locale whose decimal point is a comma: one the system has, or one
  * compiled here with localedef into the test's directory (glibc reads
  * LOCPATH at each setlocale).  NULL when neither can be had. */
@@ -59,7 +48,7 @@ Test(contract, ascii_ply_in_any_locale)
   if (loc == NULL)
     cr_skip_test("no locale with a decimal comma here, and localedef cannot make one");
   cr_assert_str_eq(localeconv()->decimal_point, ",", "%s", loc);
-  hicp_context *ctx = cpu_ctx(1);
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
   const float pts[9] = {0.5f, 0.25f, -0.125f, 1.5e-3f, 2.75f, 3.0f, -7.5f, 0.0625f, 1e6f};
   hicp_cloud *c = NULL;
   cr_assert_eq(hicp_cloud_from_xyz(ctx, pts, 3, 0, &c), 0, "%s", hicp_context_error(ctx));
@@ -84,7 +73,7 @@ Test(contract, ascii_ply_in_any_locale)
  * success), as by every other entry. */
 Test(contract, queries_beyond_the_coordinate_limit)
 {
-  hicp_context *ctx = cpu_ctx(1);
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
   float *p = th_surface(500, 3);
   hicp_model *m = NULL;
   cr_assert_eq(hicp_model_build(ctx, p, 500, 0, NULL, &m), 0);
@@ -121,7 +110,7 @@ typedef struct later_result {
 
 Test(contract, batch_results_of_another_size)
 {
-  hicp_context *ctx = cpu_ctx(2);
+  hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
   float *p = th_surface(3000, 5);
   hicp_model *m = NULL;
   cr_assert_eq(hicp_model_build(ctx, p, 3000, 0, NULL, &m), 0);
@@ -274,7 +263,7 @@ Test(contract, refused_threads_are_reported)
 /* Every constructor leaves its output NULL when it fails. */
 Test(contract, failed_constructors_leave_null)
 {
-  hicp_context *ctx = cpu_ctx(1);
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
   hicp_model *m = (hicp_model *)(void *)ctx; /* anything but NULL */
   cr_assert_eq(hicp_model_build_cloud(ctx, NULL, NULL, &m), HICP_EINVAL);
   cr_assert_null(m);

@@ -30,20 +30,9 @@ static void need_gpu(void)
     cr_skip_test("no CUDA device: %s", why);
 }
 
-static hicp_context *ctx_for(hicp_backend b, int threads)
-{
-  hicp_context_options o;
-  hicp_context_options_init(&o);
-  o.backend = b;
-  o.threads = threads;
-  hicp_context *ctx;
-  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
-  return ctx;
-}
-
 static hicp_model *model_of(const float *p, size_t n)
 {
-  hicp_context *ctx = ctx_for(HICP_BACKEND_CPU, 1);
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
   hicp_model *m;
   cr_assert_eq(hicp_model_build(ctx, p, n, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
   hicp_context_destroy(ctx);
@@ -81,7 +70,7 @@ static int real_case(size_t mi, const char *rel, hicp_model **m, float **scan, s
 /* GPU answers equal the CPU's for every method, warm or cold. */
 static void compare_nn(const hicp_model *m, const float *q, size_t nq, const char *what)
 {
-  hicp_context *ctx = ctx_for(HICP_BACKEND_CUDA, 2);
+  hicp_context *ctx = th_context(2, HICP_BACKEND_CUDA);
   hicp__mview view = hicp__model_view(m);
   uint32_t *gv = malloc(sizeof *gv * nq);
   float *gd = malloc(sizeof *gd * nq);
@@ -166,8 +155,8 @@ Test(gpu, walks_match_cpu)
       hicp_result cpu, gpu;
       hicp_result_init(&cpu);
       hicp_result_init(&gpu);
-      hicp_context *cc = ctx_for(HICP_BACKEND_CPU, 2);
-      hicp_context *gc = ctx_for(HICP_BACKEND_CUDA, 1);
+      hicp_context *cc = th_context(2, HICP_BACKEND_CPU);
+      hicp_context *gc = th_context(1, HICP_BACKEND_CUDA);
       cr_assert_eq(hicp_register(cc, m, s, ns, &o, NULL, &cpu), 0);
       cr_assert_eq(hicp_register(gc, m, s, ns, &o, NULL, &gpu), 0, "%s", hicp_context_error(gc));
       cr_assert_eq(gpu.backend, HICP_BACKEND_CUDA);
@@ -234,11 +223,11 @@ Test(gpu, tracked_frames_on_the_device)
     hicp_result_init(&cpu[k]);
     hicp_result_init(&gpu[k]);
   }
-  hicp_context *gc = ctx_for(HICP_BACKEND_CUDA, 1);
+  hicp_context *gc = th_context(1, HICP_BACKEND_CUDA);
   cr_assert_eq(hicp_register_batch(gc, m, frames, counts, NF, &o, &bo, NULL, gpu), 0, "%s",
                hicp_context_error(gc));
   bo.reuse_matches = 0;
-  hicp_context *cc = ctx_for(HICP_BACKEND_CPU, 2);
+  hicp_context *cc = th_context(2, HICP_BACKEND_CPU);
   cr_assert_eq(hicp_register_batch(cc, m, frames, counts, NF, &o, &bo, NULL, cpu), 0);
   for (int k = 0; k < NF; k++) {
     cr_assert_eq(gpu[k].backend, HICP_BACKEND_CUDA);
@@ -258,7 +247,7 @@ Test(gpu, tracked_frames_on_the_device)
    * of the CPU with reuse_matches 1. */
   bo.reuse_matches = 1;
   cr_assert_eq(hicp_register_batch(cc, m, frames, counts, NF, &o, &bo, NULL, cpu), 0);
-  hicp_context *hc = ctx_for(HICP_BACKEND_HYBRID, 2);
+  hicp_context *hc = th_context(2, HICP_BACKEND_HYBRID);
   hicp_stream *st;
   cr_assert_eq(hicp_stream_create(hc, m, &o, &bo, &st), 0, "%s", hicp_context_error(hc));
   for (int k = 0; k < NF; k++)
@@ -316,8 +305,8 @@ Test(gpu, registration_bitwise_real_models, .timeout = 600)
         hicp_result cpu, gpu;
         hicp_result_init(&cpu);
         hicp_result_init(&gpu);
-        hicp_context *cc = ctx_for(HICP_BACKEND_CPU, 1 + variant);
-        hicp_context *gc = ctx_for(HICP_BACKEND_CUDA, 1);
+        hicp_context *cc = th_context(1 + variant, HICP_BACKEND_CPU);
+        hicp_context *gc = th_context(1, HICP_BACKEND_CUDA);
         cr_assert_eq(hicp_register(cc, m, s, ns, &o, NULL, &cpu), 0);
         cr_assert_eq(hicp_register(gc, m, s, ns, &o, NULL, &gpu), 0, "%s", hicp_context_error(gc));
         cr_assert_eq(gpu.backend, HICP_BACKEND_CUDA);
@@ -364,7 +353,7 @@ Test(gpu, degenerate_sets_bitwise)
     hicp_result a, b;
     hicp_result_init(&a);
     hicp_result_init(&b);
-    hicp_context *cc = ctx_for(HICP_BACKEND_CPU, 2), *gc = ctx_for(HICP_BACKEND_CUDA, 1);
+    hicp_context *cc = th_context(2, HICP_BACKEND_CPU), *gc = th_context(1, HICP_BACKEND_CUDA);
     hicp_transform init;
     hicp_transform_identity(&init);
     init.m[3] = 0.05;
@@ -396,7 +385,7 @@ Test(gpu, hybrid_split_bitwise)
     s[3 * i + 2] = p[3 * i + 2] + (float)(1e-3 * th_normal(&r));
   }
   hicp_model *m = model_of(p, n);
-  hicp_context *ctx = ctx_for(HICP_BACKEND_HYBRID, 2);
+  hicp_context *ctx = th_context(2, HICP_BACKEND_HYBRID);
   hicp_reg_options o;
   hicp_reg_options_init(&o);
   o.chunk_points = 512;
@@ -456,7 +445,7 @@ Test(gpu, batch_two_logical_devices)
     frames[k] = f;
   }
   hicp_result cpu[NF], res[NF];
-  hicp_context *cc = ctx_for(HICP_BACKEND_CPU, 2);
+  hicp_context *cc = th_context(2, HICP_BACKEND_CPU);
   for (int k = 0; k < NF; k++)
     hicp_result_init(&cpu[k]);
   cr_assert_eq(hicp_register_batch(cc, m, frames, counts, NF, NULL, NULL, NULL, cpu), 0);
@@ -520,7 +509,7 @@ Test(gpu, cancel_reaches_the_kernel, .timeout = 120)
   hicp_reg_options_init(&o);
   o.max_iter = 200000;
   o.tol = 0;
-  hicp_context *gc = ctx_for(HICP_BACKEND_CUDA, 1);
+  hicp_context *gc = th_context(1, HICP_BACKEND_CUDA);
   hicp_result gpu;
   hicp_result_init(&gpu);
   /* One iteration first, so that the device, the kernel and the model are
@@ -539,7 +528,7 @@ Test(gpu, cancel_reaches_the_kernel, .timeout = 120)
   cr_assert_eq(gpu.stop, HICP_STOP_CANCELED, "stopped by %s after %d iterations",
                hicp_stop_name(gpu.stop), gpu.iterations);
   cr_assert(gpu.iterations > 0 && gpu.iterations < o.max_iter, "%d iterations", gpu.iterations);
-  hicp_context *cc = ctx_for(HICP_BACKEND_CPU, 2);
+  hicp_context *cc = th_context(2, HICP_BACKEND_CPU);
   hicp_result cpu;
   hicp_result_init(&cpu);
   o.max_iter = gpu.iterations;
@@ -572,14 +561,14 @@ Test(gpu, faults)
   } cases[] = {{"alloc", HICP_ENOMEM}, {"kernel", HICP_EDEVICE}, {"lost", HICP_EDEVICE}};
   for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
     setenv("HICP_GPU_FAULT", cases[k].fault, 1);
-    hicp_context *gc = ctx_for(HICP_BACKEND_CUDA, 1);
+    hicp_context *gc = th_context(1, HICP_BACKEND_CUDA);
     hicp_result res;
     hicp_result_init(&res);
     int rc = hicp_register(gc, m, p, n, NULL, NULL, &res);
     cr_assert_eq(rc, cases[k].code, "%s: %d (%s)", cases[k].fault, rc, hicp_context_error(gc));
     cr_assert(strstr(hicp_context_error(gc), "CUDA") != NULL, "%s", hicp_context_error(gc));
     hicp_context_destroy(gc);
-    hicp_context *ac = ctx_for(HICP_BACKEND_AUTO, 1);
+    hicp_context *ac = th_context(1, HICP_BACKEND_AUTO);
     hicp_result_init(&res);
     cr_assert_eq(hicp_register(ac, m, p, n, NULL, NULL, &res), 0);
     cr_assert_eq(res.backend, HICP_BACKEND_CPU);
@@ -606,7 +595,7 @@ Test(gpu, faults)
       hicp_result_init(&tr[i]);
       hicp_result_init(&cr[i]);
     }
-    hicp_context *hc = ctx_for(HICP_BACKEND_HYBRID, 2), *cc = ctx_for(HICP_BACKEND_CPU, 2);
+    hicp_context *hc = th_context(2, HICP_BACKEND_HYBRID), *cc = th_context(2, HICP_BACKEND_CPU);
     cr_assert_eq(hicp_register_batch(hc, m, frames, counts, 4, NULL, &bo, NULL, tr), 0,
                  "%s: %s", cases[k].fault, hicp_context_error(hc));
     cr_assert_eq(hicp_register_batch(cc, m, frames, counts, 4, NULL, &bo, NULL, cr), 0);

@@ -179,12 +179,7 @@ static void free_scene(scene *s)
 static hicp_result run(const scene *s, const float *scan, size_t n, int threads,
                        const hicp_reg_options *o, const hicp_transform *init)
 {
-  hicp_context_options co;
-  hicp_context_options_init(&co);
-  co.threads = threads;
-  co.backend = HICP_BACKEND_CPU;
-  hicp_context *ctx;
-  cr_assert_eq(hicp_context_create(&co, &ctx), 0);
+  hicp_context *ctx = th_context(threads, HICP_BACKEND_CPU);
   hicp_result r;
   hicp_result_init(&r);
   int rc = hicp_register(ctx, s->model, scan, n, o, init, &r);

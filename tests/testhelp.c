@@ -95,6 +95,17 @@ int th_limit_message(const char *msg, uint64_t limit)
   return need >= lim && fabs(lim - want) <= 5e-3 * want;
 }
 
+hicp_context *th_context(int threads, hicp_backend backend)
+{
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.threads = threads;
+  o.backend = backend;
+  hicp_context *ctx = NULL;
+  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  return ctx;
+}
+
 float *th_surface(size_t n, uint64_t seed)
 {
   th_rng r;

@@ -35,6 +35,9 @@ uint64_t th_assert_start_table_exact(const hicp_model *m);
  * sizes leaves the user guessing what limit would do. */
 int th_limit_message(const char *msg, uint64_t limit);
 
+/* A context with `threads` CPU threads on `backend`; asserts it was made. */
+hicp_context *th_context(int threads, hicp_backend backend);
+
 /* A bumpy closed surface (an ellipsoid with ripples), n points, about 2
  * units across; deterministic for a seed.  Caller frees. */
 float *th_surface(size_t n, uint64_t seed);
