@@ -466,6 +466,9 @@ HICP_API int hicp_model_save(hicp_context *ctx, const hicp_model *model, const c
 /**
  * Loads a model saved by hicp_model_save().  Corrupted, truncated or foreign
  * files (other version, other byte order) are refused with ::HICP_EFORMAT.
+ * The file is read into memory (its size, charged to the context's memory
+ * limit: ::HICP_ELIMIT) and not used after: the model is unaffected if the
+ * file is later changed, replaced or removed.
  */
 HICP_API int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out);
 

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,8 +41,6 @@ void hicp_model_destroy(hicp_model *m)
     return;
   for (int i = 0; i < m->nowned; i++)
     free(m->owned[i]);
-  if (m->map != NULL)
-    munmap(m->map, m->map_len);
   free(m);
 }
 
@@ -155,8 +152,8 @@ int hicp_model_open(hicp_context *ctx, const char *path, const hicp_model_option
   if (path == NULL || out == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_model_open: NULL argument");
   *out = NULL;
-  /* Peek at the magic: model files are mapped, not read.  Only a regular
-   * file is peeked at (and only one can be mapped): from a pipe the peek
+  /* Peek at the magic: model files are loaded whole, at their offsets.  Only
+   * a regular file is peeked at (and only one can be loaded): from a pipe the peek
    * consumed what the cloud reader then missed, or waited for a writer. */
   unsigned char head[16] = {0};
   size_t got = 0;

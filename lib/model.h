@@ -1,5 +1,5 @@
 /* model.h: the model object.  Built by model_build.c (Delaunay graph from
- * delaunay_qhull.c, kd-tree from kdtree.c), saved and memory-mapped back by
+ * delaunay_qhull.c, kd-tree from kdtree.c), saved and loaded back by
  * model_file.c, checked by model_validate.c. */
 #ifndef HICP_MODEL_H
 #define HICP_MODEL_H
@@ -42,9 +42,8 @@ struct hicp_model {
   char fallback[128];      /* why there is no graph */
   double build_ms, qhull_ms;
   uint64_t uid;            /* process-unique id (device caches key on it) */
-  /* Storage: either owned heap blocks or one mapping of a model file. */
-  void *map;
-  size_t map_len;
+  /* Storage: owned heap blocks (a loaded model's sections lie in one, the
+   * file's bytes). */
   void *owned[16]; /* a build owns 10 today */
   int nowned;
 };

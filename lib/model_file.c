@@ -1,17 +1,17 @@
-/* model_file.c: saving a model and mapping it back.
+/* model_file.c: saving a model and loading it back.
  *
  * Layout: a fixed header, then ten sections (vertices, original->vertex
  * map, CSR rows, neighbours, kd-tree nodes, kd-tree points, safe radii,
  * edge-length codes and units, start table), each starting on a
- * 64-byte boundary so the mapped arrays are aligned as the code expects.
+ * 64-byte boundary so the loaded arrays are aligned as the code expects.
  * Values are in the writer's byte order; the header records it, and a file
  * from a machine of the other byte order is refused rather than converted.
  * Two checksums: one over the header, one over the sections.
  *
- * Loading maps the file read-only (no copy), verifies the checksums, and
- * range-checks every index the search code follows (rows, neighbours,
- * kd-tree children and leaves), so even a crafted file with valid checksums
- * cannot make a query read outside the mapping.  That check is linear and
+ * Loading reads the file into one block (not a mapping: read_whole says
+ * why), verifies the checksums, and range-checks every index the search
+ * code follows (rows, neighbours, kd-tree children and leaves), so even a
+ * crafted file with valid checksums cannot make a query read outside it.  That check is linear and
  * cheap; the full validator (symmetry, reachability) runs in the tests. */
 #include "config.h"
 
@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -260,7 +259,7 @@ int hicp_model_save(hicp_context *ctx, const hicp_model *m, const char *path)
   job.sec[SEC_SAFE] = m->safe_r2;
   h->size[SEC_SAFE] = m->has_delaunay ? sizeof(float) * m->nv : 0;
   /* the edge units follow the codes, so vector scans reading up to 16
-   * bytes past the last code stay inside the mapping (cpu/walk_simd.c) */
+   * bytes past the last code stay inside the loaded file (cpu/walk_simd.c) */
   job.sec[SEC_ECODE] = m->ecode;
   h->size[SEC_ECODE] = m->has_delaunay ? m->nedges : 0;
   job.sec[SEC_EUNIT] = m->eunit;
@@ -475,6 +474,48 @@ static int read_header_v2(hicp_context *ctx, int fd, uint64_t actual, const char
   return HICP_OK;
 }
 
+/* The whole file, read into memory checked against the limit, into *out
+ * (hicp__aligned_free).  Read, not mapped: the bytes the checksums and the
+ * index checks pass are then the bytes the walks use.  A mapping follows
+ * the file, so a model file rewritten in place while loaded (cp over it, a
+ * writer truncating it) would change under the walks past every check, and
+ * its pages cut off would fault (SIGBUS).  The copy costs the file's size
+ * in memory, as a built model does, and a read of it, which the checksum
+ * pass had to make anyway. */
+static int read_whole(hicp_context *ctx, int fd, uint64_t size, const char *path,
+                      unsigned char **out)
+{
+  /* zeros past the end, as a mapping's last page has: vector loads of a
+   * section's last elements may read a little beyond it */
+  const size_t pad = ALIGN;
+  if (size > SIZE_MAX - pad)
+    return hicp__fail(ctx, HICP_ELIMIT, "%s: too large for this machine", path);
+  int rc = hicp__check_budget(ctx, size + pad, "loading the model file");
+  if (rc != HICP_OK)
+    return rc;
+  unsigned char *buf = hicp__aligned_alloc(ALIGN, (size_t)size + pad);
+  if (buf == NULL)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory reading %s", path);
+  memset(buf + size, 0, pad);
+  uint64_t done = 0;
+  while (done < size) {
+    const size_t want = size - done < (1u << 30) ? (size_t)(size - done) : (size_t)1 << 30;
+    const ssize_t got = pread(fd, buf + done, want, (off_t)done);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0) {
+      const int err = errno;
+      hicp__aligned_free(buf);
+      if (got == 0)
+        return hicp__fail(ctx, HICP_EFORMAT, "%s: the file shrank while it was read", path);
+      return hicp__fail(ctx, HICP_EIO, "cannot read %s: %s", path, strerror(err));
+    }
+    done += (uint64_t)got;
+  }
+  *out = buf;
+  return HICP_OK;
+}
+
 int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
 {
   if (path == NULL || out == NULL)
@@ -504,11 +545,11 @@ int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
     close(fd);
     return rc;
   }
-  void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  unsigned char *base = NULL;
+  rc = read_whole(ctx, fd, (uint64_t)st.st_size, path, &base);
   close(fd);
-  if (map == MAP_FAILED)
-    return hicp__fail(ctx, HICP_EIO, "cannot map %s: %s", path, strerror(errno));
-  const unsigned char *base = map;
+  if (rc != HICP_OK)
+    return rc;
   sum_state s;
   sum_init(&s);
   for (int i = 0; i < NSECTIONS; i++) {
@@ -519,16 +560,18 @@ int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
       sum_update(&s, base + h.offset[i] + h.size[i] / 8 * 8, h.size[i] % 8);
   }
   if (sum_final(&s) != h.payload_sum && !SKIP_CHECKSUMS) {
-    munmap(map, (size_t)st.st_size);
+    hicp__aligned_free(base);
     return hicp__fail(ctx, HICP_EFORMAT, "%s: corrupted data (checksum mismatch)", path);
   }
   hicp_model *m = hicp__model_new();
   if (m == NULL) {
-    munmap(map, (size_t)st.st_size);
+    hicp__aligned_free(base);
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
   }
-  m->map = map;
-  m->map_len = (size_t)st.st_size;
+  if (hicp__model_own(m, base) == NULL) { /* cannot fail on a new model */
+    hicp_model_destroy(m);
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+  }
   m->npoints = h.npoints;
   m->nv = (uint32_t)h.nv;
   m->nedges = h.nedges;
@@ -545,8 +588,7 @@ int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
   m->qhull_ms = h.qhull_ms;
   memcpy(m->fallback, h.fallback, sizeof m->fallback);
   m->fallback[sizeof m->fallback - 1] = '\0';
-  /* const is cast away only to share the struct with built models; a
-   * mapped model is never written (PROT_READ would fault). */
+  /* The sections are used where they lie in the file's block. */
   m->vtx = (hicp__vtx *)(base + h.offset[SEC_VTX]);
   m->vertex_of = (uint32_t *)(base + h.offset[SEC_VERTEX_OF]);
   m->row = m->has_delaunay ? (uint32_t *)(base + h.offset[SEC_ROW]) : NULL;

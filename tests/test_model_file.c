@@ -545,3 +545,69 @@ Test(model_file, format2_files_load_with_a_table)
   }
   hicp_context_destroy(ctx);
 }
+
+/* The answers of every method on @p m for a fixed set of queries. */
+static void answers_of(hicp_context *ctx, const hicp_model *m, uint32_t *idx, float *d2, int nq)
+{
+  static const hicp_nn_method methods[] = {HICP_NN_PNN_OPT, HICP_NN_PNN, HICP_NN_KDTREE};
+  th_rng r;
+  th_rng_seed(&r, 11);
+  float *q = malloc(sizeof(float) * 3 * (size_t)nq);
+  for (int i = 0; i < 3 * nq; i++)
+    q[i] = (float)(2 * th_normal(&r));
+  for (int k = 0; k < 3; k++) {
+    hicp_nn_options o;
+    hicp_nn_options_init(&o);
+    o.method = methods[k];
+    cr_assert_eq(hicp_nn_query(ctx, m, q, (size_t)nq, &o, idx + k * nq, d2 + k * nq, NULL), 0,
+                 "%s", hicp_context_error(ctx));
+  }
+  free(q);
+}
+
+/* A loaded model is the file's bytes as they were checked: a file cut
+ * short, or rewritten in place (cp over it, a program writing through
+ * O_TRUNC), while a process holds the model it was loaded from changes
+ * none of its answers and faults nothing.  (A model mapped from its file
+ * would follow the file past the checks, and take SIGBUS on the pages cut
+ * off.) */
+Test(model_file, loaded_model_outlives_changes_to_its_file)
+{
+  enum { NQ = 2000 };
+  const char *dir = th_tmpdir();
+  hicp_model *m = random_model(20000, 1);
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  static uint32_t want_i[3 * NQ], got_i[3 * NQ];
+  static float want_d[3 * NQ], got_d[3 * NQ];
+  answers_of(ctx, m, want_i, want_d, NQ);
+  for (int how = 0; how < 4; how++) {
+    const char *path = th_path(dir, "m.hicpm");
+    cr_assert_eq(hicp_model_save(ctx, m, path), 0, "%s", hicp_context_error(ctx));
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    hicp_model *l;
+    if (how % 2 == 0)
+      cr_assert_eq(hicp_model_load(ctx, path, &l), 0, "%s", hicp_context_error(ctx));
+    else
+      cr_assert_eq(hicp_model_open(ctx, path, NULL, &l), 0, "%s", hicp_context_error(ctx));
+    FILE *f = fopen(path, how < 2 ? "w" : "r+");
+    cr_assert_not_null(f);
+    if (how < 2) { /* cut to a few bytes */
+      cr_assert_eq(fwrite("hicp", 1, 4, f), 4);
+    } else { /* every byte changed, the length kept */
+      unsigned char *junk = malloc((size_t)st.st_size);
+      memset(junk, 0xa5, (size_t)st.st_size);
+      cr_assert_eq(fwrite(junk, 1, (size_t)st.st_size, f), (size_t)st.st_size);
+      free(junk);
+    }
+    cr_assert_eq(fclose(f), 0);
+    answers_of(ctx, l, got_i, got_d, NQ);
+    cr_assert_eq(memcmp(got_i, want_i, sizeof want_i), 0, "case %d: other answers", how);
+    cr_assert_eq(memcmp(got_d, want_d, sizeof want_d), 0, "case %d: other distances", how);
+    hicp_model_destroy(l);
+    cr_assert_eq(unlink(path), 0);
+  }
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
