@@ -8,7 +8,9 @@
 #include <stdint.h>
 
 /* The limit a setting means: `set` bytes, or for 0 three quarters of
- * physical memory (1 TiB when the system does not say). */
+ * physical memory or of the process's cgroup memory limit, the less (3 TiB
+ * when neither says).  Reads /proc and /sys for 0: a context resolves its
+ * default once, when it is created. */
 uint64_t hicp__memory_limit(uint64_t set);
 
 /* 0 when `bytes` fit in `limit`; otherwise 1, with the one-line refusal in

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "budget.h"
+#include "cgroup.h"
 #include "context.h"
 #include "icp.h"
 #include "topology.h"
@@ -25,7 +27,10 @@ void hicp_context_options_init_sized(hicp_context_options *opts, size_t size)
  * of one core share its load ports, so one worker per core is the default.
  * Those the calling thread may run on (taskset, a batch system's cpuset, a
  * pool that pins its workers): more threads than that would only take
- * turns. */
+ * turns.  No more than the CPU time a cgroup's quota gives (a container's
+ * --cpus, a unit's CPUQuota), rounded up: threads beyond it are stopped
+ * until the quota's next period, which a registration of a few
+ * milliseconds spends waiting. */
 int hicp__default_threads(void)
 {
   int n = hicp__usable_cores();
@@ -33,7 +38,8 @@ int hicp__default_threads(void)
     long c = sysconf(_SC_NPROCESSORS_ONLN);
     n = c > 0 ? (int)c : 1;
   }
-  return n;
+  const int quota = hicp__cgroup_cpus(&hicp__cgroup_system);
+  return quota > 0 && quota < n ? quota : n;
 }
 
 int hicp_context_create(const hicp_context_options *user, hicp_context **out)
@@ -57,7 +63,7 @@ int hicp_context_create(const hicp_context_options *user, hicp_context **out)
     return HICP_ENOMEM;
   ctx->threads = o.threads > 0 ? o.threads : hicp__default_threads();
   ctx->backend = o.backend;
-  ctx->memory_limit = o.memory_limit;
+  ctx->memory_limit = hicp__memory_limit(o.memory_limit); /* the default read once */
   atomic_init(&ctx->cancel, 0);
   if (o.ndevices > 0) {
     ctx->devices = malloc(sizeof(int) * (size_t)o.ndevices);

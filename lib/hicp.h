@@ -161,14 +161,19 @@ typedef struct hicp_context hicp_context;
 typedef struct hicp_context_options {
   size_t struct_size;   /**< set by hicp_context_options_init() */
   int threads;          /**< CPU worker threads; 0 = one per core the
-                             calling thread may run on (default) */
+                             calling thread may run on, and no more than
+                             its cgroup's CPU quota allows, rounded up
+                             (default) */
   hicp_backend backend; /**< default ::HICP_BACKEND_AUTO */
   const int *devices;   /**< CUDA device ordinals to use, copied; NULL = all.
                              A device may be listed more than once: each entry
                              is one logical device with its own streams. */
   int ndevices;         /**< entries in @c devices */
   uint64_t memory_limit; /**< bytes one call may allocate for input and
-                              scratch; 0 = 3/4 of physical memory (default).
+                              scratch; 0 = 3/4 of physical memory, or of
+                              the process's cgroup memory limit where that
+                              is less (default; read when the context is
+                              created).
                               Batches and streams hold each worker's frame
                               to it, so a call with W workers may take up
                               to W times as much.  A model build's share

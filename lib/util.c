@@ -59,7 +59,7 @@ double hicp__now_ms(void)
 int hicp__check_budget(hicp_context *ctx, uint64_t bytes, const char *what)
 {
   char msg[HICP_ERRMSG_MAX];
-  if (hicp__over_budget(bytes, hicp__memory_limit(ctx != NULL ? ctx->memory_limit : 0), what, msg,
+  if (hicp__over_budget(bytes, ctx != NULL ? ctx->memory_limit : hicp__memory_limit(0), what, msg,
                         sizeof msg))
     return hicp__fail(ctx, HICP_ELIMIT, "%s", msg);
   return 0;

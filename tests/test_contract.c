@@ -15,9 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "testhelp.h"
 
 /* A locale whose decimal point is a comma: one the system has, or one
@@ -274,4 +276,211 @@ Test(contract, failed_constructors_leave_null)
   cr_assert_neq(hicp_cloud_read(ctx, "/nonexistent/x.ply", HICP_FORMAT_AUTO, &c), 0);
   cr_assert_null(c);
   hicp_context_destroy(ctx);
+}
+
+/* Writes text into dir/name, making dir's parents. */
+static void put(const char *dir, const char *name, const char *text)
+{
+  char cmd[2048], path[2048];
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  th_write(path, text, strlen(text));
+}
+
+/* One made-up system: its mountinfo and cgroup files under root, the
+ * hierarchies' files under root too (the prefix). */
+static hicp__cg_files fake(const char *root, const char *mountinfo, const char *cgroup)
+{
+  static char mi[1024], cg[1024];
+  snprintf(mi, sizeof mi, "%s/mountinfo", root);
+  snprintf(cg, sizeof cg, "%s/cgroup", root);
+  th_write(mi, mountinfo, strlen(mountinfo));
+  th_write(cg, cgroup, strlen(cgroup));
+  hicp__cg_files f = {mi, cg, root};
+  return f;
+}
+
+/* The cgroup limits hicp reads for its defaults, on made-up systems of
+ * each shape: the least limit of the process's cgroup and its ancestors,
+ * v2 and v1 (with combined controllers), a container's view (its cgroup
+ * the mount's root), a cgroup outside the mount's view, escaped mount
+ * points, and no limit, a missing file or garbage meaning none. */
+Test(contract, cgroup_limits_are_read)
+{
+  const char *dir = th_tmpdir();
+  char r[1024], d[1200];
+  const char *v2mount = "30 25 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw\n";
+  /* v2: the limit of the parent (2 GiB) under a child's "max"; the
+   * child's quota of 1.5 CPUs under the parent's none */
+  snprintf(r, sizeof r, "%s/v2", dir);
+  snprintf(d, sizeof d, "%s/sys/fs/cgroup/user.slice", r);
+  put(d, "memory.max", "2147483648\n");
+  put(d, "cpu.max", "max 100000\n");
+  snprintf(d, sizeof d, "%s/sys/fs/cgroup/user.slice/app.scope", r);
+  put(d, "memory.max", "max\n");
+  put(d, "cpu.max", "150000 100000\n");
+  hicp__cg_files f = fake(r, v2mount, "0::/user.slice/app.scope\n");
+  cr_expect_eq(hicp__cgroup_memory(&f), UINT64_C(2147483648));
+  cr_expect_eq(hicp__cgroup_cpus(&f), 2);
+  /* the child's memory limit below the parent's; a quota of exactly 3 CPUs */
+  put(d, "memory.max", "1073741824\n");
+  put(d, "cpu.max", "300000 100000\n");
+  cr_expect_eq(hicp__cgroup_memory(&f), UINT64_C(1073741824));
+  cr_expect_eq(hicp__cgroup_cpus(&f), 3);
+  /* garbage is no limit; the parent's still holds */
+  put(d, "memory.max", "lots\n");
+  put(d, "cpu.max", "-5 100000\n");
+  cr_expect_eq(hicp__cgroup_memory(&f), UINT64_C(2147483648));
+  cr_expect_eq(hicp__cgroup_cpus(&f), 0);
+
+  /* v1 in a container: each hierarchy's mount shows the container's own
+   * cgroup as its root; cpu and cpuacct mounted together */
+  snprintf(r, sizeof r, "%s/v1", dir);
+  const char *v1mounts =
+      "40 30 0:35 /docker/abc /sys/fs/cgroup/memory ro,nosuid - cgroup cgroup rw,memory\n"
+      "41 30 0:36 /docker/abc /sys/fs/cgroup/cpu,cpuacct ro,nosuid - cgroup cgroup "
+      "rw,cpu,cpuacct\n";
+  snprintf(d, sizeof d, "%s/sys/fs/cgroup/memory", r);
+  put(d, "memory.limit_in_bytes", "536870912\n");
+  snprintf(d, sizeof d, "%s/sys/fs/cgroup/cpu,cpuacct", r);
+  put(d, "cpu.cfs_quota_us", "50000\n");
+  put(d, "cpu.cfs_period_us", "100000\n");
+  f = fake(r, v1mounts, "5:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/\n");
+  cr_expect_eq(hicp__cgroup_memory(&f), UINT64_C(536870912));
+  cr_expect_eq(hicp__cgroup_cpus(&f), 1);
+  /* a cgroup outside what the mount shows: the mount point's limit */
+  f = fake(r, v1mounts, "5:memory:/elsewhere\n3:cpu,cpuacct:/elsewhere\n");
+  cr_expect_eq(hicp__cgroup_memory(&f), UINT64_C(536870912));
+  cr_expect_eq(hicp__cgroup_cpus(&f), 1);
+  /* v1's "no limit" (the largest page multiple below 2^63) and quota -1 */
+  put(d, "cpu.cfs_quota_us", "-1\n");
+  snprintf(d, sizeof d, "%s/sys/fs/cgroup/memory", r);
+  put(d, "memory.limit_in_bytes", "9223372036854771712\n");
+  f = fake(r, v1mounts, "5:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n");
+  cr_expect_eq(hicp__cgroup_memory(&f), 0);
+  cr_expect_eq(hicp__cgroup_cpus(&f), 0);
+
+  /* v1 on a host, nested, a mount point with a space (\040), and the
+   * memory controller on v1 while v2 holds the rest */
+  snprintf(r, sizeof r, "%s/host", dir);
+  snprintf(d, sizeof d, "%s/cg roups/mem/a", r);
+  put(d, "memory.limit_in_bytes", "1073741824\n");
+  snprintf(d, sizeof d, "%s/cg roups/mem/a/b", r);
+  put(d, "memory.limit_in_bytes", "3221225472\n");
+  f = fake(r,
+           "40 30 0:35 / /cg\\040roups/mem rw - cgroup cgroup rw,memory\n"
+           "30 25 0:26 / /cg\\040roups/unified rw - cgroup2 cgroup2 rw\n",
+           "4:memory:/a/b\n0::/a/b\n");
+  cr_expect_eq(hicp__cgroup_memory(&f), UINT64_C(1073741824));
+  cr_expect_eq(hicp__cgroup_cpus(&f), 0, "no cpu.max in the v2 tree: no quota");
+
+  /* nothing readable */
+  hicp__cg_files none = {"/nonexistent/mountinfo", "/nonexistent/cgroup", ""};
+  cr_expect_eq(hicp__cgroup_memory(&none), 0);
+  cr_expect_eq(hicp__cgroup_cpus(&none), 0);
+}
+
+/* Our cgroup's directory in the v1 hierarchy mounted at mnt for
+ * controller, or in v2 (controller NULL) at /sys/fs/cgroup, into out. */
+static int own_cgroup(const char *controller, const char *mnt, char *out, size_t size)
+{
+  FILE *f = fopen("/proc/self/cgroup", "r");
+  if (f == NULL)
+    return 0;
+  char line[1024];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f) != NULL) {
+    line[strcspn(line, "\n")] = '\0';
+    char *c1 = strchr(line, ':'), *c2 = c1 != NULL ? strchr(c1 + 1, ':') : NULL;
+    if (c2 == NULL)
+      continue;
+    *c2 = '\0';
+    if (controller != NULL ? strcmp(c1 + 1, controller) == 0 : strcmp(line, "0::") == 0 ||
+                                                               (c1[1] == '\0' && line[0] == '0')) {
+      snprintf(out, size, "%s%s", mnt, c2 + 1);
+      found = 1;
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+/* A process in a cgroup of 256 MiB and half a CPU (a container's
+ * --memory=256m --cpus=0.5): its contexts take one thread and refuse
+ * work beyond 3/4 of the 256 MiB, where they took every core and 3/4 of
+ * the host's memory, so the kernel killed the process instead of hicp
+ * refusing.  Needs root and a writable cgroup hierarchy (v1 memory and
+ * cpu, or v2 with both controllers given to children); skips otherwise.
+ * In a child, which reports through its exit status. */
+Test(contract, defaults_follow_the_cgroup)
+{
+  if (geteuid() != 0)
+    cr_skip_test("needs root to make a cgroup");
+  char mem[1024], cpu[1024], name[64];
+  snprintf(name, sizeof name, "/hicp-test-%d", (int)getpid());
+  const int v1 = own_cgroup("memory", "/sys/fs/cgroup/memory", mem, sizeof mem) &&
+                 own_cgroup("cpu", "/sys/fs/cgroup/cpu", cpu, sizeof cpu) &&
+                 access("/sys/fs/cgroup/cpu/cpu.cfs_period_us", F_OK) == 0;
+  if (!v1 && !own_cgroup(NULL, "/sys/fs/cgroup", mem, sizeof mem))
+    cr_skip_test("no cgroup hierarchy found");
+  if (!v1)
+    strcpy(cpu, mem);
+  strncat(mem, name, sizeof mem - strlen(mem) - 1);
+  strncat(cpu, name, sizeof cpu - strlen(cpu) - 1);
+  const int two = strcmp(mem, cpu) != 0;
+  if (mkdir(mem, 0755) != 0 || (two && mkdir(cpu, 0755) != 0)) {
+    rmdir(mem);
+    cr_skip_test("cannot make a cgroup here: %s", strerror(errno));
+  }
+  char path[1200];
+  FILE *f;
+  int ok = 1;
+  snprintf(path, sizeof path, "%s/%s", mem, v1 ? "memory.limit_in_bytes" : "memory.max");
+  ok = ok && (f = fopen(path, "w")) != NULL && fputs("268435456", f) >= 0 && fclose(f) == 0;
+  snprintf(path, sizeof path, "%s/%s", cpu, v1 ? "cpu.cfs_quota_us" : "cpu.max");
+  ok = ok && (f = fopen(path, "w")) != NULL && fputs(v1 ? "50000" : "50000 100000", f) >= 0 &&
+       fclose(f) == 0;
+  int status = -1;
+  if (ok) {
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+      char me[32];
+      snprintf(me, sizeof me, "%d", (int)getpid());
+      for (int k = 0; k <= two; k++) {
+        snprintf(path, sizeof path, "%s/cgroup.procs", k == 0 ? mem : cpu);
+        if ((f = fopen(path, "w")) == NULL || fputs(me, f) < 0 || fclose(f) != 0)
+          _exit(5);
+      }
+      hicp_context *ctx;
+      if (hicp_context_create(NULL, &ctx) != 0)
+        _exit(3);
+      if (hicp_context_threads(ctx) != 1)
+        _exit(1);
+      enum { N = 100000 }; /* a Delaunay build is charged 2.8 KB a point: 280 MB */
+      float *p = malloc(sizeof(float) * 3 * N);
+      if (p == NULL)
+        _exit(3);
+      for (int i = 0; i < 3 * N; i++)
+        p[i] = (float)sin(0.7 * i);
+      hicp_model *m = NULL;
+      if (hicp_model_build(ctx, p, N, 0, NULL, &m) != HICP_ELIMIT)
+        _exit(2);
+      _exit(strstr(hicp_context_error(ctx), "over the memory limit of 192 MiB") != NULL ? 0 : 4);
+    }
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+  }
+  rmdir(mem);
+  if (two)
+    rmdir(cpu);
+  if (!ok)
+    cr_skip_test("cannot set a cgroup's limits here");
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 5)
+    cr_skip_test("cannot join the cgroup made");
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+            "status %#x (1: not one thread, 2: the build not refused, 4: another limit in its "
+            "message, 3: set-up)",
+            status);
 }

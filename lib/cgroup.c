@@ -1,0 +1,240 @@
+/* cgroup.c: see cgroup.h.
+ *
+ * A process's limit in a hierarchy is the least of those of its cgroup and
+ * every ancestor, so each is read from the process's own directory up to
+ * the mount point.  Which directory: /proc/self/cgroup names the process's
+ * cgroup within each hierarchy (one line per v1 hierarchy, "0::PATH" for
+ * v2), and /proc/self/mountinfo where each hierarchy is mounted and which
+ * of its directories the mount shows (a container sees its own cgroup as
+ * the mount's root).  A cgroup outside what the mount shows (another
+ * namespace's path) is read at the mount point alone.  Nothing here fails:
+ * what cannot be read sets no limit. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cgroup.h"
+
+const hicp__cg_files hicp__cgroup_system = {"/proc/self/mountinfo", "/proc/self/cgroup", ""};
+
+enum { PATH_LEN = 4096 };
+
+/* Whether the comma-separated list holds tok. */
+static int has_token(const char *list, const char *tok)
+{
+  const size_t n = strlen(tok);
+  for (const char *p = list; *p != '\0';) {
+    const char *end = strchr(p, ',');
+    const size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+    if (len == n && strncmp(p, tok, n) == 0)
+      return 1;
+    if (end == NULL)
+      break;
+    p = end + 1;
+  }
+  return 0;
+}
+
+static void chomp(char *s)
+{
+  s[strcspn(s, "\n")] = '\0';
+}
+
+/* mountinfo writes space, tab, newline and backslash in paths as \ooo. */
+static void unescape(char *s)
+{
+  char *d = s;
+  while (*s != '\0') {
+    if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+        s[3] >= '0' && s[3] <= '7') {
+      *d++ = (char)(((s[1] - '0') << 6) | ((s[2] - '0') << 3) | (s[3] - '0'));
+      s += 4;
+    } else {
+      *d++ = *s++;
+    }
+  }
+  *d = '\0';
+}
+
+/* The process's cgroup in the v1 hierarchy holding `controller`, or with
+ * `controller` NULL in the v2 one, into path[PATH_LEN]; 1 if named. */
+static int member_path(const char *file, const char *controller, char *path)
+{
+  FILE *f = fopen(file, "re");
+  if (f == NULL)
+    return 0;
+  char *line = NULL;
+  size_t cap = 0;
+  int found = 0;
+  while (!found && getline(&line, &cap, f) > 0) {
+    chomp(line);
+    char *c1 = strchr(line, ':');
+    char *c2 = c1 != NULL ? strchr(c1 + 1, ':') : NULL;
+    if (c2 == NULL || strlen(c2 + 1) >= PATH_LEN)
+      continue;
+    *c1 = *c2 = '\0';
+    if (controller != NULL ? has_token(c1 + 1, controller)
+                           : strcmp(line, "0") == 0 && c1[1] == '\0') {
+      strcpy(path, c2 + 1);
+      found = 1;
+    }
+  }
+  free(line);
+  fclose(f);
+  return found;
+}
+
+/* The mount of that hierarchy: the directory of the hierarchy it shows and
+ * where it is mounted, into root and mnt[PATH_LEN]; 1 if found. */
+static int find_mount(const char *file, const char *controller, char *root, char *mnt)
+{
+  FILE *f = fopen(file, "re");
+  if (f == NULL)
+    return 0;
+  char *line = NULL;
+  size_t cap = 0;
+  int found = 0;
+  while (!found && getline(&line, &cap, f) > 0) {
+    chomp(line);
+    /* ID PARENT MAJ:MIN ROOT MOUNT-POINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER */
+    char *field[6], *save = NULL, *tok;
+    int n = 0;
+    for (tok = strtok_r(line, " ", &save); tok != NULL && n < 6; tok = strtok_r(NULL, " ", &save))
+      field[n++] = tok;
+    while (tok != NULL && strcmp(tok, "-") != 0)
+      tok = strtok_r(NULL, " ", &save);
+    char *type = tok != NULL ? strtok_r(NULL, " ", &save) : NULL;
+    char *source = type != NULL ? strtok_r(NULL, " ", &save) : NULL;
+    char *super = source != NULL ? strtok_r(NULL, " ", &save) : NULL;
+    if (n < 6 || super == NULL || strlen(field[3]) >= PATH_LEN || strlen(field[4]) >= PATH_LEN)
+      continue;
+    if (controller != NULL ? strcmp(type, "cgroup") == 0 && has_token(super, controller)
+                           : strcmp(type, "cgroup2") == 0) {
+      strcpy(root, field[3]);
+      strcpy(mnt, field[4]);
+      unescape(root);
+      unescape(mnt);
+      found = 1;
+    }
+  }
+  free(line);
+  fclose(f);
+  return found;
+}
+
+/* The first line of dir/name into buf[size]; 1 if read. */
+static int read_line(const char *dir, const char *name, char *buf, size_t size)
+{
+  char path[2 * PATH_LEN + 64];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "re");
+  if (f == NULL)
+    return 0;
+  const int ok = fgets(buf, (int)size, f) != NULL;
+  fclose(f);
+  if (ok)
+    chomp(buf);
+  return ok;
+}
+
+/* A whole unsigned decimal number, into *v; 1 if it is one. */
+static int parse_u64(const char *s, uint64_t *v)
+{
+  if (*s < '0' || *s > '9')
+    return 0;
+  char *end;
+  errno = 0;
+  const unsigned long long x = strtoull(s, &end, 10);
+  if (errno != 0 || (*end != '\0' && *end != ' '))
+    return 0;
+  *v = (uint64_t)x;
+  return 1;
+}
+
+/* A level's limit: bytes of memory, or CPUs; 0 for none. */
+typedef uint64_t (*level_fn)(const char *dir, int v2);
+
+static uint64_t memory_level(const char *dir, int v2)
+{
+  char buf[64];
+  uint64_t v;
+  if (!read_line(dir, v2 ? "memory.max" : "memory.limit_in_bytes", buf, sizeof buf) ||
+      !parse_u64(buf, &v))
+    return 0; /* "max", or no file: the root has none */
+  /* v1 writes "no limit" as the largest page multiple below 2^63 */
+  return v >= (UINT64_C(1) << 62) ? 0 : v;
+}
+
+static uint64_t cpu_level(const char *dir, int v2)
+{
+  char buf[64], pbuf[64];
+  uint64_t quota, period;
+  if (v2) {
+    if (!read_line(dir, "cpu.max", buf, sizeof buf) || !parse_u64(buf, &quota))
+      return 0; /* "max PERIOD" */
+    const char *sp = strchr(buf, ' ');
+    if (sp == NULL || !parse_u64(sp + 1, &period))
+      return 0;
+  } else if (!read_line(dir, "cpu.cfs_quota_us", buf, sizeof buf) || !parse_u64(buf, &quota) ||
+             !read_line(dir, "cpu.cfs_period_us", pbuf, sizeof pbuf) ||
+             !parse_u64(pbuf, &period)) {
+    return 0; /* "-1": none */
+  }
+  if (quota == 0 || period == 0)
+    return 0;
+  return quota / period + (quota % period != 0);
+}
+
+/* The least nonzero limit from the process's cgroup of `controller` up to
+ * its hierarchy's mount point; v1 where a v1 hierarchy holds the
+ * controller, else v2. */
+static uint64_t least_limit(const hicp__cg_files *f, const char *controller, level_fn level)
+{
+  char path[PATH_LEN], root[PATH_LEN], mnt[PATH_LEN];
+  int v2 = 0;
+  if (!member_path(f->cgroup, controller, path) ||
+      !find_mount(f->mountinfo, controller, root, mnt)) {
+    v2 = 1;
+    if (!member_path(f->cgroup, NULL, path) || !find_mount(f->mountinfo, NULL, root, mnt))
+      return 0;
+  }
+  const size_t rlen = strcmp(root, "/") == 0 ? 0 : strlen(root);
+  const char *rel = "";
+  if (strncmp(path, root, rlen) == 0 && (path[rlen] == '/' || path[rlen] == '\0'))
+    rel = path + rlen;
+  char dir[3 * PATH_LEN];
+  const int base = snprintf(dir, sizeof dir, "%s%s", f->prefix, mnt);
+  if (base < 0 || (size_t)base >= sizeof dir)
+    return 0;
+  snprintf(dir + base, sizeof dir - (size_t)base, "%s", rel);
+  uint64_t least = 0;
+  for (;;) {
+    size_t len = strlen(dir);
+    while (len > (size_t)base && dir[len - 1] == '/')
+      dir[--len] = '\0';
+    const uint64_t v = level(dir, v2);
+    if (v != 0 && (least == 0 || v < least))
+      least = v;
+    if (len <= (size_t)base)
+      break;
+    char *slash = strrchr(dir + base, '/');
+    if (slash == NULL)
+      break;
+    *slash = '\0';
+  }
+  return least;
+}
+
+uint64_t hicp__cgroup_memory(const hicp__cg_files *f)
+{
+  return least_limit(f, "memory", memory_level);
+}
+
+int hicp__cgroup_cpus(const hicp__cg_files *f)
+{
+  const uint64_t n = least_limit(f, "cpu", cpu_level);
+  return n > 65536 ? 65536 : (int)n;
+}
