@@ -614,6 +614,8 @@ struct hicp_stream {
   pthread_cond_t work, done;
   entry **q;         /* frames base .. base + len - 1 */
   size_t cap, len;
+  uint64_t held;     /* bytes of the entries not yet received, with the
+                        copies of the frames not yet run */
   uint64_t base;     /* the oldest frame not yet received */
   uint64_t next;     /* the next frame index to submit */
   int stopping;
@@ -624,6 +626,12 @@ struct hicp_stream {
   hicp__worker tw[HICP_TEAM_MAX]; /* "hybrid": the team of a tracked batch */
   hicp__team team;                /*   (track_team), made by the worker */
 };
+
+/* The bytes of a frame's copy (hicp__copy_points: packed floats). */
+static uint64_t copy_bytes(size_t n)
+{
+  return 12u * (uint64_t)n;
+}
 
 typedef struct stream_worker {
   hicp_stream *s;
@@ -642,7 +650,7 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
     rc = hicp__fail(cm->ctx, HICP_ECANCELED, "canceled before it started");
   } else if (!s->bo.track) {
     /* the frame with the copy of it the stream holds */
-    rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n, 12u * (uint64_t)e->n);
+    rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n, copy_bytes(e->n));
     if (rc == HICP_OK)
       rc = run_frame(s->ctx, cm, s->m, e->p0, e->n, e->origin, &s->plan,
                      e->has_init ? &e->init : NULL, r);
@@ -651,7 +659,7 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
      * are absolute, so a frame may have another origin than the last. */
     /* the frame with its copy and the two frames' matches */
     rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n,
-                                  16u * (uint64_t)e->n + 4u * (uint64_t)s->prev_n);
+                                  copy_bytes(e->n) + 4u * (uint64_t)e->n + 4u * (uint64_t)s->prev_n);
     uint32_t *cur = rc == HICP_OK ? malloc(sizeof *cur * e->n) : NULL;
     const uint32_t *warm =
         s->bo.reuse_matches && s->prev != NULL && s->prev_n == e->n ? s->prev : NULL;
@@ -723,6 +731,7 @@ static void *stream_worker_main(void *arg)
     free(e->p0);
     e->p0 = NULL;
     pthread_mutex_lock(&s->mu);
+    s->held -= copy_bytes(e->n);
     e->done = 1;
     pthread_cond_broadcast(&s->done);
   }
@@ -798,15 +807,35 @@ static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
   hicp_context *ctx = s->ctx;
   if (init != NULL && hicp_transform_check(init) != HICP_OK)
     return hicp__fail(ctx, HICP_EINVAL, "the initial transform is not rigid");
+  /* What the stream holds, this frame's copy and entry included, is held
+   * to the limit, so a caller submitting faster than the frames run (or
+   * never receiving) is told, not left to exhaust the memory: the bytes are
+   * reserved before anything is allocated and given back when a frame has
+   * run (its copy) and been received (its entry). */
+  const uint64_t bytes = n < SIZE_MAX / 16 ? copy_bytes(n) + sizeof(entry) : UINT64_MAX / 2;
+  pthread_mutex_lock(&s->mu);
+  const uint64_t held = s->held;
+  const size_t frames = s->len + 1;
+  const int over = held > ctx->memory_limit || bytes > ctx->memory_limit - held;
+  if (!over)
+    s->held += bytes;
+  pthread_mutex_unlock(&s->mu);
+  if (over) {
+    char what[96];
+    snprintf(what, sizeof what, "the stream's %zu frames not yet run or received", frames);
+    return hicp__check_budget(ctx, held + bytes, what);
+  }
   entry *e = calloc(1, sizeof *e);
-  if (e == NULL)
-    return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
   /* the copy is what this call allocates; the frame's registration, with
    * the copy it holds, is checked by the worker that runs it, and a frame
    * over the limit fails in its result */
-  int rc = hicp__copy_points(ctx, "scan", xyz, n, stride, &e->p0);
+  int rc = e == NULL ? hicp__fail(ctx, HICP_ENOMEM, "out of memory")
+                     : hicp__copy_points(ctx, "scan", xyz, n, stride, &e->p0);
   if (rc != HICP_OK) {
     free(e);
+    pthread_mutex_lock(&s->mu);
+    s->held -= bytes;
+    pthread_mutex_unlock(&s->mu);
     return rc;
   }
   e->n = n;
@@ -821,6 +850,7 @@ static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
     size_t cap = s->cap ? 2 * s->cap : 64;
     entry **q = realloc(s->q, sizeof *q * cap);
     if (q == NULL) {
+      s->held -= bytes;
       pthread_mutex_unlock(&s->mu);
       free(e->p0);
       free(e);
@@ -883,6 +913,7 @@ int hicp_stream_receive(hicp_stream *s, hicp_result *result, int wait)
   memmove(s->q, s->q + 1, sizeof *s->q * (s->len - 1));
   s->len--;
   s->base++;
+  s->held -= sizeof(entry);
   pthread_mutex_unlock(&s->mu);
   size_t size = result->struct_size;
   memcpy(result, &e->result, size < sizeof e->result ? size : sizeof e->result);

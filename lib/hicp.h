@@ -773,7 +773,14 @@ HICP_API int hicp_stream_create(hicp_context *ctx, const hicp_model *model,
 /**
  * Queues a frame of @p n points (copied: the caller may reuse @p xyz at
  * once).  @p init may be NULL.  @p frame, when not NULL, receives the
- * frame's index (0, 1, 2, ... in submission order).
+ * frame's index (0, 1, 2, ... in submission order).  What the stream
+ * holds is held to the context's memory limit: the copies of the frames
+ * not yet run and the results not yet received (about 1 KB each), with
+ * this frame's.  Beyond it the frame is refused with ::HICP_ELIMIT and
+ * nothing queued: receive results, or let frames run, and submit again.
+ * @return 0, ::HICP_EINVAL (a NULL argument, an initial transform that is
+ *         not rigid), ::HICP_ENONFINITE, ::HICP_ERANGE, ::HICP_EEMPTY,
+ *         ::HICP_ELIMIT, ::HICP_ENOMEM.
  */
 HICP_API int hicp_stream_submit(hicp_stream *stream, const float *xyz, size_t n,
                                 const hicp_transform *init, uint64_t *frame);

@@ -313,6 +313,54 @@ static int task_ids(char ids[][16], int max)
   return n;
 }
 
+/* A caller that submits faster than the frames run, or never receives,
+ * is refused once what the stream holds (the copies of frames not yet
+ * run, the results not yet received) would pass the memory limit, where
+ * the queue grew until the memory ran out (stop 44).  Every frame queued
+ * before the refusal still answers, and once they are received the
+ * stream takes frames again. */
+Test(batch, stream_holds_what_it_queues_to_the_limit)
+{
+  hicp_model *m = make_model();
+  size_t n;
+  float *f = make_frame(0, &n);
+  hicp_reg_options o = reg_opts();
+  for (int track = 0; track <= 1; track++) {
+    hicp_context_options co;
+    hicp_context_options_init(&co);
+    co.threads = 1;
+    co.backend = HICP_BACKEND_CPU;
+    co.memory_limit = UINT64_C(4) << 20;
+    hicp_context *ctx;
+    cr_assert_eq(hicp_context_create(&co, &ctx), 0);
+    hicp_stream *s = stream_on(ctx, m, &o, track);
+    size_t k = 0;
+    int rc;
+    while (k < 2000 && (rc = hicp_stream_submit(s, f, n, NULL, NULL)) == HICP_OK)
+      k++;
+    cr_assert_eq(rc, HICP_ELIMIT, "track %d: %zu frames of %zu points queued, none refused",
+                 track, k, n);
+    cr_assert(strstr(hicp_context_error(ctx), "not yet run or received") != NULL &&
+                  strstr(hicp_context_error(ctx), "over the memory limit of 4 MiB") != NULL,
+              "%s", hicp_context_error(ctx));
+    cr_assert_gt(k, 10, "refused after %zu frames", k);
+    for (size_t i = 0; i < k; i++) {
+      hicp_result r;
+      hicp_result_init(&r);
+      cr_assert_eq(hicp_stream_receive(s, &r, 1), HICP_OK);
+      cr_assert_eq(r.frame, (uint64_t)i);
+      cr_assert_eq(r.error, 0, "frame %zu: %s", i, r.note);
+    }
+    for (int again = 0; again < 3; again++)
+      cr_assert_eq(hicp_stream_submit(s, f, n, NULL, NULL), HICP_OK, "%s",
+                   hicp_context_error(ctx));
+    hicp_stream_destroy(s);
+    hicp_context_destroy(ctx);
+  }
+  free(f);
+  hicp_model_destroy(m);
+}
+
 /* A process kept to one CPU (taskset, a batch system's cpuset) gets one
  * thread by default, and the workers of its streams stay on that CPU: the
  * library may place its threads within what it was given, never outside. */
