@@ -217,10 +217,13 @@ int cmd_track(int argc, char **argv)
   size_t submitted = 0, received = 0, failed = 0;
   const size_t ahead = 8;
   status = CLI_OK;
+  hicp_cloud *waiting = NULL; /* read, and refused while the stream was full */
   while (received < n) {
     while (submitted < n && submitted - received < ahead) {
-      hicp_cloud *cloud = NULL;
-      if (hicp_cloud_read(ctx, names[submitted], HICP_FORMAT_AUTO, &cloud) != HICP_OK) {
+      hicp_cloud *cloud = waiting;
+      waiting = NULL;
+      if (cloud == NULL &&
+          hicp_cloud_read(ctx, names[submitted], HICP_FORMAT_AUTO, &cloud) != HICP_OK) {
         cli_fail(ctx, names[submitted]);
         status = CLI_FAIL;
         n = submitted; /* stop reading; report what was queued */
@@ -229,6 +232,12 @@ int cmd_track(int argc, char **argv)
       /* the cloud's origin goes with it: frames far from the origin */
       int rc = hicp_stream_submit_cloud(
           s, cloud, init_path != NULL && (submitted == 0 || !bo.track) ? &init : NULL, NULL);
+      /* the frames queued ahead fill the memory limit: this one waits
+       * for the oldest result; alone, it is too large */
+      if (rc == HICP_ELIMIT && submitted > received) {
+        waiting = cloud;
+        break;
+      }
       hicp_cloud_destroy(cloud);
       if (rc != HICP_OK) {
         cli_fail(ctx, names[submitted]);
@@ -294,6 +303,7 @@ int cmd_track(int argc, char **argv)
     if (tty)
       progress(received, n, t0);
   }
+  hicp_cloud_destroy(waiting);
   if (failed > 0 && status == CLI_OK) {
     cli_error("%zu of %zu frames failed", failed, received);
     status = CLI_FAIL;
