@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "chunk.h"
+#include "envnames.h"
 #include "pp/nn.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -507,14 +508,13 @@ int hicp__cpu_isa(void)
   /* avx512-scan8's paired scans use AVX-512VL's 32 vector registers */
   const int avx512vl = avx512 && __builtin_cpu_supports("avx512vl") != 0;
   const char *force = getenv("HICP_SIMD");
-  if (force != NULL && strcmp(force, "scalar") == 0)
-    return 0;
-  if (force != NULL && strcmp(force, "avx2") == 0)
-    return avx2;
-  if (force != NULL && strcmp(force, "avx512") == 0)
-    return avx512 ? 2 : avx2;
-  if (force != NULL && strcmp(force, "avx512-scan8") == 0)
-    return avx512vl ? 3 : avx2;
+  switch (force != NULL ? hicp__env_index(hicp__simd_names, force) : -1) {
+  case 0: return 0;
+  case 1: return avx2;
+  case 2: return avx512 ? 2 : avx2;
+  case 3: return avx512vl ? 3 : avx2;
+  default: break; /* unset or unknown: the default below */
+  }
   /* On AMD's cores with AVX-512 (Zen 4) the AVX-512 row scans' gathers are
    * microcoded: there the AVX-512 fronts and sums run with the AVX2 walks,
    * 5-8% faster on E1 than the AVX2 variant, which was the default there

@@ -9,6 +9,7 @@
 
 #include "cloud.h"
 #include "context.h"
+#include "envnames.h"
 #include "model.h"
 #include "order.h"
 #include "chunk.h"
@@ -67,8 +68,9 @@ static void qorder_make(hicp_context *ctx, const hicp_model *m, const unsigned c
                         size_t stride, const double shift[3], int threads, qorder *o)
 {
   memset(o, 0, sizeof *o);
-  const char *force = getenv("HICP_QORDER"); /* 0 or 1: for measurements */
-  if (force != NULL ? force[0] == '0' : !hicp__order_pays(m, n))
+  const char *q = getenv("HICP_QORDER");
+  const int force = q != NULL ? hicp__env_index(hicp__qorder_names, q) : -1;
+  if (force >= 0 ? force == 0 : !hicp__order_pays(m, n))
     return;
   if (n > UINT32_MAX || hicp__check_budget(ctx, (uint64_t)n * 20u, "the query order") != HICP_OK) {
     hicp__clear_error(ctx);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "envnames.h"
 #include "topology.h"
 
 /* Loads *t, with the PCI devices (to find a GPU's NUMA node) when `io`;
@@ -89,7 +90,7 @@ static void load_shared(void)
 static int binding_wanted(void)
 {
   const char *e = getenv("HICP_BIND");
-  return e == NULL || strcmp(e, "0") != 0;
+  return e == NULL || hicp__env_index(hicp__bind_names, e) != 0;
 }
 
 /* The CPUs the calling thread may run on: what its creator allowed

@@ -55,6 +55,12 @@ check "devices --json" 0 "$bin" devices --json
 HICP_SIMD=scalar "$bin" devices --json | grep -q '"vector_code":"scalar"' &&
   ok "devices --json names the vector code HICP_SIMD picks" ||
   notok "devices --json names the vector code HICP_SIMD picks"
+# a setting's unknown value is refused by name, before any work; empty is unset
+for setting in HICP_SIMD=avx3 HICP_BIND=no HICP_QORDER=yes; do
+  check "$setting refused" 2 env "$setting" "$bin" devices
+  one_line_error "${setting%%=*}=${setting#*=}: not one of"
+done
+check "an empty HICP_SIMD is unset" 0 env HICP_SIMD= "$bin" devices
 
 bunny="$data/meshes/bunny00.off"
 if [ ! -r "$bunny" ] || [ $have_py -eq 0 ]; then

@@ -2,9 +2,11 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "envnames.h"
 
 static void usage(FILE *f)
 {
@@ -27,6 +29,31 @@ static void usage(FILE *f)
           "  --version             print the version\n");
 }
 
+/* The library takes an unknown value of its settings as the default; the
+ * tool refuses one, so that a mistyped setting is not run as the default
+ * unnoticed.  An empty value is unset. */
+static int check_environment(void)
+{
+  static const struct {
+    const char *name;
+    const char *const *values;
+  } settings[] = {{"HICP_SIMD", hicp__simd_names},
+                  {"HICP_BIND", hicp__bind_names},
+                  {"HICP_QORDER", hicp__qorder_names}};
+  for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+    const char *v = getenv(settings[i].name);
+    if (v == NULL || v[0] == '\0' || hicp__env_index(settings[i].values, v) >= 0)
+      continue;
+    char list[128] = "";
+    for (int k = 0; settings[i].values[k] != NULL; k++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k > 0 ? ", " : "",
+               settings[i].values[k]);
+    cli_error("%s=%s: not one of %s", settings[i].name, v, list);
+    return -1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) { /* a failure's one line; the usage is --help's */
@@ -42,6 +69,8 @@ int main(int argc, char **argv)
     usage(stdout);
     return cli_finish(CLI_OK);
   }
+  if (check_environment() != 0)
+    return CLI_USAGE;
   static const struct {
     const char *name;
     int (*fn)(int, char **);
