@@ -433,9 +433,14 @@ static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual
       !(h->qhull_ms >= 0.0 && h->qhull_ms < HUGE_VAL))
     return hicp__fail(ctx, HICP_EFORMAT, "%s: invalid diagonal or build time in the header", path);
   /* The reason a model has no graph is printed by hicp model info: no
-   * control characters (a forged one could drive the user's terminal). */
-  for (size_t i = 0; i < sizeof h->fallback && h->fallback[i] != '\0'; i++)
-    if ((unsigned char)h->fallback[i] < 0x20 || h->fallback[i] == 0x7f)
+   * control characters (a forged one could drive the user's terminal),
+   * C1 ones as UTF-8 writes them included (0xC2 0x80-0x9F: U+009B opens an
+   * escape sequence on some terminals), as error messages are cleaned. */
+  const unsigned char *text = (const unsigned char *)h->fallback;
+  for (size_t i = 0; i < sizeof h->fallback && text[i] != '\0'; i++)
+    if (text[i] < 0x20 || text[i] == 0x7f ||
+        (text[i] == 0xc2 && i + 1 < sizeof h->fallback && text[i + 1] >= 0x80 &&
+         text[i + 1] <= 0x9f))
       return hicp__fail(ctx, HICP_EFORMAT, "%s: control characters in the header's text", path);
   uint64_t prev_end = align_up(v2 ? sizeof(file_header_v2) : sizeof *h);
   for (int s = 0; s < NSECTIONS; s++) {
