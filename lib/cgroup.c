@@ -59,9 +59,9 @@ static void unescape(char *s)
   *d = '\0';
 }
 
-/* The process's cgroup in the v1 hierarchy holding `controller`, or with
- * `controller` NULL in the v2 one, into path[PATH_LEN]; 1 if named. */
-static int member_path(const char *file, const char *controller, char *path)
+/* Calls fn on each line of file, its line end removed, until fn returns
+ * 1; returns that 1, or 0. */
+static int each_line(const char *file, int (*fn)(char *line, void *arg), void *arg)
 {
   FILE *f = fopen(file, "re");
   if (f == NULL)
@@ -71,58 +71,60 @@ static int member_path(const char *file, const char *controller, char *path)
   int found = 0;
   while (!found && getline(&line, &cap, f) > 0) {
     chomp(line);
-    char *c1 = strchr(line, ':');
-    char *c2 = c1 != NULL ? strchr(c1 + 1, ':') : NULL;
-    if (c2 == NULL || strlen(c2 + 1) >= PATH_LEN)
-      continue;
-    *c1 = *c2 = '\0';
-    if (controller != NULL ? has_token(c1 + 1, controller)
-                           : strcmp(line, "0") == 0 && c1[1] == '\0') {
-      strcpy(path, c2 + 1);
-      found = 1;
-    }
+    found = fn(line, arg);
   }
   free(line);
   fclose(f);
   return found;
 }
 
-/* The mount of that hierarchy: the directory of the hierarchy it shows and
- * where it is mounted, into root and mnt[PATH_LEN]; 1 if found. */
-static int find_mount(const char *file, const char *controller, char *root, char *mnt)
+typedef struct wanted {
+  const char *controller; /* a v1 controller, or NULL for v2 */
+  char *path, *root, *mnt; /* [PATH_LEN] each */
+} wanted;
+
+/* A line of /proc/self/cgroup, "ID:CONTROLLERS:PATH": the process's
+ * cgroup in the v1 hierarchy holding the controller, or in v2's ("0::"). */
+static int member_line(char *line, void *arg)
 {
-  FILE *f = fopen(file, "re");
-  if (f == NULL)
+  wanted *w = arg;
+  char *c1 = strchr(line, ':');
+  char *c2 = c1 != NULL ? strchr(c1 + 1, ':') : NULL;
+  if (c2 == NULL || strlen(c2 + 1) >= PATH_LEN)
     return 0;
-  char *line = NULL;
-  size_t cap = 0;
-  int found = 0;
-  while (!found && getline(&line, &cap, f) > 0) {
-    chomp(line);
-    /* ID PARENT MAJ:MIN ROOT MOUNT-POINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER */
-    char *field[6], *save = NULL, *tok;
-    int n = 0;
-    for (tok = strtok_r(line, " ", &save); tok != NULL && n < 6; tok = strtok_r(NULL, " ", &save))
-      field[n++] = tok;
-    while (tok != NULL && strcmp(tok, "-") != 0)
-      tok = strtok_r(NULL, " ", &save);
-    char *type = tok != NULL ? strtok_r(NULL, " ", &save) : NULL;
-    char *source = type != NULL ? strtok_r(NULL, " ", &save) : NULL;
-    char *super = source != NULL ? strtok_r(NULL, " ", &save) : NULL;
-    if (n < 6 || super == NULL || strlen(field[3]) >= PATH_LEN || strlen(field[4]) >= PATH_LEN)
-      continue;
-    if (controller != NULL ? strcmp(type, "cgroup") == 0 && has_token(super, controller)
-                           : strcmp(type, "cgroup2") == 0) {
-      strcpy(root, field[3]);
-      strcpy(mnt, field[4]);
-      unescape(root);
-      unescape(mnt);
-      found = 1;
-    }
-  }
-  free(line);
-  fclose(f);
-  return found;
+  *c1 = *c2 = '\0';
+  if (w->controller != NULL ? !has_token(c1 + 1, w->controller)
+                            : strcmp(line, "0") != 0 || c1[1] != '\0')
+    return 0;
+  strcpy(w->path, c2 + 1);
+  return 1;
+}
+
+/* A line of /proc/self/mountinfo, "ID PARENT MAJ:MIN ROOT MOUNT-POINT
+ * OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER": the hierarchy's mount, the
+ * directory of the hierarchy it shows and where it is mounted. */
+static int mount_line(char *line, void *arg)
+{
+  wanted *w = arg;
+  char *field[6], *save = NULL, *tok;
+  int n = 0;
+  for (tok = strtok_r(line, " ", &save); tok != NULL && n < 6; tok = strtok_r(NULL, " ", &save))
+    field[n++] = tok;
+  while (tok != NULL && strcmp(tok, "-") != 0)
+    tok = strtok_r(NULL, " ", &save);
+  char *type = tok != NULL ? strtok_r(NULL, " ", &save) : NULL;
+  char *source = type != NULL ? strtok_r(NULL, " ", &save) : NULL;
+  char *super = source != NULL ? strtok_r(NULL, " ", &save) : NULL;
+  if (n < 6 || super == NULL || strlen(field[3]) >= PATH_LEN || strlen(field[4]) >= PATH_LEN)
+    return 0;
+  if (w->controller != NULL ? strcmp(type, "cgroup") != 0 || !has_token(super, w->controller)
+                            : strcmp(type, "cgroup2") != 0)
+    return 0;
+  strcpy(w->root, field[3]);
+  strcpy(w->mnt, field[4]);
+  unescape(w->root);
+  unescape(w->mnt);
+  return 1;
 }
 
 /* The first line of dir/name into buf[size]; 1 if read. */
@@ -194,11 +196,12 @@ static uint64_t cpu_level(const char *dir, int v2)
 static uint64_t least_limit(const hicp__cg_files *f, const char *controller, level_fn level)
 {
   char path[PATH_LEN], root[PATH_LEN], mnt[PATH_LEN];
+  wanted w = {controller, path, root, mnt};
   int v2 = 0;
-  if (!member_path(f->cgroup, controller, path) ||
-      !find_mount(f->mountinfo, controller, root, mnt)) {
+  if (!each_line(f->cgroup, member_line, &w) || !each_line(f->mountinfo, mount_line, &w)) {
     v2 = 1;
-    if (!member_path(f->cgroup, NULL, path) || !find_mount(f->mountinfo, NULL, root, mnt))
+    w.controller = NULL;
+    if (!each_line(f->cgroup, member_line, &w) || !each_line(f->mountinfo, mount_line, &w))
       return 0;
   }
   const size_t rlen = strcmp(root, "/") == 0 ? 0 : strlen(root);
