@@ -55,6 +55,27 @@ check "devices --json" 0 "$bin" devices --json
 HICP_SIMD=scalar "$bin" devices --json | grep -q '"vector_code":"scalar"' &&
   ok "devices --json names the vector code HICP_SIMD picks" ||
   notok "devices --json names the vector code HICP_SIMD picks"
+# devices in a container's limits (a cgroup v1 of 256 MiB and half a CPU,
+# made as root where the hierarchy is writable): one thread, and 3/4 of
+# the 256 MiB a call
+mem_cg=$(sed -n 's/^[0-9]*:memory:\(.*\)$/\1/p' /proc/self/cgroup 2>/dev/null | head -1)
+cg_mem=/sys/fs/cgroup/memory${mem_cg%/}/hicp-cli-$$ cg_cpu=/sys/fs/cgroup/cpu/hicp-cli-$$
+if [ "$have_py" = 1 ] && [ "$(id -u)" = 0 ] && [ -n "$mem_cg" ] && [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ] &&
+   mkdir "$cg_mem" 2>/dev/null; then
+  if mkdir "$cg_cpu" 2>/dev/null && echo 268435456 >"$cg_mem/memory.limit_in_bytes" &&
+     echo 50000 >"$cg_cpu/cpu.cfs_quota_us"; then
+    sh -c 'echo $$ >"$1/cgroup.procs" && echo $$ >"$2/cgroup.procs" && exec "$3" devices --json' \
+      sh "$cg_mem" "$cg_cpu" "$bin" >"$tmp/cg.json" 2>"$tmp/err"
+    [ "$(json_get "$tmp/cg.json" '(d["threads_default"], d["cgroup_cpu_quota"], d["memory_limit_default_of"], round(d["memory_limit_default_gb"] * 1e9))' 2>/dev/null)" = "(1, 1, 'cgroup', 201326592)" ] &&
+      ok "devices in a cgroup: one thread, 3/4 of its memory limit" ||
+      notok "devices in a cgroup: one thread, 3/4 of its memory limit ($(cat "$tmp/cg.json"))"
+  else
+    skip "cannot set a cgroup's limits here"
+  fi
+  rmdir "$cg_cpu" "$cg_mem" 2>/dev/null
+else
+  skip "devices in a cgroup: needs root, python3 and a writable cgroup v1 hierarchy"
+fi
 # a setting's unknown value is refused by name, before any work; empty is unset
 for setting in HICP_SIMD=avx3 HICP_BIND=no HICP_QORDER=yes; do
   check "$setting refused" 2 env "$setting" "$bin" devices

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "budget.h"
+#include "cgroup.h"
 #include "cli.h"
 
 int cmd_devices(int argc, char **argv)
@@ -41,6 +43,11 @@ int cmd_devices(int argc, char **argv)
   int ngpu = hicp_device_count(ctx);
   char why[512];
   snprintf(why, sizeof why, "%s", hicp_context_error(ctx));
+  /* the defaults a container or a unit's limits change (lib/cgroup.c) */
+  const uint64_t limit = hicp__memory_limit(0);
+  const uint64_t group = hicp__cgroup_memory(&hicp__cgroup_system);
+  const int quota = hicp__cgroup_cpus(&hicp__cgroup_system);
+  const char *limit_of = group != 0 && limit == group / 4 * 3 ? "cgroup" : "physical";
   json j;
   if (as_json) {
     json_begin(&j, stdout);
@@ -48,14 +55,22 @@ int cmd_devices(int argc, char **argv)
     json_int(&j, "cores", cores);
     json_int(&j, "hardware_threads", pus);
     json_int(&j, "threads_default", hicp_context_threads(ctx));
+    json_int(&j, "cgroup_cpu_quota", quota);
     json_str(&j, "vector_code", hicp_cpu_vector_code());
+    json_num(&j, "memory_limit_default_gb", (double)limit / 1e9);
+    json_str(&j, "memory_limit_default_of", limit_of);
     json_array_begin(&j, "numa_nodes");
   } else {
     const int threads = hicp_context_threads(ctx);
-    printf("cpu          %d package%s, %d cores, %d hardware threads; hicp uses %d thread%s, "
+    char why_threads[64] = "";
+    if (quota > 0 && threads == quota)
+      snprintf(why_threads, sizeof why_threads, " (its cgroup's CPU quota)");
+    printf("cpu          %d package%s, %d cores, %d hardware threads; hicp uses %d thread%s%s, "
            "%s code\n",
            packages, packages == 1 ? "" : "s", cores, pus, threads, threads == 1 ? "" : "s",
-           hicp_cpu_vector_code());
+           why_threads, hicp_cpu_vector_code());
+    printf("memory       %.3g GB a call by default (3/4 of %s)\n", (double)limit / 1e9,
+           limit_of[0] == 'c' ? "its cgroup's memory limit" : "physical memory");
     printf("numa         %d node%s\n", numa, numa == 1 ? "" : "s");
   }
   for (int i = 0; i < numa; i++) {
