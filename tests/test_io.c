@@ -697,6 +697,16 @@ static const bad_case misread_cases[] = {
     BAD("nul2.xyz", "1 2 3\n4 5 6 \0 7\n", HICP_EFORMAT, "line 2: a NUL byte"),
     /* (refused before as a line of 2 coordinates) */
     BAD("nul3.xyz", "1 2\0 3\n", HICP_EFORMAT, "line 1: a NUL byte"),
+    /* (stop 44: a first line that starts with numbers is no header of
+     * column names; it was dropped as one, silently) */
+    BAD("typo1.xyz", "1 2 3x\n4 5 6\n7 8 9\n", HICP_EFORMAT, "line 1: expected a number, got '3x'"),
+    BAD("typo1.csv", "1,2,x\n4,5,6\n", HICP_EFORMAT, "line 1: expected a number, got 'x'"),
+    /* a Leica .pts count line is checked against the points after it */
+    BAD("short.pts", "4\n1 2 3 0 0 0 0\n4 5 6 0 0 0 0\n", HICP_EFORMAT,
+        "line 1: a count of 4 points, but 2 follow"),
+    BAD("blocks.pts", "1\n1 2 3\n4 5 6\n2\n7 8 9\n", HICP_EFORMAT,
+        "line 1: a count of 1 points, but 2 follow"),
+    BAD("lone.xyz", "3\n1 2 3\n", HICP_EFORMAT, "line 1: expected 3 coordinates, found 1"),
 };
 
 Test(io, misread_inputs_table)
@@ -727,6 +737,14 @@ Test(io, accepted_line_ends_and_endings)
       {"points.off", "OFF\n3 0 0\n1 2 3\n4 5 6\n7 8 9.5\n# no faces\n\n"},
       {"s.xyz", "1 2 3 \n4 5 6\t\n7 8 9.5\n\n   \n"},
       {"crlf.xyz", "1 2 3\r\n4 5 6\r\n7 8 9.5\r\n\r\n"},
+      /* a spreadsheet's CSV: a byte order mark, then a header (stop 44:
+       * the mark hid the first point's number, and the point was dropped
+       * as a header) */
+      {"bom.csv", "\xef\xbb\xbf" "1,2,3\n4,5,6\n7,8,9.5\n"},
+      {"bomhead.csv", "\xef\xbb\xbf" "x,y,z\r\n1,2,3\r\n4,5,6\r\n7,8,9.5\r\n"},
+      /* Leica's .pts: a count line before each scan's points */
+      {"leica.pts", "3\n1 2 3 -1200 80 90 100\n4 5 6 -1200 80 90 100\n7 8 9.5 0 0 0 0\n"},
+      {"scans.pts", "2\r\n1 2 3 0\r\n4 5 6 0\r\n1\r\n7 8 9.5 0\r\n"},
   };
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
     hicp_cloud_destroy(read_ok(write_text(dir, files[i].name, files[i].text), want, 3));

@@ -2,12 +2,18 @@
  * three numbers of each line are x, y, z; further columns (normals, colours)
  * are ignored.  Separators: blanks, commas, semicolons.  Blank lines and
  * lines starting with '#' or '//' are skipped; one header line of names
- * ("x,y,z") is allowed before the first point.  A NUL byte anywhere in a
- * line is refused: it marks binary data, not text. */
+ * ("x,y,z") is allowed before the first point, a line whose first word is
+ * not a number (a line that starts with one and then fails is an error,
+ * as it is anywhere else).  A UTF-8 byte order mark at the start (which
+ * spreadsheets write into CSV files) is skipped.  In a .pts file (Leica's
+ * format) a line holding one whole number is the count of the points that
+ * follow, up to the next such line, and is checked.  A NUL byte anywhere in
+ * a line is refused: it marks binary data, not text. */
 #include "config.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "io/text.h"
 
@@ -26,6 +32,15 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
   int rc = hicp__raw_reserve_points(ctx, name, out, lines < len / 6 + 1 ? lines : len / 6 + 1);
   if (rc != HICP_OK)
     return rc;
+  if (len >= 3 && buf[0] == 0xef && buf[1] == 0xbb && buf[2] == 0xbf) {
+    buf += 3;
+    len -= 3;
+  }
+  const char *dot = name != NULL ? strrchr(name, '.') : NULL;
+  const int pts = dot != NULL && strcasecmp(dot, ".pts") == 0;
+  /* a .pts count line: the points it announced, where it was, and the
+   * points read since (none yet: SIZE_MAX) */
+  size_t count = SIZE_MAX, count_line = 0, since = 0;
   hicp__text t;
   hicp__text_init(&t, ctx, name, buf, buf + len, 1);
   int seen_data = 0, seen_header = 0;
@@ -55,7 +70,7 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
       if (prc == HICP_ENONFINITE)
         return hicp__fail(ctx, prc, "%s line %zu: non-finite coordinate '%.24s'", name, t.line, tok);
       if (prc != HICP_OK) {
-        if (!seen_data && !seen_header) {
+        if (!seen_data && !seen_header && k == 0 && count == SIZE_MAX) {
           /* a header of column names */
           seen_header = 1;
           k = -1;
@@ -65,6 +80,16 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
                           t.line, tok);
       }
     }
+    if (k == 1 && pts && v[0] >= 0 && v[0] <= 4e18 && v[0] == (double)(uint64_t)v[0] &&
+        strpbrk(tok, ".eE") == NULL) {
+      if (count != SIZE_MAX && since != count)
+        return hicp__fail(ctx, HICP_EFORMAT, "%s line %zu: a count of %zu points, but %zu follow",
+                          name, count_line, count, since);
+      count = (size_t)v[0];
+      count_line = t.line;
+      since = 0;
+      k = -1;
+    }
     if (k >= 0 && k < 3)
       return hicp__fail(ctx, HICP_EFORMAT, "%s line %zu: expected 3 coordinates, found %d", name,
                         t.line, k);
@@ -72,10 +97,14 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
       memcpy(&out->xyz[3 * out->n], v, sizeof v);
       out->n++;
       seen_data = 1;
+      since++;
     }
     /* further columns are ignored, but a NUL byte among them is no text */
     if ((rc = hicp__text_skip_line(&t)) != HICP_OK)
       return rc;
   }
+  if (count != SIZE_MAX && since != count)
+    return hicp__fail(ctx, HICP_EFORMAT, "%s line %zu: a count of %zu points, but %zu follow", name,
+                      count_line, count, since);
   return HICP_OK;
 }
