@@ -268,6 +268,17 @@ done
   || notok "failed runs left the existing output alone"
 ls "$tmp" | grep -q '\.tmp' && notok "no temporary files left behind" || ok "no temporary files left behind"
 
+# The printed axis of half turns and beyond (stop 44: a half turn about
+# (1, 1, 0) was printed as one about z)
+printf '0 1 0 0\n1 0 0 0\n0 0 -1 0\n0 0 0 1\n' >"$tmp/half.txt"
+printf '0 0 1 0\n1 0 0 0\n0 1 0 0\n0 0 0 1\n' >"$tmp/third.txt"
+for t in "half:180.000000 deg about (0.707107, 0.707107, 0.000000)" \
+         "third:120.000000 deg about (0.577350, 0.577350, 0.577350)"; do
+  "$bin" register "$tmp/good.xyz" "$tmp/good.xyz" --init "$tmp/${t%%:*}.txt" --max-iter 0 >"$tmp/out" 2>"$tmp/err"
+  grep -qF "rotation     ${t#*:}" "$tmp/out" && ok "the axis of a ${t%%:*} turn" ||
+    notok "the axis of a ${t%%:*} turn: $(grep rotation "$tmp/out")"
+done
+
 # Outputs that are not plain files, or that are inputs too.  Nothing here
 # touches the real /dev/null or /dev/full as an output: device nodes are made
 # (mknod, as root) in $tmp, and checked to be devices still afterwards.

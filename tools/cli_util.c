@@ -614,16 +614,37 @@ void cli_output_abort(cli_output *out)
     hicp__outfile_abort(&out->o);
 }
 
+/* R = c I + s [a]x + (1 - c) a a^T for a turn by angle (c, s) about a.
+ * The antisymmetric part gives 2 s a, the symmetric part (1 - c) a a^T:
+ * the first names the axis below 90 degrees, the second beyond, where s
+ * vanishes towards 180 degrees and the antisymmetric part holds only
+ * rounding (a half turn about (1, 1, 0) was printed as one about z). */
 void cli_rotation_angle_axis(const hicp_transform *t, double *deg, double axis[3])
 {
   const double *m = t->m;
-  double c = (m[0] + m[5] + m[10] - 1.0) / 2.0;
-  c = c > 1.0 ? 1.0 : c < -1.0 ? -1.0 : c;
-  *deg = acos(c) * 180.0 / M_PI;
-  double a[3] = {m[9] - m[6], m[2] - m[8], m[4] - m[1]};
-  double n = sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2]);
+  const double c = (m[0] + m[5] + m[10] - 1.0) / 2.0;
+  const double v[3] = {m[9] - m[6], m[2] - m[8], m[4] - m[1]};
+  const double two_s = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+  *deg = atan2(two_s / 2.0, c) * 180.0 / M_PI;
+  if (c > 0.0) {
+    for (int i = 0; i < 3; i++)
+      axis[i] = two_s > 0 ? v[i] / two_s : (i == 2);
+    return;
+  }
+  /* (R + R^T) / 2 - c I = (1 - c) a a^T: its row of the largest diagonal
+   * term is a multiple of a at least (1 - c) / sqrt(3) long */
+  double sym[3][3];
+  int k = 0;
+  for (int i = 0; i < 3; i++) {
+    for (int j = 0; j < 3; j++)
+      sym[i][j] = (m[4 * i + j] + m[4 * j + i]) / 2.0 - (i == j ? c : 0.0);
+    if (sym[i][i] > sym[k][k])
+      k = i;
+  }
+  const double len = sqrt(sym[k][0] * sym[k][0] + sym[k][1] * sym[k][1] + sym[k][2] * sym[k][2]);
+  const double sign = sym[k][0] * v[0] + sym[k][1] * v[1] + sym[k][2] * v[2] < 0 ? -1.0 : 1.0;
   for (int i = 0; i < 3; i++)
-    axis[i] = n > 0 ? a[i] / n : (i == 2);
+    axis[i] = sign * sym[k][i] / len;
 }
 
 void cli_transform_error(const hicp_transform *a, const hicp_transform *b, const double at[3],
