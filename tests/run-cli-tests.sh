@@ -298,8 +298,15 @@ if mkfifo "$o/fifo" 2>/dev/null; then
   if [ -p "$o/fifo" ] && [ "$got" -eq 0 ]; then wait $reader; else kill $reader 2>/dev/null; fi
   [ -p "$o/fifo" ] && [ "$(grep -c '^ ' "$o/fifo.out")" -eq 4 ] && ok "the truth went through the FIFO" ||
     notok "the truth went through the FIFO"
+  # one pipe as input and output, or as two outputs, is refused before any
+  # open (stop 44: the first waited for ever on the pipe's end, holding its
+  # write end, and the second mixed the two outputs)
+  check "a FIFO as input and output is refused" 2 timeout 20 "$bin" register "$g" "$o/fifo" --output "$o/fifo"
+  one_line_error "are the same pipe"
+  check "a FIFO as -o and --truth is refused" 2 timeout 20 "$bin" perturb "$g" -o "$o/fifo" --truth "$o/fifo"
+  one_line_error "are the same pipe"
 else
-  skip "mkfifo failed"; skip "mkfifo failed"; skip "mkfifo failed"; skip "mkfifo failed"
+  for k in 1 2 3 4 5 6 7 8; do skip "mkfifo failed"; done
 fi
 if mknod "$o/null" c 1 3 2>/dev/null && mknod "$o/full" c 1 7 2>/dev/null &&
    (echo x >"$o/null") 2>/dev/null; then

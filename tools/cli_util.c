@@ -130,7 +130,7 @@ int cli_finish(int status)
  * existing file's device and inode; for a missing one, its directory's and
  * its last component (two outputs not yet written can still collide). */
 typedef struct file_id {
-  int exists, regular;
+  int exists, regular, fifo;
   dev_t dev;
   ino_t ino;
   const char *base;
@@ -143,6 +143,7 @@ static int identify(const char *path, file_id *id)
   if (stat(path, &st) == 0) {
     id->exists = 1;
     id->regular = S_ISREG(st.st_mode);
+    id->fifo = S_ISFIFO(st.st_mode);
   } else {
     const char *slash = strrchr(path, '/');
     char dir[4096];
@@ -159,14 +160,16 @@ static int identify(const char *path, file_id *id)
   return 0;
 }
 
-/* Whether writing output a destroys b: both the same regular file, or both
- * missing names of one directory entry.  A FIFO or a device is written in
- * place, which destroys nothing. */
+/* Whether writing output a spoils b: both the same regular file (which
+ * the output replaces), one pipe (whose reader would get both outputs
+ * mixed, or which hicp would read while holding its write end, waiting
+ * for an end that never comes), or both missing names of one directory
+ * entry.  A device is written in place, which spoils nothing. */
 static int collide(const file_id *a, const file_id *b)
 {
   if (a->dev != b->dev || a->ino != b->ino || a->exists != b->exists)
     return 0;
-  return a->exists ? a->regular : strcmp(a->base, b->base) == 0;
+  return a->exists ? a->regular || a->fifo : strcmp(a->base, b->base) == 0;
 }
 
 int cli_check_outputs(const cli_file *files, int n)
@@ -182,8 +185,13 @@ int cli_check_outputs(const cli_file *files, int n)
           (!a.exists && !files[k].output) || identify(files[k].path, &b) != 0 ||
           !collide(&a, &b))
         continue;
-      cli_error("%s '%s' and %s '%s' are the same file (refusing to overwrite it)",
-                files[i].what, files[i].path, files[k].what, files[k].path);
+      if (a.fifo)
+        cli_error("%s '%s' and %s '%s' are the same pipe (refusing to %s it)", files[i].what,
+                  files[i].path, files[k].what, files[k].path,
+                  files[k].output ? "write both into" : "read what is written into");
+      else
+        cli_error("%s '%s' and %s '%s' are the same file (refusing to overwrite it)",
+                  files[i].what, files[i].path, files[k].what, files[k].path);
       return -1;
     }
   }
