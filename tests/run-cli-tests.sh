@@ -279,6 +279,18 @@ for t in "half:180.000000 deg about (0.707107, 0.707107, 0.000000)" \
     notok "the axis of a ${t%%:*} turn: $(grep rotation "$tmp/out")"
 done
 
+# --view is a direction: its scale changes nothing (stop 44: a length that
+# underflowed or overflowed kept every point, silently)
+printf 'OFF\n6 8 0\n1 0 0\n-1 0 0\n0 1 0\n0 -1 0\n0 0 1\n0 0 -1\n3 0 2 4\n3 2 1 4\n3 1 3 4\n3 3 0 4\n3 2 0 5\n3 1 2 5\n3 3 1 5\n3 0 3 5\n' >"$tmp/oct.off"
+views=
+for v in 1,1,1 1e-200,1e-200,1e-200 1e200,1e200,1e200; do
+  views="$views $("$bin" perturb "$tmp/oct.off" -o "$tmp/v.ply" --samples 4000 --view "$v" 2>&1 | head -1 | awk '{print $3}')"
+done
+set -- $views
+[ $# -eq 3 ] && [ "$1" = "$2" ] && [ "$1" = "$3" ] && [ "$1" -lt 4000 ] &&
+  ok "perturb --view: the same scan at any scale ($1 of 4000 points)" ||
+  notok "perturb --view: the same scan at any scale (points:$views)"
+
 # Outputs that are not plain files, or that are inputs too.  Nothing here
 # touches the real /dev/null or /dev/full as an output: device nodes are made
 # (mknod, as root) in $tmp, and checked to be devices still afterwards.

@@ -112,9 +112,12 @@ int synth_sample_mesh(const float *xyz, size_t nv, const double origin[3], const
 
 size_t synth_visible(const double *p, size_t n, const double toward[3], unsigned char *keep)
 {
-  double w[3] = {toward[0], toward[1], toward[2]};
+  /* scaled by the largest component first, so that a direction's length
+   * neither underflows nor overflows: (1e-200, 1e-200, 1e-200) is (1, 1, 1) */
+  const double big = fmax(fabs(toward[0]), fmax(fabs(toward[1]), fabs(toward[2])));
+  double w[3] = {toward[0] / big, toward[1] / big, toward[2] / big};
   double len = sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2]);
-  if (n == 0 || !(len > 0.0)) {
+  if (n == 0 || !(big > 0.0 && big < HUGE_VAL) || !(len > 0.0)) {
     memset(keep, 1, n);
     return n;
   }
