@@ -291,6 +291,19 @@ set -- $views
   ok "perturb --view: the same scan at any scale ($1 of 4000 points)" ||
   notok "perturb --view: the same scan at any scale (points:$views)"
 
+# standard output closed: the report cannot go to the output file that
+# would take its descriptor (stop 44: the file was replaced by the report,
+# exit 0); the run fails and the file stays as it was
+printf 'precious\n' >"$tmp/precious.ply"
+check "register with standard output closed fails" 1 sh -c '"$1" register "$2" "$2" --output "$3" >&-' \
+  sh "$bin" "$tmp/good.xyz" "$tmp/precious.ply"
+one_line_error "cannot write standard output"
+[ "$(cat "$tmp/precious.ply")" = precious ] && ok "the output file is as it was" ||
+  notok "the output file is as it was"
+check "model build with standard output closed fails" 1 sh -c '"$1" model build "$2" -o "$3" >&-' \
+  sh "$bin" "$tmp/good.xyz" "$tmp/closed.hicpm"
+[ ! -e "$tmp/closed.hicpm" ] && ok "no model file written" || notok "no model file written"
+
 # Outputs that are not plain files, or that are inputs too.  Nothing here
 # touches the real /dev/null or /dev/full as an output: device nodes are made
 # (mknod, as root) in $tmp, and checked to be devices still afterwards.

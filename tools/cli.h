@@ -25,6 +25,11 @@ int cli_bad_option(const char *cmd, int c, int argc, char *const argv[],
 /* Flushes standard output: 0, or -1 when this or an earlier write to it
  * failed (the first error is remembered for cli_finish). */
 int cli_flush_stdout(void);
+/* Opens /dev/null on whichever of descriptors 0, 1 and 2 is closed, before
+ * anything else is opened: otherwise an output's file would take the
+ * number, and the report printed to standard output would go into it.  A
+ * closed standard output then fails the run, as writing to it does. */
+void cli_hold_std_fds(void);
 /* What the tool exits with: STATUS, or CLI_FAIL with "hicp: cannot write
  * standard output: ..." when STATUS is CLI_OK but standard output failed (a
  * command that failed already said why, in its one line). */

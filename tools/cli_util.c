@@ -108,6 +108,20 @@ int cli_bad_option(const char *cmd, int c, int argc, char *const argv[],
  * buffer gone, while the output is incomplete. */
 static int stdout_errno;
 
+void cli_hold_std_fds(void)
+{
+  for (int fd = 0; fd <= 2; fd++) {
+    if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+      continue;
+    /* the lowest free descriptor: this one */
+    const int held = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (held != fd && held >= 0)
+      close(held);
+    if (fd == 1)
+      stdout_errno = EBADF; /* the report has nowhere to go: a failure */
+  }
+}
+
 int cli_flush_stdout(void)
 {
   errno = 0;

@@ -56,6 +56,7 @@ static int check_environment(void)
 
 int main(int argc, char **argv)
 {
+  cli_hold_std_fds();
   if (argc < 2) { /* a failure's one line; the usage is --help's */
     cli_error("no command given (try 'hicp --help')");
     return CLI_USAGE;
