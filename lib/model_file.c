@@ -526,7 +526,10 @@ int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
   if (path == NULL || out == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_model_load: NULL argument");
   *out = NULL;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd;
+  do /* retried when a signal interrupts it (a FIFO's open waits) */
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+  while (fd < 0 && errno == EINTR);
   if (fd < 0)
     return hicp__fail(ctx, HICP_EIO, "cannot open %s: %s", path, strerror(errno));
   struct stat st;

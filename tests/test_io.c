@@ -7,10 +7,13 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "cloud.h"
@@ -1098,5 +1101,107 @@ Test(io, from_xyz_checks)
   hicp_cloud_destroy(c);
   hicp_cloud_destroy(NULL);
   cr_assert_eq(hicp_cloud_size(NULL), 0);
+  hicp_context_destroy(ctx);
+}
+
+/* Reads a few bytes of the FIFO and leaves. */
+static void *short_reader(void *path)
+{
+  char buf[16];
+  int fd = open(path, O_RDONLY);
+  if (fd >= 0) {
+    ssize_t got = read(fd, buf, sizeof buf);
+    (void)got;
+    close(fd);
+  }
+  return NULL;
+}
+
+/* A library write into a pipe whose reader has gone fails with HICP_EIO
+ * and says why, leaving the process alive, the thread's signal mask as it
+ * was and no SIGPIPE pending (stop 44: SIGPIPE killed the application,
+ * which had not set it aside). */
+Test(io, write_to_a_pipe_whose_reader_left)
+{
+  const char *dir = th_tmpdir();
+  char fifo[1024];
+  snprintf(fifo, sizeof fifo, "%s/out.fifo", dir);
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  enum { N = 50000 }; /* ascii, far more than a pipe holds */
+  float *p = malloc(sizeof(float) * 3 * N);
+  for (int i = 0; i < 3 * N; i++)
+    p[i] = (float)sin(0.37 * i) * 123.456f;
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  hicp_cloud *c;
+  cr_assert_eq(hicp_cloud_from_xyz(ctx, p, N, 0, &c), 0);
+  sigset_t before, after, pending;
+  cr_assert_eq(pthread_sigmask(SIG_SETMASK, NULL, &before), 0);
+  cr_assert_eq(sigismember(&before, SIGPIPE), 0);
+  pthread_t reader;
+  cr_assert_eq(pthread_create(&reader, NULL, short_reader, fifo), 0);
+  const int rc = hicp_cloud_write_ply(ctx, c, NULL, fifo, HICP_PLY_ASCII);
+  pthread_join(reader, NULL);
+  cr_assert_eq(rc, HICP_EIO, "%d: %s", rc, hicp_context_error(ctx));
+  cr_assert(strstr(hicp_context_error(ctx), "Broken pipe") != NULL, "%s", hicp_context_error(ctx));
+  cr_assert_eq(pthread_sigmask(SIG_SETMASK, NULL, &after), 0);
+  cr_assert_eq(sigismember(&after, SIGPIPE), 0, "SIGPIPE left blocked");
+  cr_assert_eq(sigpending(&pending), 0);
+  cr_assert_eq(sigismember(&pending, SIGPIPE), 0, "a SIGPIPE left pending");
+  hicp_cloud_destroy(c);
+  hicp_context_destroy(ctx);
+  free(p);
+}
+
+static void ignore_signal(int sig)
+{
+  (void)sig;
+}
+
+/* Writes a small point list into the FIFO a while after it starts. */
+static void *late_writer(void *path)
+{
+  usleep(200000);
+  int fd = open(path, O_WRONLY);
+  if (fd >= 0) {
+    static const char text[] = "1 2 3\n4 5 6\n7 8 9\n";
+    ssize_t put = write(fd, text, sizeof text - 1);
+    (void)put;
+    close(fd);
+  }
+  return NULL;
+}
+
+/* An application's timer whose handler does not restart system calls
+ * (no SA_RESTART) interrupts the wait for a FIFO's writer over and over:
+ * the read still succeeds (stop 44: the open failed with "Interrupted
+ * system call"). */
+Test(io, reads_through_interrupting_signals)
+{
+  const char *dir = th_tmpdir();
+  char fifo[1024];
+  snprintf(fifo, sizeof fifo, "%s/in.xyz", dir);
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  struct sigaction sa, old_sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = ignore_signal; /* and no SA_RESTART */
+  cr_assert_eq(sigaction(SIGALRM, &sa, &old_sa), 0);
+  const struct itimerval every_2ms = {{0, 2000}, {0, 2000}}, off = {{0, 0}, {0, 0}};
+  cr_assert_eq(setitimer(ITIMER_REAL, &every_2ms, NULL), 0);
+  pthread_t writer;
+  cr_assert_eq(pthread_create(&writer, NULL, late_writer, fifo), 0);
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  hicp_cloud *c = NULL;
+  const int rc = hicp_cloud_read(ctx, fifo, HICP_FORMAT_XYZ, &c);
+  setitimer(ITIMER_REAL, &off, NULL);
+  sigaction(SIGALRM, &old_sa, NULL);
+  /* a read end of its own, held till the writer is done, so that a failed
+   * read leaves no writer waiting */
+  const int hold = open(fifo, O_RDONLY | O_NONBLOCK);
+  pthread_join(writer, NULL);
+  if (hold >= 0)
+    close(hold);
+  cr_assert_eq(rc, 0, "%s", hicp_context_error(ctx));
+  cr_assert_eq(hicp_cloud_size(c), 3);
+  hicp_cloud_destroy(c);
   hicp_context_destroy(ctx);
 }

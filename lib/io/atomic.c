@@ -5,13 +5,42 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "cloud.h"
 #include "io/outfile.h"
 
+static int write_file(hicp_context *ctx, const char *path, hicp__writer_fn write, void *arg);
+
+/* A FIFO whose reader has gone makes a write raise SIGPIPE, which kills
+ * the process unless the application set it aside: the library holds it
+ * back on the writing thread while it writes (the write then fails with
+ * EPIPE, reported as any failed write is), takes the one it caused, and
+ * leaves the thread's mask and any SIGPIPE already pending as they were. */
 int hicp__atomic_write(hicp_context *ctx, const char *path, hicp__writer_fn write, void *arg)
+{
+  sigset_t pipe_only, was, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  const int held = pthread_sigmask(SIG_BLOCK, &pipe_only, &was) == 0;
+  const int had = held && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+  const int rc = write_file(ctx, path, write, arg);
+  if (held) {
+    if (!had && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+      const struct timespec now = {0, 0};
+      while (sigtimedwait(&pipe_only, NULL, &now) < 0 && errno == EINTR)
+        ;
+    }
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+  }
+  return rc;
+}
+
+static int write_file(hicp_context *ctx, const char *path, hicp__writer_fn write, void *arg)
 {
   if (path == NULL || path[0] == '\0')
     return hicp__fail(ctx, HICP_EINVAL, "no output file name");

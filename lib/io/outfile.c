@@ -164,7 +164,10 @@ static const char *open_temporary(hicp__outfile *o, const char *target, int keep
  * waits for its reader here, as a shell's redirection does. */
 static const char *open_in_place(hicp__outfile *o, const char *path, int truncate)
 {
-  int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC | (truncate ? O_TRUNC : 0));
+  int fd;
+  do /* retried when a signal interrupts the wait for a FIFO's reader */
+    fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC | (truncate ? O_TRUNC : 0));
+  while (fd < 0 && errno == EINTR);
   if (fd < 0)
     return strerror(errno);
   o->f = fdopen(fd, "wb");

@@ -17,7 +17,12 @@ int hicp__read_file(hicp_context *ctx, const char *path, unsigned char **buf, si
 {
   *buf = NULL;
   *len = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* a FIFO's open waits for a writer: an application's signal handler
+   * without SA_RESTART interrupts it, which is no failure */
+  int fd;
+  do
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+  while (fd < 0 && errno == EINTR);
   if (fd < 0)
     return hicp__fail(ctx, HICP_EIO, "cannot open %s: %s", path, strerror(errno));
   struct stat st;
