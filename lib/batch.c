@@ -412,7 +412,7 @@ static int track_team(hicp_context *ctx, const hicp_batch_options *bo, hicp__wor
     team->w[team->nw] = &ws[team->nw];
     team->nw++;
   }
-  hicp__cpu_worker_init(&ws[team->nw], ctx, ctx->threads);
+  hicp__cpu_worker_init(&ws[team->nw], ctx, hicp__team_threads(ctx));
   team->w[team->nw] = &ws[team->nw];
   team->nw++;
   return HICP_OK;

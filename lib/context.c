@@ -42,8 +42,31 @@ int hicp__default_threads(void)
   return quota > 0 && quota < n ? quota : n;
 }
 
+/* Set, in a child process, on the thread that called fork(): its OpenMP
+ * team is the parent's, whose threads the child does not have. */
+static _Thread_local int forked_here;
+
+static void note_fork_in_child(void)
+{
+  forked_here = 1;
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void watch_forks(void)
+{
+  (void)pthread_atfork(NULL, NULL, note_fork_in_child);
+}
+
+int hicp__team_threads(const hicp_context *ctx)
+{
+  return ctx == NULL || forked_here ? 1 : ctx->threads;
+}
+
 int hicp_context_create(const hicp_context_options *user, hicp_context **out)
 {
+  /* before any team is started: every parallel region runs on a context */
+  pthread_once(&fork_once, watch_forks);
   hicp_context_options o;
   hicp_context_options_init(&o);
   if (out == NULL)
@@ -135,7 +158,7 @@ static int threads_available(int n)
 
 int hicp__team_ready(hicp_context *ctx)
 {
-  if (ctx == NULL || ctx->threads <= 1)
+  if (hicp__team_threads(ctx) <= 1)
     return HICP_OK;
   const pthread_t self = pthread_self();
   if (ctx->team_checked && pthread_equal(ctx->team_thread, self))
@@ -156,10 +179,10 @@ int hicp_context_start_threads(hicp_context *ctx)
   /* One thread has nothing to start, nor has a context whose registrations
    * run on CUDA only; more are OpenMP's team of the calling thread, which
    * libgomp keeps between parallel regions. */
-  if (ctx->threads <= 1 || ctx->backend == HICP_BACKEND_CUDA)
+  if (hicp__team_threads(ctx) <= 1 || ctx->backend == HICP_BACKEND_CUDA)
     return 1;
   const int rc = hicp__team_ready(ctx);
-  return rc != HICP_OK ? rc : hicp__cpu_start_threads(ctx->threads);
+  return rc != HICP_OK ? rc : hicp__cpu_start_threads(hicp__team_threads(ctx));
 }
 
 void hicp_context_cancel(hicp_context *ctx)

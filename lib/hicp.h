@@ -222,9 +222,12 @@ HICP_API int hicp_context_threads(const hicp_context *ctx);
  * about 5 ms longer on a two-core virtual machine (docs/cpu-engine.md,
  * "Starting the threads before the first registration").  The threads are
  * the calling thread's OpenMP team: they wait, spinning a little and then
- * sleeping, until its next registration.  As with any OpenMP program, a
- * process that forks after this (or after a registration) should not use
- * CPU threads in the child.  Cheap when they are already running.
+ * sleeping, until its next registration.  A team does not survive
+ * fork(): in a child process, the thread that called fork() runs hicp's
+ * work on one thread, whatever its contexts say (the same bits, slower),
+ * where a team would wait for ever on the parent's threads; threads the
+ * child starts, such as a stream's workers, use all of theirs.  Cheap when
+ * they are already running.
  * Returns the number of threads running (1 for a one-thread context, and
  * for a ::HICP_BACKEND_CUDA one, which starts none: its registrations run on
  * the device), ::HICP_EINVAL when @p ctx is NULL, or ::HICP_ENOMEM when

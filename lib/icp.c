@@ -274,7 +274,7 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
   hicp__worker solo;
   hicp__team one;
   if (team == NULL || team->nw == 0) {
-    hicp__cpu_worker_init(&solo, ctx, ctx->threads);
+    hicp__cpu_worker_init(&solo, ctx, hicp__team_threads(ctx));
     one.w[0] = &solo;
     one.nw = 1;
     one.cpu_share = -1.0;
@@ -449,7 +449,7 @@ static void fill_result(const hicp__icp_out *out, const hicp__plan *plan, size_t
  * in the pragmas, so a build without OpenMP leaves it out. */
 static inline int copy_threads(const hicp_context *ctx, size_t n)
 {
-  return n >= 8192 ? ctx->threads : 1;
+  return n >= 8192 ? hicp__team_threads(ctx) : 1;
 }
 #endif
 

@@ -121,6 +121,13 @@ int hicp__default_threads(void);
  * does not).  Checked once a context and thread (context.c); HICP_OK, or
  * HICP_ENOMEM with the message. */
 int hicp__team_ready(hicp_context *ctx);
+/* The threads a parallel region on the calling thread may take for ctx:
+ * ctx->threads, or 1 on the thread that forked this process (in the child)
+ * or with no context.  libgomp's team of a thread does not survive fork():
+ * a region of more than one thread on the forking thread, in the child,
+ * waits for ever on the parent's threads.  Threads started in the child
+ * have teams of their own. */
+int hicp__team_threads(const hicp_context *ctx);
 
 /* Sized option structs: copies the caller's struct (which may come from an
  * older header and be shorter) over library defaults.  Returns 0 or

@@ -124,7 +124,7 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
   if (rc != HICP_OK)
     return rc;
   const unsigned char *base = (const unsigned char *)queries;
-  const int threads = ctx != NULL ? ctx->threads : 1;
+  const int threads = hicp__team_threads(ctx);
   /* The first bad query and the first bad previous match (n: none),
    * checked in parallel: on small models this pass is a tenth of the time. */
   long long bad_q = (long long)n, bad_w = (long long)n;

@@ -100,7 +100,7 @@ int hicp__start_table_build(hicp_context *ctx, hicp_model *m)
    * (The kd-tree's search from that candidate took 80 s on a 1M-point
    * model: a cell far from the surface has a ball of thousands of
    * vertices to rule out.) */
-#pragma omp parallel for schedule(dynamic, 16) num_threads(ctx != NULL ? ctx->threads : 1)
+#pragma omp parallel for schedule(dynamic, 16) num_threads(hicp__team_threads(ctx))
   for (long long r = 0; r < rows; r++) {
     const uint32_t y = (uint32_t)(r % ny), z = (uint32_t)(r / ny);
     uint32_t prev = HICP_NONE;

@@ -484,3 +484,63 @@ Test(contract, defaults_follow_the_cgroup)
             "message, 3: set-up)",
             status);
 }
+
+/* A process that forks after hicp ran its threads: in the child, the
+ * thread that forked registers, queries and builds on one thread (its
+ * OpenMP team is the parent's, whose threads the child lacks), with the
+ * same bits, and new contexts there do too (stop 44: the child's first
+ * parallel region waited for ever).  The child reports through its exit
+ * status: 0 all well, 1-4 a call failed, 5 other bits, killed by SIGALRM
+ * a hang. */
+Test(contract, hicp_in_a_forked_child, .timeout = 60)
+{
+  enum { N = 9000 };
+  float *p = malloc(sizeof(float) * 3 * N);
+  for (int i = 0; i < N; i++)
+    for (int d = 0; d < 3; d++)
+      p[3 * i + d] = (float)sin(0.37 * i + 1.3 * d) + 0.01f * (float)(i % 17);
+  hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, p, N, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  hicp_transform init;
+  hicp_transform_identity(&init);
+  init.m[3] = 0.01;
+  hicp_result want;
+  hicp_result_init(&want);
+  cr_assert_eq(hicp_register(ctx, m, p, N, NULL, &init, &want), 0);
+  uint32_t want_i[64];
+  cr_assert_eq(hicp_nn_query(ctx, m, p, 64, NULL, want_i, NULL, NULL), 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    alarm(30);
+    hicp_context *fresh = th_context(2, HICP_BACKEND_CPU);
+    hicp_context *on[2] = {ctx, fresh};
+    for (int k = 0; k < 2; k++) {
+      hicp_result r;
+      hicp_result_init(&r);
+      if (hicp_register(on[k], m, p, N, NULL, &init, &r) != 0)
+        _exit(1);
+      if (memcmp(&r.transform, &want.transform, sizeof r.transform) != 0)
+        _exit(5);
+      uint32_t got_i[64];
+      if (hicp_nn_query(on[k], m, p, 64, NULL, got_i, NULL, NULL) != 0)
+        _exit(2);
+      if (memcmp(got_i, want_i, sizeof got_i) != 0)
+        _exit(5);
+      hicp_model *again = NULL;
+      if (hicp_model_build(on[k], p, N, 0, NULL, &again) != 0)
+        _exit(3);
+      hicp_model_destroy(again);
+    }
+    _exit(0);
+  }
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+            "the child: status %#x (SIGALRM: a hang; 1-3 a call failed; 5 other bits)", status);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+  free(p);
+}
