@@ -11,13 +11,14 @@
 
 #include "backend.h"
 #include "envnames.h"
+#include "sysfs.h"
 #include "topology.h"
 
 /* Loads *t, with the PCI devices (to find a GPU's NUMA node) when `io`;
  * 1 when loaded. */
 static int load_topology(hwloc_topology_t *t, int io)
 {
-  if (hwloc_topology_init(t) != 0)
+  if (!hicp__hwloc_can_read() || hwloc_topology_init(t) != 0)
     return 0;
   if (io)
     hwloc_topology_set_io_types_filter(*t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);

@@ -304,6 +304,20 @@ check "model build with standard output closed fails" 1 sh -c '"$1" model build 
   sh "$bin" "$tmp/good.xyz" "$tmp/closed.hicpm"
 [ ! -e "$tmp/closed.hicpm" ] && ok "no model file written" || notok "no model file written"
 
+# without /sys (a minimal container): nothing on standard error (stop 44:
+# hwloc's "failed to find sysfs cpu topology directory", once a context)
+if [ "$(id -u)" = 0 ] && unshare -m sh -c 'mount -t tmpfs none /sys' 2>/dev/null; then
+  check "register without /sys" 0 unshare -m sh -c 'mount -t tmpfs none /sys && exec "$1" register "$2" "$2"' \
+    sh "$bin" "$tmp/good.xyz"
+  [ ! -s "$tmp/err" ] && ok "register without /sys prints no error" ||
+    notok "register without /sys prints no error"
+  check "devices without /sys" 0 unshare -m sh -c 'mount -t tmpfs none /sys && exec "$1" devices' sh "$bin"
+  [ ! -s "$tmp/err" ] && grep -q "topology unknown" "$tmp/out" && ok "devices without /sys says so, and only so" ||
+    notok "devices without /sys says so, and only so"
+else
+  for k in 1 2 3 4; do skip "needs root and unshare to hide /sys"; done
+fi
+
 # Outputs that are not plain files, or that are inputs too.  Nothing here
 # touches the real /dev/null or /dev/full as an output: device nodes are made
 # (mknod, as root) in $tmp, and checked to be devices still afterwards.

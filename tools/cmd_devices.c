@@ -9,6 +9,7 @@
 #include "budget.h"
 #include "cgroup.h"
 #include "cli.h"
+#include "sysfs.h"
 
 int cmd_devices(int argc, char **argv)
 {
@@ -25,9 +26,10 @@ int cmd_devices(int argc, char **argv)
       return CLI_USAGE;
     }
   }
-  hwloc_topology_t topo;
+  hwloc_topology_t topo = NULL;
   int packages = 0, cores = 0, pus = 0, numa = 0;
-  if (hwloc_topology_init(&topo) == 0 && hwloc_topology_load(topo) == 0) {
+  if (hicp__hwloc_can_read() && hwloc_topology_init(&topo) == 0 &&
+      hwloc_topology_load(topo) == 0) {
     packages = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
     cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
     pus = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
@@ -37,7 +39,8 @@ int cmd_devices(int argc, char **argv)
   cli_common_init(&common);
   hicp_context *ctx = cli_context(&common);
   if (ctx == NULL) {
-    hwloc_topology_destroy(topo);
+    if (topo != NULL)
+      hwloc_topology_destroy(topo);
     return CLI_FAIL;
   }
   int ngpu = hicp_device_count(ctx);
@@ -65,10 +68,15 @@ int cmd_devices(int argc, char **argv)
     char why_threads[64] = "";
     if (quota > 0 && threads == quota)
       snprintf(why_threads, sizeof why_threads, " (its cgroup's CPU quota)");
-    printf("cpu          %d package%s, %d cores, %d hardware threads; hicp uses %d thread%s%s, "
-           "%s code\n",
-           packages, packages == 1 ? "" : "s", cores, pus, threads, threads == 1 ? "" : "s",
-           why_threads, hicp_cpu_vector_code());
+    if (packages > 0)
+      printf("cpu          %d package%s, %d cores, %d hardware threads; hicp uses %d thread%s%s, "
+             "%s code\n",
+             packages, packages == 1 ? "" : "s", cores, pus, threads, threads == 1 ? "" : "s",
+             why_threads, hicp_cpu_vector_code());
+    else
+      printf("cpu          topology unknown (hwloc cannot read it); hicp uses %d thread%s%s, %s "
+             "code\n",
+             threads, threads == 1 ? "" : "s", why_threads, hicp_cpu_vector_code());
     printf("memory       %.3g GB a call by default (3/4 of %s)\n", (double)limit / 1e9,
            limit_of[0] == 'c' ? "its cgroup's memory limit" : "physical memory");
     printf("numa         %d node%s\n", numa, numa == 1 ? "" : "s");
@@ -129,6 +137,7 @@ int cmd_devices(int argc, char **argv)
     json_end(&j);
   }
   hicp_context_destroy(ctx);
-  hwloc_topology_destroy(topo);
+  if (topo != NULL)
+    hwloc_topology_destroy(topo);
   return CLI_OK; /* main checks that standard output took it all */
 }
