@@ -1205,3 +1205,43 @@ Test(io, reads_through_interrupting_signals)
   hicp_cloud_destroy(c);
   hicp_context_destroy(ctx);
 }
+
+/* A replaced file keeps its group (a file shared by a project's group
+ * stays writable by the group) and, written as root, its owner (stop 44:
+ * both became the writer's).  As another user, the test takes one of its
+ * supplementary groups, and skips without one. */
+Test(io, replaced_file_keeps_group_and_owner)
+{
+  const char *dir = th_tmpdir();
+  hicp_context *ctx = ctx_new();
+  hicp_cloud *c = one_point_cloud(ctx);
+  const char *kept = th_path(dir, "shared.ply");
+  th_write(kept, "old", 3);
+  uid_t owner = (uid_t)-1;
+  gid_t group = (gid_t)-1;
+  if (geteuid() == 0) {
+    owner = 65534; /* nobody */
+    group = 50;
+  } else {
+    gid_t groups[64];
+    const int n = getgroups(64, groups);
+    for (int i = 0; i < n; i++)
+      if (groups[i] != getegid())
+        group = groups[i];
+    if (group == (gid_t)-1)
+      cr_skip_test("no supplementary group to give the file");
+  }
+  cr_assert_eq(chown(kept, owner, group), 0);
+  cr_assert_eq(chmod(kept, 0664), 0);
+  cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, kept, HICP_PLY_ASCII), 0, "%s",
+               hicp_context_error(ctx));
+  struct stat st;
+  cr_assert_eq(stat(kept, &st), 0);
+  cr_assert_eq(st.st_gid, group, "group %d, not %d", (int)st.st_gid, (int)group);
+  if (owner != (uid_t)-1)
+    cr_assert_eq(st.st_uid, owner, "owner %d, not %d", (int)st.st_uid, (int)owner);
+  cr_assert_eq(st.st_mode & 07777, 0664, "mode %o", (unsigned)(st.st_mode & 07777));
+  cr_assert_gt(st.st_size, 3, "not replaced");
+  hicp_cloud_destroy(c);
+  hicp_context_destroy(ctx);
+}

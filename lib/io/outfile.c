@@ -188,19 +188,27 @@ static const char *open_new(hicp__outfile *o, const char *path)
   return open_temporary(o, path, -1);
 }
 
-/* An existing regular file: replaced with its permissions kept (not a
- * set-user-ID or set-group-ID bit: the new file is ours).  Through a link,
+/* An existing regular file: replaced with its permissions, group and (as
+ * root) owner kept (not a set-user-ID or set-group-ID bit).  Through a link,
  * the file the link names is replaced, so that the link stays one. */
 static const char *open_regular(hicp__outfile *o, const char *path, const struct stat *st)
 {
   struct stat lst;
-  if (lstat(path, &lst) != 0 || !S_ISLNK(lst.st_mode))
-    return open_temporary(o, path, (int)(st->st_mode & 0777));
-  char *real = realpath(path, NULL);
-  if (real == NULL)
-    return errno == ENOMEM ? out_of_memory : strerror(errno);
-  const char *why = open_temporary(o, real, (int)(st->st_mode & 0777));
-  free(real);
+  const char *why;
+  if (lstat(path, &lst) != 0 || !S_ISLNK(lst.st_mode)) {
+    why = open_temporary(o, path, (int)(st->st_mode & 0777));
+  } else {
+    char *real = realpath(path, NULL);
+    if (real == NULL)
+      return errno == ENOMEM ? out_of_memory : strerror(errno);
+    why = open_temporary(o, real, (int)(st->st_mode & 0777));
+    free(real);
+  }
+  /* Its group too (a shared file of a project's group stays the group's),
+   * and as root its owner: where the system refuses (a group the user is
+   * not in), the new file keeps the user's, as any new file has. */
+  if (why == NULL && fchown(fileno(o->f), geteuid() == 0 ? st->st_uid : (uid_t)-1, st->st_gid) != 0)
+    errno = 0;
   return why;
 }
 
