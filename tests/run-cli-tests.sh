@@ -564,6 +564,13 @@ for opt in "--rotate 10,,5,0" "--rotate ,10,5,0" "--translate 1,2,3," "--view 0,
   check "perturb $opt (an empty field) exits 2" 2 "$bin" perturb "$g" -o "$o/p7.ply" $opt
   opt=${opt#--}; one_line_error "${opt%% *}"
 done
+# a nonzero number that underflows to 0 is refused: 0 means "off" for
+# these (stop 44: --max-dist 1e-400 ran with no limit at all)
+for opt in "--max-dist 1e-400" "--time-budget 1e-400" "--tol 5e-999"; do
+  # shellcheck disable=SC2086
+  check "register $opt exits 2" 2 "$bin" register "$g" "$g" $opt
+  opt=${opt#--}; one_line_error "${opt%% *}"
+done
 for opt in "--min-step 1,,2" "--devices 0,,1" "--devices 0,"; do
   # shellcheck disable=SC2086
   check "register $opt (an empty field) exits 2" 2 "$bin" register a b $opt
@@ -571,7 +578,7 @@ for opt in "--min-step 1,,2" "--devices 0,,1" "--devices 0,"; do
 done
 check "--min-step 1 exits 2" 2 "$bin" register a b --min-step 1
 one_line_error "min-step: expected T,DEG"
-check "--tol 1e-400 (underflow) is taken" 0 "$bin" register "$g" "$g" --tol 1e-400
+check "--tol 1e-310 (a subnormal) is taken" 0 "$bin" register "$g" "$g" --tol 1e-310
 check "--tol 1e400 (overflow) exits 2" 2 "$bin" register a b --tol 1e400
 one_line_error "tol"
 check "--max-dist 0x1p-4 (hexadecimal) exits 2" 2 "$bin" register a b --max-dist 0x1p-4

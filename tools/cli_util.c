@@ -251,15 +251,20 @@ static int is_decimal_number(const char *s)
   return *s == '\0';
 }
 
-/* 0 and the value, or -1.  strtod's ERANGE is not checked: on underflow it
- * returns the nearest double (0 or a subnormal), which is the number meant;
- * overflow gives HUGE_VAL, which isfinite refuses. */
+/* 0 and the value, or -1.  strtod's ERANGE is not checked: on gradual
+ * underflow it returns the nearest subnormal, which is the number meant;
+ * overflow gives HUGE_VAL, which isfinite refuses.  A number written
+ * nonzero that underflows to 0 is refused: for many options 0 means "off"
+ * (--max-dist, --time-budget), and 1e-400 would turn the limit it asks
+ * for into none. */
 static int parse_number(const char *s, double *out)
 {
   if (!is_decimal_number(s))
     return -1;
   const double v = strtod(s, NULL);
   if (!isfinite(v))
+    return -1;
+  if (v == 0.0 && strcspn(s, "123456789") < strcspn(s, "eE"))
     return -1;
   *out = v;
   return 0;
