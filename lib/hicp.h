@@ -598,7 +598,9 @@ typedef struct hicp_reg_options {
   int max_iter;          /**< transform updates at most; default 50 */
   double tol;            /**< stop when |MSE change| < tol (squared model
                               units); default -1 = automatic, 1e-12 times the
-                              squared model diagonal; 0 = never */
+                              squared model diagonal (at least DBL_MIN, so
+                              that an unchanged MSE stops a model of one
+                              point); 0 = never */
   double mse_abs;        /**< stop when MSE < this; default 0 (off) */
   double min_step_trans; /**< stop when the translation increment is below
                               this and the rotation increment below

@@ -10,6 +10,7 @@
  * GPU keep it on the device. */
 #include "config.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -79,7 +80,10 @@ static int make_plan(hicp_context *ctx, const hicp_model *m, const hicp_reg_opti
     return hicp__fail(ctx, HICP_EINVAL, "reserved flags must be 0");
   memset(p, 0, sizeof *p);
   p->method = (int)o->nn;
-  p->conv.tol = o->tol < 0.0 ? 1e-12 * m->diag * m->diag : o->tol;
+  /* automatic: 1e-12 of the squared diagonal, and no less than the least
+   * normal double, so that a model of one point (a diagonal of 0) still
+   * stops once the MSE no longer changes (at 0 the test was off) */
+  p->conv.tol = o->tol < 0.0 ? fmax(1e-12 * m->diag * m->diag, DBL_MIN) : o->tol;
   p->conv.mse_abs = o->mse_abs;
   p->conv.step_t = o->min_step_trans;
   /* 1 - cos(angle), so the device loop needs no cosine, as 2 sin^2(angle/2):

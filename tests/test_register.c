@@ -751,3 +751,28 @@ Test(register, strided_scan_and_time_budget)
   hicp_context_destroy(ctx);
   hicp_model_destroy(m);
 }
+
+/* A model of one point (a diagonal of 0) and scans on it stop once the
+ * MSE no longer changes, under the automatic tolerance (stop 44: the
+ * tolerance, 1e-12 of the squared diagonal, was 0, which is off, and every
+ * such registration ran to max_iter, "not converged"). */
+Test(register, one_point_model_converges)
+{
+  const float one[3] = {1.0f, 2.0f, 3.0f};
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, one, 1, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  const float scans[2][6] = {{1.0f, 2.0f, 3.0f, 1.0f, 2.0f, 3.0f}, {1.5f, 2.0f, 3.0f, 1.0f, 2.5f, 3.0f}};
+  for (int k = 0; k < 2; k++) {
+    hicp_result r;
+    hicp_result_init(&r);
+    cr_assert_eq(hicp_register(ctx, m, scans[k], 2, NULL, NULL, &r), 0, "%s",
+                 hicp_context_error(ctx));
+    cr_assert(r.converged, "scan %d: stop %s after %d iterations", k, hicp_stop_name(r.stop),
+              r.iterations);
+    cr_assert_eq(r.stop, HICP_STOP_MSE_CHANGE);
+    cr_assert_leq(r.iterations, 3, "scan %d: %d iterations", k, r.iterations);
+  }
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
