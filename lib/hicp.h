@@ -820,7 +820,15 @@ HICP_API int hicp_stream_submit_cloud(hicp_stream *stream, const hicp_cloud *clo
  */
 HICP_API int hicp_stream_receive(hicp_stream *stream, hicp_result *result, int wait);
 
-/** Stops the stream (unreceived results are dropped) and frees it; NULL is a no-op. */
+/**
+ * Stops the stream (unreceived results are dropped) and frees it; NULL is a
+ * no-op.  No other call on the stream may be running or start: a receiver
+ * blocked in hicp_stream_receive() on another thread is not woken, and
+ * would then use freed memory.  To end one, cancel the context
+ * (hicp_context_cancel(): the outstanding frames finish at once, as
+ * failed or stopped), let it receive them all, and destroy the stream
+ * once it has returned.
+ */
 HICP_API void hicp_stream_destroy(hicp_stream *stream);
 
 /** @} */

@@ -571,6 +571,13 @@ for opt in "--max-dist 1e-400" "--time-budget 1e-400" "--tol 5e-999"; do
   check "register $opt exits 2" 2 "$bin" register "$g" "$g" $opt
   opt=${opt#--}; one_line_error "${opt%% *}"
 done
+# --filter-sigma alone would leave the filter off (stop 44: silently)
+check "register --filter-sigma without --filter-start exits 2" 2 "$bin" register "$g" "$g" --filter-sigma 2
+one_line_error "needs --filter-start"
+check "track --filter-sigma without --filter-start exits 2" 2 "$bin" track "$g" "$g" --filter-sigma 2
+one_line_error "needs --filter-start"
+check "track --from-list of a missing file exits 1" 1 "$bin" track "$g" --from-list "$tmp/no-such-list"
+one_line_error "no-such-list: No such file or directory"
 for opt in "--min-step 1,,2" "--devices 0,,1" "--devices 0,"; do
   # shellcheck disable=SC2086
   check "register $opt (an empty field) exits 2" 2 "$bin" register a b $opt

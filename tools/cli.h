@@ -30,6 +30,9 @@ int cli_flush_stdout(void);
  * number, and the report printed to standard output would go into it.  A
  * closed standard output then fails the run, as writing to it does. */
 void cli_hold_std_fds(void);
+/* 1, with the one line, when --filter-sigma was given without
+ * --filter-start (which alone turns the filter on), 0 otherwise. */
+int cli_filter_sigma_alone(int sigma_given, const hicp_reg_options *o);
 /* What the tool exits with: STATUS, or CLI_FAIL with "hicp: cannot write
  * standard output: ..." when STATUS is CLI_OK but standard output failed (a
  * command that failed already said why, in its one line). */

@@ -108,6 +108,14 @@ int cli_bad_option(const char *cmd, int c, int argc, char *const argv[],
  * buffer gone, while the output is incomplete. */
 static int stdout_errno;
 
+int cli_filter_sigma_alone(int sigma_given, const hicp_reg_options *o)
+{
+  if (!sigma_given || o->filter_start >= 0)
+    return 0;
+  cli_error("--filter-sigma needs --filter-start K: the filter is off without it");
+  return 1;
+}
+
 void cli_hold_std_fds(void)
 {
   for (int fd = 0; fd <= 2; fd++) {

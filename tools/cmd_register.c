@@ -35,7 +35,7 @@ static void usage(FILE *f)
           "  --output FILE       write the aligned scan as PLY (binary; --ascii for text)\n"
           "  --chunk N           points per reduction chunk (power of two, 256..65536;\n"
           "                      default 1024)\n"
-          "  --time-budget MS    stop after MS milliseconds\n"
+          "  --time-budget MS    stop after MS milliseconds (0: no limit, the default)\n"
           "  --threads N         CPU threads (default: one per core)\n"
           "  --backend B         auto, cpu, cuda, hybrid (default auto)\n"
           "  --devices LIST      CUDA devices, e.g. 0,1 (a device may repeat)\n"
@@ -203,7 +203,7 @@ int cmd_register(int argc, char **argv)
   cli_common common;
   cli_common_init(&common);
   const char *init_path = NULL, *truth_path = NULL, *out_path = NULL;
-  int as_json = 0, ascii = 0, c;
+  int as_json = 0, ascii = 0, sigma_given = 0, c;
   double step[2];
   optind = 0;
   opterr = 0;
@@ -247,6 +247,7 @@ int cmd_register(int argc, char **argv)
       break;
     case OPT_FILTER_SIGMA:
       bad = cli_double("--filter-sigma", optarg, 1e-9, 1e9, &o.filter_sigma);
+      sigma_given = 1;
       break;
     case OPT_INIT:
       init_path = optarg;
@@ -296,6 +297,8 @@ int cmd_register(int argc, char **argv)
     if (bad)
       return CLI_USAGE;
   }
+  if (cli_filter_sigma_alone(sigma_given, &o))
+    return CLI_USAGE;
   if (argc - optind != 2) {
     cli_error("register needs MODEL and SCAN (see 'hicp register --help')");
     return CLI_USAGE;

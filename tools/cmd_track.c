@@ -3,7 +3,9 @@
  * order. */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +53,7 @@ static int read_list(const char *path, char ***names, size_t *n)
 {
   FILE *f = fopen(path, "r");
   if (f == NULL) {
-    cli_error("cannot open %s", path);
+    cli_error("cannot open %s: %s", path, strerror(errno));
     return -1;
   }
   size_t cap = 0, count = 0, lineno = 0;
@@ -86,7 +88,7 @@ static int read_list(const char *path, char ***names, size_t *n)
     list[count++] = name;
   }
   if (rc == 0 && ferror(f)) {
-    cli_error("cannot read %s", path);
+    cli_error("cannot read %s: %s", path, strerror(errno != 0 ? errno : EIO));
     rc = -1;
   }
   fclose(f);
@@ -138,7 +140,7 @@ int cmd_track(int argc, char **argv)
   cli_common common;
   cli_common_init(&common);
   const char *list = NULL, *init_path = NULL;
-  int as_json = 0, c;
+  int as_json = 0, sigma_given = 0, c;
   optind = 0;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -148,17 +150,20 @@ int cmd_track(int argc, char **argv)
     case 'I': bo.track = 0; break;
     case 'i': init_path = optarg; break;
     case 'm': bad = cli_int("--max-iter", optarg, 0, 1000000, &o.max_iter); break;
-    case 't': bad = cli_double("--tol", optarg, 0, 1e300, &o.tol); break;
+    case 't': bad = cli_double("--tol", optarg, 0, HUGE_VAL, &o.tol); break;
     case 'n':
       if (hicp_nn_method_from_name(optarg, &o.nn) != HICP_OK) {
         cli_error("--nn: expected brute, kdtree, zero, kdann, pnn or pnn-opt, got '%s'", optarg);
         bad = 1;
       }
       break;
-    case 'd': bad = cli_double("--max-dist", optarg, 0, 1e300, &o.max_dist); break;
+    case 'd': bad = cli_double("--max-dist", optarg, 0, HUGE_VAL, &o.max_dist); break;
     case 'r': bad = cli_double("--trim", optarg, 1e-9, 1.0, &o.trim); break;
     case 'f': bad = cli_int("--filter-start", optarg, 0, 1000000, &o.filter_start); break;
-    case 's': bad = cli_double("--filter-sigma", optarg, 1e-9, 1e9, &o.filter_sigma); break;
+    case 's':
+      bad = cli_double("--filter-sigma", optarg, 1e-9, 1e9, &o.filter_sigma);
+      sigma_given = 1;
+      break;
     case 'T': bad = cli_common_option(&common, "threads", optarg) < 0; break;
     case 'B': bad = cli_common_option(&common, "backend", optarg) < 0; break;
     case 'D': bad = cli_common_option(&common, "devices", optarg) < 0; break;
@@ -170,6 +175,8 @@ int cmd_track(int argc, char **argv)
     if (bad)
       return CLI_USAGE;
   }
+  if (cli_filter_sigma_alone(sigma_given, &o))
+    return CLI_USAGE;
   if (argc - optind < 1 || (list == NULL && argc - optind < 2) || (list != NULL && argc - optind != 1)) {
     cli_error("track needs MODEL and FRAME files (or --from-list FILE)");
     return CLI_USAGE;
