@@ -1104,14 +1104,32 @@ Test(io, from_xyz_checks)
   hicp_context_destroy(ctx);
 }
 
-/* Reads a few bytes of the FIFO and leaves. */
-static void *short_reader(void *path)
+/* A FIFO of that name in the test's directory, its path in path[size]. */
+static void new_fifo(char *path, size_t size, const char *name)
 {
-  char buf[16];
-  int fd = open(path, O_RDONLY);
+  snprintf(path, size, "%s/%s", th_tmpdir(), name);
+  cr_assert_eq(mkfifo(path, 0600), 0, "%s", path);
+}
+
+/* The other end of a FIFO, on a thread of its own: a reader that takes a
+ * few bytes and leaves, or a writer that puts a small point list in a
+ * while after it starts. */
+typedef struct fifo_peer {
+  const char *path;
+  int writes;
+} fifo_peer;
+
+static void *run_peer(void *arg)
+{
+  const fifo_peer *peer = arg;
+  if (peer->writes)
+    usleep(200000);
+  int fd = open(peer->path, peer->writes ? O_WRONLY : O_RDONLY);
   if (fd >= 0) {
-    ssize_t got = read(fd, buf, sizeof buf);
-    (void)got;
+    static const char text[] = "1 2 3\n4 5 6\n7 8 9\n";
+    char buf[16];
+    ssize_t moved = peer->writes ? write(fd, text, sizeof text - 1) : read(fd, buf, sizeof buf);
+    (void)moved;
     close(fd);
   }
   return NULL;
@@ -1123,10 +1141,8 @@ static void *short_reader(void *path)
  * which had not set it aside). */
 Test(io, write_to_a_pipe_whose_reader_left)
 {
-  const char *dir = th_tmpdir();
   char fifo[1024];
-  snprintf(fifo, sizeof fifo, "%s/out.fifo", dir);
-  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  new_fifo(fifo, sizeof fifo, "out.fifo");
   enum { N = 50000 }; /* ascii, far more than a pipe holds */
   float *p = malloc(sizeof(float) * 3 * N);
   for (int i = 0; i < 3 * N; i++)
@@ -1138,7 +1154,8 @@ Test(io, write_to_a_pipe_whose_reader_left)
   cr_assert_eq(pthread_sigmask(SIG_SETMASK, NULL, &before), 0);
   cr_assert_eq(sigismember(&before, SIGPIPE), 0);
   pthread_t reader;
-  cr_assert_eq(pthread_create(&reader, NULL, short_reader, fifo), 0);
+  fifo_peer peer = {fifo, 0};
+  cr_assert_eq(pthread_create(&reader, NULL, run_peer, &peer), 0);
   const int rc = hicp_cloud_write_ply(ctx, c, NULL, fifo, HICP_PLY_ASCII);
   pthread_join(reader, NULL);
   cr_assert_eq(rc, HICP_EIO, "%d: %s", rc, hicp_context_error(ctx));
@@ -1157,30 +1174,14 @@ static void ignore_signal(int sig)
   (void)sig;
 }
 
-/* Writes a small point list into the FIFO a while after it starts. */
-static void *late_writer(void *path)
-{
-  usleep(200000);
-  int fd = open(path, O_WRONLY);
-  if (fd >= 0) {
-    static const char text[] = "1 2 3\n4 5 6\n7 8 9\n";
-    ssize_t put = write(fd, text, sizeof text - 1);
-    (void)put;
-    close(fd);
-  }
-  return NULL;
-}
-
 /* An application's timer whose handler does not restart system calls
  * (no SA_RESTART) interrupts the wait for a FIFO's writer over and over:
  * the read still succeeds (stop 44: the open failed with "Interrupted
  * system call"). */
 Test(io, reads_through_interrupting_signals)
 {
-  const char *dir = th_tmpdir();
   char fifo[1024];
-  snprintf(fifo, sizeof fifo, "%s/in.xyz", dir);
-  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  new_fifo(fifo, sizeof fifo, "in.xyz");
   struct sigaction sa, old_sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = ignore_signal; /* and no SA_RESTART */
@@ -1188,7 +1189,8 @@ Test(io, reads_through_interrupting_signals)
   const struct itimerval every_2ms = {{0, 2000}, {0, 2000}}, off = {{0, 0}, {0, 0}};
   cr_assert_eq(setitimer(ITIMER_REAL, &every_2ms, NULL), 0);
   pthread_t writer;
-  cr_assert_eq(pthread_create(&writer, NULL, late_writer, fifo), 0);
+  fifo_peer peer = {fifo, 1};
+  cr_assert_eq(pthread_create(&writer, NULL, run_peer, &peer), 0);
   hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
   hicp_cloud *c = NULL;
   const int rc = hicp_cloud_read(ctx, fifo, HICP_FORMAT_XYZ, &c);
