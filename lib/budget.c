@@ -7,18 +7,20 @@
 #include "budget.h"
 #include "cgroup.h"
 
-uint64_t hicp__memory_limit(uint64_t set)
+uint64_t hicp__memory_limit_within(uint64_t group)
 {
-  if (set != 0)
-    return set;
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   uint64_t have = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_C(4) << 40;
   /* a container's or a unit's limit: past it the kernel kills the process
    * rather than refusing an allocation */
-  const uint64_t group = hicp__cgroup_memory(&hicp__cgroup_system);
   if (group != 0 && group < have)
     have = group;
   return have / 4 * 3;
+}
+
+uint64_t hicp__memory_limit(uint64_t set)
+{
+  return set != 0 ? set : hicp__memory_limit_within(hicp__cgroup_memory(&hicp__cgroup_system));
 }
 
 int hicp__over_budget(uint64_t bytes, uint64_t limit, const char *what, char *msg, size_t size)

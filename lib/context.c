@@ -23,6 +23,39 @@ void hicp_context_options_init_sized(hicp_context_options *opts, size_t size)
   hicp__init_sized(opts, size, &d, sizeof d);
 }
 
+/* Set, in a child process, on the thread that called fork(): its OpenMP
+ * team is the parent's, whose threads the child does not have. */
+static _Thread_local int forked_here;
+
+/* The process's cgroup limits, read at the first context's creation (some
+ * 100 us of /proc and /sys) and again in a child process, which may have
+ * been moved to another cgroup (a container runtime's, a test's). */
+static struct {
+  pthread_mutex_t mu;
+  int read, cpus;
+  uint64_t memory;
+} group = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0};
+
+static void group_limits(int *cpus, uint64_t *memory)
+{
+  pthread_mutex_lock(&group.mu);
+  if (!group.read) {
+    group.cpus = hicp__cgroup_cpus(&hicp__cgroup_system);
+    group.memory = hicp__cgroup_memory(&hicp__cgroup_system);
+    group.read = 1;
+  }
+  *cpus = group.cpus;
+  *memory = group.memory;
+  pthread_mutex_unlock(&group.mu);
+}
+
+static void note_fork_in_child(void)
+{
+  forked_here = 1;
+  group.read = 0; /* the child's one thread holds no lock */
+  pthread_mutex_init(&group.mu, NULL);
+}
+
 /* Cores, not hardware threads: the walk is latency-bound and two hyperthreads
  * of one core share its load ports, so one worker per core is the default.
  * Those the calling thread may run on (taskset, a batch system's cpuset, a
@@ -38,17 +71,10 @@ int hicp__default_threads(void)
     long c = sysconf(_SC_NPROCESSORS_ONLN);
     n = c > 0 ? (int)c : 1;
   }
-  const int quota = hicp__cgroup_cpus(&hicp__cgroup_system);
+  int quota;
+  uint64_t memory;
+  group_limits(&quota, &memory);
   return quota > 0 && quota < n ? quota : n;
-}
-
-/* Set, in a child process, on the thread that called fork(): its OpenMP
- * team is the parent's, whose threads the child does not have. */
-static _Thread_local int forked_here;
-
-static void note_fork_in_child(void)
-{
-  forked_here = 1;
 }
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
@@ -86,7 +112,14 @@ int hicp_context_create(const hicp_context_options *user, hicp_context **out)
     return HICP_ENOMEM;
   ctx->threads = o.threads > 0 ? o.threads : hicp__default_threads();
   ctx->backend = o.backend;
-  ctx->memory_limit = hicp__memory_limit(o.memory_limit); /* the default read once */
+  if (o.memory_limit != 0) {
+    ctx->memory_limit = o.memory_limit;
+  } else {
+    int cpus;
+    uint64_t memory;
+    group_limits(&cpus, &memory);
+    ctx->memory_limit = hicp__memory_limit_within(memory);
+  }
   atomic_init(&ctx->cancel, 0);
   if (o.ndevices > 0) {
     ctx->devices = malloc(sizeof(int) * (size_t)o.ndevices);

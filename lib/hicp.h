@@ -172,8 +172,9 @@ typedef struct hicp_context_options {
   uint64_t memory_limit; /**< bytes one call may allocate for input and
                               scratch; 0 = 3/4 of physical memory, or of
                               the process's cgroup memory limit where that
-                              is less (default; read when the context is
-                              created).
+                              is less (default; the cgroup's limit and CPU
+                              quota are read at a process's first context,
+                              and again in a forked child).
                               Batches and streams hold each worker's frame
                               to it, so a call with W workers may take up
                               to W times as much.  A model build's share
