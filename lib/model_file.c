@@ -11,8 +11,9 @@
  * Loading reads the file into one block (not a mapping: read_whole says
  * why), verifies the checksums, and range-checks every index the search
  * code follows (rows, neighbours, kd-tree children and leaves), so even a
- * crafted file with valid checksums cannot make a query read outside it.  That check is linear and
- * cheap; the full validator (symmetry, reachability) runs in the tests. */
+ * crafted file with valid checksums cannot make a query read outside it.
+ * That check is linear and cheap; the full validator (symmetry,
+ * reachability) runs in the tests. */
 #include "config.h"
 
 #include <errno.h>
