@@ -619,6 +619,8 @@ struct hicp_stream {
   uint64_t base;     /* the oldest frame not yet received */
   uint64_t next;     /* the next frame index to submit */
   int stopping;
+  int receivers;     /* threads inside hicp_stream_receive, which
+                        hicp_stream_destroy wakes and waits for */
   /* tracking */
   hicp_transform pose;
   uint32_t *prev;
@@ -898,17 +900,31 @@ int hicp_stream_receive(hicp_stream *s, hicp_result *result, int wait)
   if (result->struct_size < offsetof(hicp_result, frame) + sizeof(uint64_t))
     return HICP_EINVAL; /* not prepared with hicp_result_init() */
   pthread_mutex_lock(&s->mu);
+  if (s->stopping) {
+    pthread_mutex_unlock(&s->mu);
+    return HICP_ECANCELED; /* being destroyed */
+  }
   if (s->len == 0) {
     pthread_mutex_unlock(&s->mu);
     return HICP_EINVAL; /* no frame is outstanding */
   }
   entry *e = s->q[0];
-  while (!e->done) {
+  s->receivers++;
+  while (!e->done && !s->stopping) {
     if (!wait) {
+      s->receivers--;
       pthread_mutex_unlock(&s->mu);
       return HICP_EAGAIN;
     }
     pthread_cond_wait(&s->done, &s->mu);
+  }
+  s->receivers--;
+  if (s->stopping) {
+    /* hicp_stream_destroy on another thread: it waits for this one to
+     * leave before it frees anything */
+    pthread_cond_broadcast(&s->done);
+    pthread_mutex_unlock(&s->mu);
+    return HICP_ECANCELED;
   }
   memmove(s->q, s->q + 1, sizeof *s->q * (s->len - 1));
   s->len--;
@@ -937,6 +953,11 @@ void hicp_stream_destroy(hicp_stream *s)
   for (int i = 0; i < s->crew.n; i++)
     hicp_context_cancel(s->crew.m[i].ctx);
   pthread_cond_broadcast(&s->work);
+  /* A receiver blocked on another thread returns HICP_ECANCELED; nothing
+   * is freed until it has left. */
+  pthread_cond_broadcast(&s->done);
+  while (s->receivers > 0)
+    pthread_cond_wait(&s->done, &s->mu);
   pthread_mutex_unlock(&s->mu);
   for (int i = 0; i < s->nthreads; i++)
     pthread_join(s->tid[i], NULL);

@@ -814,7 +814,9 @@ HICP_API int hicp_stream_submit_cloud(hicp_stream *stream, const hicp_cloud *clo
  *        fields say which frame and whether it failed, and a failed frame's
  *        `note` says why.
  * @return 0 when a result was received (also for a failed frame),
- *         ::HICP_EAGAIN, or ::HICP_EINVAL (a NULL argument, a result not
+ *         ::HICP_EAGAIN, ::HICP_ECANCELED (hicp_stream_destroy() was called
+ *         on another thread meanwhile: the stream is gone once this
+ *         returns), or ::HICP_EINVAL (a NULL argument, a result not
  *         prepared, nothing outstanding).  Receiving sets no message on the
  *         stream's context, which the submitter may be using on another
  *         thread.
@@ -823,12 +825,9 @@ HICP_API int hicp_stream_receive(hicp_stream *stream, hicp_result *result, int w
 
 /**
  * Stops the stream (unreceived results are dropped) and frees it; NULL is a
- * no-op.  No other call on the stream may be running or start: a receiver
- * blocked in hicp_stream_receive() on another thread is not woken, and
- * would then use freed memory.  To end one, cancel the context
- * (hicp_context_cancel(): the outstanding frames finish at once, as
- * failed or stopped), let it receive them all, and destroy the stream
- * once it has returned.
+ * no-op.  A receiver waiting in hicp_stream_receive() on another thread
+ * returns ::HICP_ECANCELED, and the stream is freed once it has left; no
+ * call on the stream may start after this one has.
  */
 HICP_API void hicp_stream_destroy(hicp_stream *stream);
 

@@ -701,6 +701,48 @@ Test(batch, stream_destroy_stops_a_running_frame)
   hicp_model_destroy(m);
 }
 
+typedef struct blocked_receiver {
+  hicp_stream *s;
+  int rc;
+} blocked_receiver;
+
+static void *receive_and_wait(void *arg)
+{
+  blocked_receiver *b = arg;
+  hicp_result r;
+  hicp_result_init(&r);
+  b->rc = hicp_stream_receive(b->s, &r, 1);
+  return NULL;
+}
+
+/* Destroying a stream while another thread waits in hicp_stream_receive
+ * wakes that thread, which returns HICP_ECANCELED, and frees the stream
+ * only once it has left (stop 44: the receiver waited for ever, or the
+ * stream was freed under it). */
+Test(batch, stream_destroy_wakes_a_waiting_receiver, .timeout = 60)
+{
+  hicp_model *m = make_model();
+  size_t n;
+  float *f = make_frame(3, &n);
+  hicp_reg_options o = reg_opts();
+  o.max_iter = 1000000;
+  o.tol = 0;
+  for (int track = 0; track <= 1; track++) {
+    hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
+    blocked_receiver b = {stream_on(ctx, m, &o, track), 1};
+    cr_assert_eq(hicp_stream_submit(b.s, f, n, NULL, NULL), 0);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, receive_and_wait, &b), 0);
+    usleep(200 * 1000); /* the receiver waits on the running frame */
+    hicp_stream_destroy(b.s);
+    pthread_join(t, NULL);
+    cr_assert_eq(b.rc, HICP_ECANCELED, "track %d: the receiver returned %d", track, b.rc);
+    hicp_context_destroy(ctx);
+  }
+  free(f);
+  hicp_model_destroy(m);
+}
+
 /* A tracked frame that fails hands on what a tracked batch hands on: its
  * own init when it had one, and no warm matches. */
 Test(batch, tracked_stream_after_a_failed_frame)
