@@ -105,6 +105,7 @@ void cli_print_transform(FILE *f, const hicp_transform *t, const char *indent);
 typedef struct cli_output {
   const char *path; /* as given; NULL: not given, and every function a no-op */
   hicp__outfile o;
+  int watched;      /* 1 + its slot among the temporaries a signal removes */
 } cli_output;
 /* An option's value that names an output: refused (one line, -1) when empty,
  * before any work (a command-line mistake, exit 2). */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "budget.h"
@@ -551,6 +552,58 @@ int cli_output_path(const char *opt, const char *s)
   return -1;
 }
 
+/* The named temporaries of the outputs open, where the system gives no
+ * nameless one (no /proc, a file system without O_TMPFILE): a signal that
+ * ends the run from outside (SIGINT, SIGTERM, SIGHUP) removes them, and
+ * then ends it as it would have.  Nameless temporaries vanish by
+ * themselves. */
+enum { TEMPS = 4 };
+static char temp_path[TEMPS][4096];
+static volatile sig_atomic_t temp_set[TEMPS];
+
+static void remove_temps(int sig)
+{
+  for (int i = 0; i < TEMPS; i++)
+    if (temp_set[i])
+      unlink(temp_path[i]);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+static void watch_temp(cli_output *out)
+{
+  static const int ends[] = {SIGINT, SIGTERM, SIGHUP};
+  static int installed;
+  if (out->o.tmp == NULL || strlen(out->o.tmp) >= sizeof temp_path[0])
+    return;
+  for (int i = 0; i < TEMPS; i++) {
+    if (temp_set[i])
+      continue;
+    strcpy(temp_path[i], out->o.tmp);
+    temp_set[i] = 1;
+    out->watched = i + 1;
+    break;
+  }
+  for (size_t k = 0; !installed && k < sizeof ends / sizeof ends[0]; k++) {
+    struct sigaction was, now;
+    /* a signal the caller set aside (nohup's SIGHUP) stays so */
+    if (sigaction(ends[k], NULL, &was) != 0 || was.sa_handler != SIG_DFL)
+      continue;
+    memset(&now, 0, sizeof now);
+    now.sa_handler = remove_temps;
+    sigemptyset(&now.sa_mask);
+    sigaction(ends[k], &now, NULL);
+  }
+  installed = 1;
+}
+
+static void unwatch_temp(cli_output *out)
+{
+  if (out->watched > 0)
+    temp_set[out->watched - 1] = 0;
+  out->watched = 0;
+}
+
 int cli_output_open(cli_output *out, const char *path)
 {
   memset(out, 0, sizeof *out);
@@ -572,6 +625,7 @@ int cli_output_open(cli_output *out, const char *path)
     return -1;
   }
   out->path = path;
+  watch_temp(out);
   return 0;
 }
 
@@ -635,6 +689,7 @@ int cli_commit_outputs(cli_output *outs, int n)
     if (outs[i].path == NULL)
       continue;
     const char *why = hicp__outfile_commit(&outs[i].o);
+    unwatch_temp(&outs[i]);
     if (why != NULL) {
       cli_error("cannot write %s: %s", outs[i].path, why);
       return -1;
@@ -647,6 +702,7 @@ void cli_output_abort(cli_output *out)
 {
   if (out->path != NULL)
     hicp__outfile_abort(&out->o);
+  unwatch_temp(out);
 }
 
 /* R = c I + s [a]x + (1 - c) a a^T for a turn by angle (c, s) about a.
