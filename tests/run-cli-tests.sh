@@ -318,20 +318,22 @@ else
   for k in 1 2 3 4; do skip "needs root and unshare to hide /sys"; done
 fi
 
-# a run ended by a signal while its output is a named temporary (no /proc
-# to link a nameless one through) leaves nothing (stop 44: it left
-# NAME.tmpPID.0); the run waits on a FIFO model with its output open
-if [ "$(id -u)" = 0 ] && unshare -m sh -c 'mount -t tmpfs none /proc' 2>/dev/null && mkdir "$tmp/sig" &&
+# a run ended by a signal while its output is a named temporary (no
+# /proc/self/fd to link a nameless one through: hidden by a mount over the
+# process's own fd directory, which its exec keeps; all of /proc hidden
+# would stop the sanitizers, which read it) leaves nothing (stop 44: it
+# left NAME.tmpPID.0); the run waits on a FIFO model with its output open
+if [ "$(id -u)" = 0 ] && unshare -m sh -c 'mount -t tmpfs none /proc/$$/fd' 2>/dev/null && mkdir "$tmp/sig" &&
    mkfifo "$tmp/sig/model.fifo"; then
-  unshare -m sh -c 'mount -t tmpfs none /proc && exec "$1" register "$2" "$3" --output "$4"' \
+  unshare -m sh -c 'mount -t tmpfs none /proc/$$/fd && exec "$1" register "$2" "$3" --output "$4"' \
     sh "$bin" "$tmp/sig/model.fifo" "$tmp/good.xyz" "$tmp/sig/out.ply" >/dev/null 2>&1 &
   sig_pid=$!
   for k in $(seq 1 100); do
     ls "$tmp/sig" | grep -q '^out\.ply\.tmp' && break
     sleep 0.1
   done
-  ls "$tmp/sig" | grep -q '^out\.ply\.tmp' && ok "without /proc the output is a named temporary" ||
-    notok "without /proc the output is a named temporary ($(ls "$tmp/sig"))"
+  ls "$tmp/sig" | grep -q '^out\.ply\.tmp' && ok "without /proc/self/fd the output is a named temporary" ||
+    notok "without /proc/self/fd the output is a named temporary ($(ls "$tmp/sig"))"
   kill -TERM "$sig_pid"
   wait "$sig_pid"
   [ "$(ls "$tmp/sig")" = model.fifo ] && ok "SIGTERM leaves no temporary" ||
@@ -340,8 +342,9 @@ if [ "$(id -u)" = 0 ] && unshare -m sh -c 'mount -t tmpfs none /proc' 2>/dev/nul
   # an old file, nothing beside it
   rm -f "$tmp/sig/model.fifo"
   echo old >"$tmp/sig/named.ply"
-  check "register --output without /proc" 0 unshare -m sh -c \
-    'mount -t tmpfs none /proc && exec "$1" register "$2" "$2" --output "$3"' sh "$bin" "$tmp/good.xyz" "$tmp/sig/named.ply"
+  check "register --output without /proc/self/fd" 0 unshare -m sh -c \
+    'mount -t tmpfs none /proc/$$/fd && exec "$1" register "$2" "$2" --output "$3"' \
+    sh "$bin" "$tmp/good.xyz" "$tmp/sig/named.ply"
   [ "$(ls "$tmp/sig")" = named.ply ] && head -1 "$tmp/sig/named.ply" | grep -q '^ply' &&
     ok "the named temporary became the output, and only it" ||
     notok "the named temporary became the output, and only it ($(ls "$tmp/sig"))"
