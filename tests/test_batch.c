@@ -664,13 +664,30 @@ Test(batch, stream_cancel_applies_to_earlier_frames)
   hicp_model_destroy(m);
 }
 
+typedef struct blocked_receiver {
+  hicp_stream *s;
+  int rc;
+} blocked_receiver;
+
+static void *receive_and_wait(void *arg)
+{
+  blocked_receiver *b = arg;
+  hicp_result r;
+  hicp_result_init(&r);
+  b->rc = hicp_stream_receive(b->s, &r, 1);
+  return NULL;
+}
+
 /* Destroying a stream stops the frame it is running at the frame's next
  * iteration boundary, rather than waiting for it to finish: here a frame
  * of a million iterations (minutes) must not hold the caller.  The bound
  * is generous (sanitizer builds, a loaded machine); the frame alone would
- * take hundreds of times longer.  The caller's own context is not
- * cancelled by it: a registration on it afterwards runs normally. */
-Test(batch, stream_destroy_stops_a_running_frame)
+ * take hundreds of times longer.  A thread waiting in hicp_stream_receive
+ * meanwhile is woken and returns HICP_ECANCELED, and the stream is freed
+ * only once it has left (stop 44: it waited for ever, or the stream was
+ * freed under it).  The caller's own context is not cancelled by it: a
+ * registration on it afterwards runs normally. */
+Test(batch, stream_destroy_stops_a_running_frame, .timeout = 60)
 {
   hicp_model *m = make_model();
   size_t n;
@@ -687,56 +704,20 @@ Test(batch, stream_destroy_stops_a_running_frame)
     hicp_result r;
     hicp_result_init(&r);
     cr_assert_eq(hicp_stream_receive(s, &r, 0), HICP_EAGAIN, "track %d", track);
+    blocked_receiver b = {s, 1};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, receive_and_wait, &b), 0);
+    usleep(100 * 1000); /* the receiver waits on the running frame */
     double t0 = hicp__now_ms();
     hicp_stream_destroy(s);
     double took = hicp__now_ms() - t0;
+    pthread_join(t, NULL);
+    cr_assert_eq(b.rc, HICP_ECANCELED, "track %d: the receiver returned %d", track, b.rc);
     cr_assert_lt(took, 20000.0, "track %d: hicp_stream_destroy took %.0f ms", track, took);
     hicp_reg_options few = reg_opts();
     cr_assert_eq(hicp_register(ctx, m, f, n, &few, NULL, &r), 0, "%s", hicp_context_error(ctx));
     cr_assert_neq(r.stop, HICP_STOP_CANCELED, "track %d: the context stayed cancelled", track);
     cr_assert_gt(r.iterations, 0, "track %d", track);
-    hicp_context_destroy(ctx);
-  }
-  free(f);
-  hicp_model_destroy(m);
-}
-
-typedef struct blocked_receiver {
-  hicp_stream *s;
-  int rc;
-} blocked_receiver;
-
-static void *receive_and_wait(void *arg)
-{
-  blocked_receiver *b = arg;
-  hicp_result r;
-  hicp_result_init(&r);
-  b->rc = hicp_stream_receive(b->s, &r, 1);
-  return NULL;
-}
-
-/* Destroying a stream while another thread waits in hicp_stream_receive
- * wakes that thread, which returns HICP_ECANCELED, and frees the stream
- * only once it has left (stop 44: the receiver waited for ever, or the
- * stream was freed under it). */
-Test(batch, stream_destroy_wakes_a_waiting_receiver, .timeout = 60)
-{
-  hicp_model *m = make_model();
-  size_t n;
-  float *f = make_frame(3, &n);
-  hicp_reg_options o = reg_opts();
-  o.max_iter = 1000000;
-  o.tol = 0;
-  for (int track = 0; track <= 1; track++) {
-    hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
-    blocked_receiver b = {stream_on(ctx, m, &o, track), 1};
-    cr_assert_eq(hicp_stream_submit(b.s, f, n, NULL, NULL), 0);
-    pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, receive_and_wait, &b), 0);
-    usleep(200 * 1000); /* the receiver waits on the running frame */
-    hicp_stream_destroy(b.s);
-    pthread_join(t, NULL);
-    cr_assert_eq(b.rc, HICP_ECANCELED, "track %d: the receiver returned %d", track, b.rc);
     hicp_context_destroy(ctx);
   }
   free(f);
