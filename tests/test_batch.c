@@ -334,16 +334,9 @@ Test(batch, stream_holds_what_it_queues_to_the_limit)
     hicp_context *ctx;
     cr_assert_eq(hicp_context_create(&co, &ctx), 0);
     hicp_stream *s = stream_on(ctx, m, &o, track);
-    size_t k = 0;
-    int rc;
-    while (k < 2000 && (rc = hicp_stream_submit(s, f, n, NULL, NULL)) == HICP_OK)
-      k++;
-    cr_assert_eq(rc, HICP_ELIMIT, "track %d: %zu frames of %zu points queued, none refused",
-                 track, k, n);
-    cr_assert(strstr(hicp_context_error(ctx), "not yet run or received") != NULL &&
-                  strstr(hicp_context_error(ctx), "over the memory limit of 4 MiB") != NULL,
-              "%s", hicp_context_error(ctx));
-    cr_assert_gt(k, 10, "refused after %zu frames", k);
+    char what[16];
+    snprintf(what, sizeof what, "track %d", track);
+    const size_t k = th_stream_fill_to_limit(s, ctx, f, n, 4, what);
     for (size_t i = 0; i < k; i++) {
       hicp_result r;
       hicp_result_init(&r);
@@ -664,20 +657,6 @@ Test(batch, stream_cancel_applies_to_earlier_frames)
   hicp_model_destroy(m);
 }
 
-typedef struct blocked_receiver {
-  hicp_stream *s;
-  int rc;
-} blocked_receiver;
-
-static void *receive_and_wait(void *arg)
-{
-  blocked_receiver *b = arg;
-  hicp_result r;
-  hicp_result_init(&r);
-  b->rc = hicp_stream_receive(b->s, &r, 1);
-  return NULL;
-}
-
 /* Destroying a stream stops the frame it is running at the frame's next
  * iteration boundary, rather than waiting for it to finish: here a frame
  * of a million iterations (minutes) must not hold the caller.  The bound
@@ -698,22 +677,11 @@ Test(batch, stream_destroy_stops_a_running_frame, .timeout = 60)
   for (int track = 0; track <= 1; track++) {
     hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
     hicp_stream *s = stream_on(ctx, m, &o, track);
-    cr_assert_eq(hicp_stream_submit(s, f, n, NULL, NULL), 0);
-    cr_assert_eq(hicp_stream_submit(s, f, n, NULL, NULL), 0);
-    usleep(200 * 1000); /* the first frame is running */
+    char what[16];
+    snprintf(what, sizeof what, "track %d", track);
+    th_stream_destroy_under_a_receiver(s, f, n, what);
     hicp_result r;
     hicp_result_init(&r);
-    cr_assert_eq(hicp_stream_receive(s, &r, 0), HICP_EAGAIN, "track %d", track);
-    blocked_receiver b = {s, 1};
-    pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, receive_and_wait, &b), 0);
-    usleep(100 * 1000); /* the receiver waits on the running frame */
-    double t0 = hicp__now_ms();
-    hicp_stream_destroy(s);
-    double took = hicp__now_ms() - t0;
-    pthread_join(t, NULL);
-    cr_assert_eq(b.rc, HICP_ECANCELED, "track %d: the receiver returned %d", track, b.rc);
-    cr_assert_lt(took, 20000.0, "track %d: hicp_stream_destroy took %.0f ms", track, took);
     hicp_reg_options few = reg_opts();
     cr_assert_eq(hicp_register(ctx, m, f, n, &few, NULL, &r), 0, "%s", hicp_context_error(ctx));
     cr_assert_neq(r.stop, HICP_STOP_CANCELED, "track %d: the context stayed cancelled", track);

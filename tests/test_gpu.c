@@ -273,6 +273,96 @@ Test(gpu, tracked_frames_on_the_device)
   hicp_model_destroy(m);
 }
 
+/* Streams on the device backends, tracked and not: what a stream holds
+ * (frames not yet run, results not yet received) counts against the
+ * memory limit as on the CPU, and the device workers give it back, so
+ * every frame queued before the refusal answers with the CPU's pose and
+ * the stream then takes frames again; destroying a stream while the
+ * device runs a frame of a million iterations and another thread waits in
+ * hicp_stream_receive stops the frame and wakes that thread (batch:: has
+ * the same checks on the CPU). */
+Test(gpu, streams_on_the_device, .timeout = 300)
+{
+  need_gpu();
+  hicp_model *m;
+  float *s;
+  size_t ns;
+  if (!real_case(1, "meshes/boeing.off", &m, &s, &ns))
+    cr_skip_test("libcgal-demo data not found");
+  static const hicp_backend backends[] = {HICP_BACKEND_CUDA, HICP_BACKEND_HYBRID};
+  hicp_context *cc = th_context(2, HICP_BACKEND_CPU);
+  for (size_t bi = 0; bi < sizeof backends / sizeof *backends; bi++) {
+    for (int track = 0; track <= 1; track++) {
+      char what[64];
+      snprintf(what, sizeof what, "%s, track %d", hicp_backend_name(backends[bi]), track);
+      hicp_reg_options o;
+      hicp_reg_options_init(&o);
+      o.max_iter = 10;
+      o.tol = 0;
+      hicp_batch_options bo;
+      hicp_batch_options_init(&bo);
+      bo.track = track;
+      hicp_context_options co;
+      hicp_context_options_init(&co);
+      co.threads = 2;
+      co.backend = backends[bi];
+      co.memory_limit = UINT64_C(4) << 20;
+      hicp_context *ctx;
+      cr_assert_eq(hicp_context_create(&co, &ctx), 0, "%s", what);
+      hicp_stream *st;
+      cr_assert_eq(hicp_stream_create(ctx, m, &o, &bo, &st), 0, "%s: %s", what,
+                   hicp_context_error(ctx));
+      const size_t k = th_stream_fill_to_limit(st, ctx, s, ns, 4, what);
+
+      /* the CPU's answers for the same frames */
+      const float **frames = malloc(sizeof *frames * k);
+      size_t *counts = malloc(sizeof *counts * k);
+      hicp_result *cpu = malloc(sizeof *cpu * k);
+      cr_assert(frames != NULL && counts != NULL && cpu != NULL);
+      for (size_t i = 0; i < k; i++) {
+        frames[i] = s;
+        counts[i] = ns;
+        hicp_result_init(&cpu[i]);
+      }
+      cr_assert_eq(hicp_register_batch(cc, m, frames, counts, k, &o, &bo, NULL, cpu), 0);
+      for (size_t i = 0; i < k; i++) {
+        hicp_result r;
+        hicp_result_init(&r);
+        cr_assert_eq(hicp_stream_receive(st, &r, 1), HICP_OK, "%s", what);
+        cr_assert_eq(r.frame, (uint64_t)i);
+        cr_assert_eq(r.error, 0, "%s: frame %zu: %s", what, i, r.note);
+        if (backends[bi] == HICP_BACKEND_CUDA)
+          cr_assert_eq(r.backend, HICP_BACKEND_CUDA, "%s: frame %zu ran on %s", what, i,
+                       hicp_backend_name(r.backend));
+        cr_assert(memcmp(&r.transform, &cpu[i].transform, sizeof r.transform) == 0,
+                  "%s: frame %zu of %zu is not the CPU's", what, i, k);
+      }
+      for (int again = 0; again < 3; again++)
+        cr_assert_eq(hicp_stream_submit(st, s, ns, NULL, NULL), HICP_OK, "%s: %s", what,
+                     hicp_context_error(ctx));
+      hicp_stream_destroy(st);
+      free(frames);
+      free(counts);
+      free(cpu);
+
+      o.max_iter = 1000000;
+      cr_assert_eq(hicp_stream_create(ctx, m, &o, &bo, &st), 0, "%s", what);
+      th_stream_destroy_under_a_receiver(st, s, ns, what);
+      o.max_iter = 10;
+      hicp_result r;
+      hicp_result_init(&r);
+      cr_assert_eq(hicp_register(ctx, m, s, ns, &o, NULL, &r), 0, "%s: %s", what,
+                   hicp_context_error(ctx));
+      cr_assert_eq(r.iterations, 10, "%s: the context stayed cancelled (%s)", what,
+                   hicp_stop_name(r.stop));
+      hicp_context_destroy(ctx);
+    }
+  }
+  hicp_context_destroy(cc);
+  free(s);
+  hicp_model_destroy(m);
+}
+
 /* Registrations: the CPU's bits for every method, chunk size, filter and
  * thread count, on the real models. */
 Test(gpu, registration_bitwise_real_models, .timeout = 600)

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +105,60 @@ hicp_context *th_context(int threads, hicp_backend backend)
   hicp_context *ctx = NULL;
   cr_assert_eq(hicp_context_create(&o, &ctx), 0);
   return ctx;
+}
+
+size_t th_stream_fill_to_limit(hicp_stream *s, hicp_context *ctx, const float *f, size_t n,
+                               unsigned limit_mib, const char *what)
+{
+  size_t k = 0;
+  int rc = HICP_OK;
+  while (k < 2000 && (rc = hicp_stream_submit(s, f, n, NULL, NULL)) == HICP_OK)
+    k++;
+  cr_assert_eq(rc, HICP_ELIMIT, "%s: %zu frames of %zu points queued, none refused", what, k, n);
+  char limit[64];
+  snprintf(limit, sizeof limit, "over the memory limit of %u MiB", limit_mib);
+  cr_assert(strstr(hicp_context_error(ctx), "not yet run or received") != NULL &&
+                strstr(hicp_context_error(ctx), limit) != NULL,
+            "%s: %s", what, hicp_context_error(ctx));
+  cr_assert_gt(k, 10, "%s: refused after %zu frames", what, k);
+  return k;
+}
+
+typedef struct blocked_receiver {
+  hicp_stream *s;
+  int rc;
+} blocked_receiver;
+
+static void *receive_and_wait(void *arg)
+{
+  blocked_receiver *b = arg;
+  hicp_result r;
+  hicp_result_init(&r);
+  b->rc = hicp_stream_receive(b->s, &r, 1);
+  return NULL;
+}
+
+void th_stream_destroy_under_a_receiver(hicp_stream *s, const float *f, size_t n,
+                                        const char *what)
+{
+  cr_assert_eq(hicp_stream_submit(s, f, n, NULL, NULL), 0, "%s", what);
+  cr_assert_eq(hicp_stream_submit(s, f, n, NULL, NULL), 0, "%s", what);
+  usleep(200 * 1000); /* the first frame is running */
+  hicp_result r;
+  hicp_result_init(&r);
+  cr_assert_eq(hicp_stream_receive(s, &r, 0), HICP_EAGAIN, "%s", what);
+  blocked_receiver b = {s, 1};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, receive_and_wait, &b), 0);
+  usleep(100 * 1000); /* the receiver waits on the running frame */
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  hicp_stream_destroy(s);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  const double took = 1e3 * (double)(t1.tv_sec - t0.tv_sec) + 1e-6 * (double)(t1.tv_nsec - t0.tv_nsec);
+  pthread_join(t, NULL);
+  cr_assert_eq(b.rc, HICP_ECANCELED, "%s: the receiver returned %d", what, b.rc);
+  cr_assert_lt(took, 20000.0, "%s: hicp_stream_destroy took %.0f ms", what, took);
 }
 
 float *th_surface(size_t n, uint64_t seed)

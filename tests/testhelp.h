@@ -38,6 +38,22 @@ int th_limit_message(const char *msg, uint64_t limit);
 /* A context with `threads` CPU threads on `backend`; asserts it was made. */
 hicp_context *th_context(int threads, hicp_backend backend);
 
+/* Submits frame f (n points) to stream s, made on ctx under a memory
+ * limit of limit_mib MiB, until the stream refuses it for that limit, as
+ * it must well before 2,000 frames: the frames not yet run or received
+ * count against the limit.  Asserts the refusal and its message; returns
+ * how many frames were queued (more than 10). */
+size_t th_stream_fill_to_limit(hicp_stream *s, hicp_context *ctx, const float *f, size_t n,
+                               unsigned limit_mib, const char *what);
+
+/* Destroys stream s while it runs a frame that would take minutes (the
+ * caller made s with max_iter 1e6 and tol 0) and another thread waits in
+ * hicp_stream_receive: the frame stops at an iteration boundary, destroy
+ * returns within 20 s, and the waiting thread returns HICP_ECANCELED
+ * before anything is freed under it.  Submits f (n points) twice itself. */
+void th_stream_destroy_under_a_receiver(hicp_stream *s, const float *f, size_t n,
+                                        const char *what);
+
 /* A bumpy closed surface (an ellipsoid with ripples), n points, about 2
  * units across; deterministic for a seed.  Caller frees. */
 float *th_surface(size_t n, uint64_t seed);
