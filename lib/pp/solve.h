@@ -24,10 +24,15 @@
  *     t = sign(d) 2 apq / (|d| + sqrt(d^2 + (2 apq)^2)),   d = aqq - app,
  * one division fewer on the chain than through theta.  The squares cannot
  * overflow (coordinates within HICP_COORD_MAX keep Q's entries below
- * 1e36).  They would underflow for a pair under about 1e-154, so such a
- * pair is scaled by 2^600 first: exact, and t depends only on the ratio,
- * so its bits are those of the unscaled formula wherever that one does not
- * underflow (test: solve::jacobi_eigenpairs from 1e8 down to 1e-200). */
+ * 1e36).  They would underflow for a pair under about 1e-154, so a pair
+ * whose three entries are all under 2^-340 is scaled by 2^600 first:
+ * exact, and t depends only on the ratio, so its bits are those of the
+ * unscaled formula wherever that one does not underflow (test:
+ * solve::jacobi_eigenpairs from 1e8 down to 1e-200).  Every pair that
+ * could underflow is among them: with |app| + |aqq| at 2^-340 or more, a
+ * pair not returned as negligible has |apq| over 2^-400.  The test reads
+ * the inputs alone, so it is done while d is computed rather than after
+ * (on a GPU's one thread the solve is a chain of dependent operations). */
 HICP_PP int hicp__jacobi_angle(double app, double aqq, double apq, double *c, double *s,
                                double *t)
 {
@@ -35,8 +40,9 @@ HICP_PP int hicp__jacobi_angle(double app, double aqq, double apq, double *c, do
   const double mag = apq < 0 ? -apq : apq;
   if (mag == 0.0 || mag <= scale * 1e-18)
     return 0;
+  const int tiny = scale < 0x1p-340 && mag < 0x1p-340;
   double d = aqq - app, twice = 2.0 * apq;
-  if ((d < 0 ? -d : d) < 0x1p-400 && mag < 0x1p-401) {
+  if (tiny) {
     d *= 0x1p600;
     twice *= 0x1p600;
   }
@@ -147,6 +153,12 @@ HICP_PP double hicp__s_noise(double adds, double pmax, double ymax)
   return 8.0 * (adds + 4.0) * 0x1p-52 * pmax * ymax;
 }
 
+/* The larger of x and y (y when they are equal). */
+HICP_PP double hicp__dmax(double x, double y)
+{
+  return x > y ? x : y;
+}
+
 /* Solves for the transform from the inlier sums.  Returns 0, or -1 when
  * there is no inlier pair.  *degenerate is set when the rotation is not
  * determined by the data; the smallest rotation consistent with it is then
@@ -168,14 +180,17 @@ HICP_PP int hicp__solve_horn(const hicp__partial *tot, double s_noise, hicp__xf 
   for (int i = 0; i < 3; i++)
     for (int j = 0; j < 3; j++)
       S[i][j] = tot->v[HICP_PF_SPY + 3 * i + j] / n - mp[i] * my[j];
-  double smax = 0.0;
-  for (int i = 0; i < 3; i++)
-    for (int j = 0; j < 3; j++)
-      smax = S[i][j] > smax ? S[i][j] : -S[i][j] > smax ? -S[i][j] : smax;
-  if (smax <= s_noise)
-    for (int i = 0; i < 3; i++)
-      for (int j = 0; j < 3; j++)
-        S[i][j] = 0.0;
+  /* S within s_noise of zero: Q = 0, whose eigen-solve gives the identity
+   * quaternion, flagged degenerate.  That is set after the solve on S as
+   * it is, so that this test (a tree of |S| maxima) is not on the solve's
+   * chain; the bits are those of solving Q = 0. */
+  double sab[9];
+  HICP_UNROLL
+  for (int i = 0; i < 9; i++)
+    sab[i] = S[i / 3][i % 3] < 0 ? -S[i / 3][i % 3] : S[i / 3][i % 3];
+  const double m03 = hicp__dmax(hicp__dmax(sab[0], sab[1]), hicp__dmax(sab[2], sab[3]));
+  const double m47 = hicp__dmax(hicp__dmax(sab[4], sab[5]), hicp__dmax(sab[6], sab[7]));
+  const int noise = hicp__dmax(hicp__dmax(m03, m47), sab[8]) <= s_noise;
   double tr = (S[0][0] + S[1][1]) + S[2][2];
   double Q[4][4], V[4][4];
   Q[0][0] = tr;
@@ -239,6 +254,12 @@ HICP_PP int hicp__solve_horn(const hicp__partial *tot, double s_noise, hicp__xf 
     HICP_UNROLL
     for (int i = 0; i < 4; i++)
       q[i] = vtop[i];
+  }
+  if (noise) {
+    *degenerate = 1;
+    HICP_UNROLL
+    for (int i = 0; i < 4; i++)
+      q[i] = i == 0 ? 1.0 : 0.0;
   }
   /* q and -q are the same rotation: keep the one with q0 >= 0. */
   int flip = q[0] < 0.0;
