@@ -281,7 +281,7 @@ Test(gpu, tracked_frames_on_the_device)
  * device runs a frame of a million iterations and another thread waits in
  * hicp_stream_receive stops the frame and wakes that thread (batch:: has
  * the same checks on the CPU). */
-Test(gpu, streams_on_the_device, .timeout = 300)
+Test(gpu, streams_on_the_device)
 {
   need_gpu();
   hicp_model *m;
