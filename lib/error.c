@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "context.h"
+#include "oneline.h"
 
 const char *hicp_strerror(int code)
 {
@@ -17,25 +18,6 @@ const char *hicp_strerror(int code)
 #undef HICP_X_CASE_
   default:
     return "unknown error";
-  }
-}
-
-/* Messages end up on a terminal after "hicp: ", and many quote the input
- * (a header line, a token, a path): one line, and no control characters,
- * which a crafted file could use to drive the terminal (escape sequences).
- * Line breaks and tabs become spaces, other C0 controls and DEL '?', and so
- * do the C1 controls as UTF-8 writes them (0xC2 0x80-0x9F: U+009B is an
- * escape sequence's introducer on some terminals); other UTF-8, such as a
- * path's accented letters, is kept. */
-static void one_clean_line(char *s)
-{
-  for (unsigned char *c = (unsigned char *)s; *c != '\0'; c++) {
-    if (*c == '\n' || *c == '\r' || *c == '\t')
-      *c = ' ';
-    else if (*c < 0x20 || *c == 0x7f)
-      *c = '?';
-    else if (*c == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f)
-      c[0] = c[1] = '?';
   }
 }
 
@@ -61,7 +43,7 @@ int hicp__vfail(hicp_context *ctx, int code, const char *fmt, va_list ap)
   if (ctx != NULL) {
     char msg[HICP_ERRMSG_MAX];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    one_clean_line(msg);
+    hicp__one_clean_line(msg);
     set_message(ctx, msg);
   }
   return code;
@@ -82,7 +64,7 @@ int hicp__fail_prefix(hicp_context *ctx, int code, const char *what)
     char tmp[HICP_ERRMSG_MAX];
     pthread_mutex_lock(&err_lock);
     snprintf(tmp, sizeof tmp, "%.150s: %.350s", what, ctx->err[0] ? ctx->err : hicp_strerror(code));
-    one_clean_line(tmp);
+    hicp__one_clean_line(tmp);
     memcpy(ctx->err, tmp, sizeof tmp);
     pthread_mutex_unlock(&err_lock);
   }

@@ -36,6 +36,18 @@ for c in register nn model track perturb devices; do
 done
 check "unknown command exits 2" 2 "$bin" frobnicate
 one_line_error "frobnicate"
+# The CLI's own messages are cleaned as the library's are: a name holding
+# an escape sequence and a tab is quoted without them, and only once.
+ctl=$(printf 'no\033[2Jsuch\tfile')
+check "a missing input named with control characters exits 1" 1 "$bin" register "$ctl" "$ctl"
+one_line_error
+if grep -q "$(printf '\033')" "$tmp/err" || [ "$(grep -o 'no?\[2Jsuch file' "$tmp/err" | wc -l)" -ne 1 ]; then
+  notok "its name is quoted once, without control characters"
+else
+  ok "its name is quoted once, without control characters"
+fi
+check "an unknown command with control characters exits 2" 2 "$bin" "$ctl"
+if grep -q "$(printf '\033')" "$tmp/err"; then notok "it is quoted without them"; else ok "it is quoted without them"; fi
 check "no command exits 2" 2 "$bin"
 one_line_error "no command"
 check "model without build or info exits 2" 2 "$bin" model

@@ -14,6 +14,7 @@
 
 #include "budget.h"
 #include "cli.h"
+#include "oneline.h"
 
 /* Whether a progress line is on standard error, without its newline. */
 static int progress_shown;
@@ -51,16 +52,19 @@ void cli_error(const char *fmt, ...)
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  for (char *c = msg; *c; c++)
-    if (*c == '\n')
-      *c = ' ';
+  /* as the library's messages: they quote paths and arguments */
+  hicp__one_clean_line(msg);
   fprintf(stderr, "hicp: %s\n", msg);
 }
 
 int cli_fail(hicp_context *ctx, const char *what)
 {
   const char *msg = ctx != NULL ? hicp_context_error(ctx) : "";
-  if (what != NULL && what[0] != '\0' && strstr(msg, what) == NULL)
+  /* the library's message quotes a path cleaned: compare it so */
+  char clean[512];
+  snprintf(clean, sizeof clean, "%s", what != NULL ? what : "");
+  hicp__one_clean_line(clean);
+  if (clean[0] != '\0' && strstr(msg, clean) == NULL)
     cli_error("%s: %s", what, msg[0] ? msg : "failed");
   else
     cli_error("%s", msg[0] ? msg : "failed");
