@@ -12,7 +12,7 @@
 # it to the system's loader configuration, as distributions prefer).
 #
 # Sets: HAVE_CUDA (conditional and define), NVCC, NVCC_GENCODE, CUDA_CFLAGS,
-# CUDA_LIBS, hicp_cuda_summary.
+# CUDA_LIBS, CUDA_RPATH, hicp_cuda_summary.
 AC_DEFUN([HICP_CHECK_CUDA], [
 AC_ARG_WITH([cuda],
   [AS_HELP_STRING([--with-cuda@<:@=DIR@:>@],
@@ -84,13 +84,17 @@ _HICPEOF
 AS_IF([test "x$have_cuda" = xyes], [
   CUDA_CFLAGS="-I$hicp_cuda_root/include"
   CUDA_LIBS="-L$hicp_cuda_libdir -lcudart -lstdc++"
-  AS_IF([test "x$enable_cuda_rpath" = xyes], [CUDA_LIBS="$CUDA_LIBS -Wl,-rpath,$hicp_cuda_libdir"])
+  # libtool's -R, on libhicp.so and the programs: a -Wl,-rpath in
+  # CUDA_LIBS reached neither (libtool drops it from the convenience
+  # library) and went into hicp.pc's Libs.private instead
+  AS_IF([test "x$enable_cuda_rpath" = xyes], [CUDA_RPATH="-R$hicp_cuda_libdir"])
   AC_DEFINE([HICP_HAVE_CUDA], [1], [Define to 1 when the CUDA backend is built.])
   hicp_cuda_summary="yes ($NVCC, archs: $with_cuda_arch + PTX)"
 ])
 AC_SUBST([NVCC_GENCODE])
 AC_SUBST([CUDA_CFLAGS])
 AC_SUBST([CUDA_LIBS])
+AC_SUBST([CUDA_RPATH])
 AM_CONDITIONAL([HAVE_CUDA], [test "x$have_cuda" = xyes])
 ])
 
