@@ -10,10 +10,16 @@
 # the report.
 prog=$1
 shift
+#
+# The TAP goes to a file and is printed after the run: with --tap=- Criterion
+# drops what the tests print on stderr (the accuracy figures of
+# docs/accuracy.md), with a file it keeps it.
 err=$(mktemp "${TMPDIR:-/tmp}/hicp-tap.XXXXXX") || exit 99
-trap 'rm -f "$err"' EXIT
-"$prog" --tap=- "$@" 2>"$err"
+tap=$(mktemp "${TMPDIR:-/tmp}/hicp-tap.XXXXXX") || exit 99
+trap 'rm -f "$err" "$tap"' EXIT
+"$prog" --tap="$tap" "$@" 2>"$err"
 status=$?
+cat "$tap"
 cat "$err" >&2
 if grep -qE 'ERROR: (Address|Leak|Memory)Sanitizer|WARNING: ThreadSanitizer|runtime error:' "$err"; then
   where=$(grep -oE '[A-Za-z0-9_]+_impl' "$err" | head -1)
