@@ -118,7 +118,9 @@ typedef enum hicp_backend {
 
 /** Nearest-neighbour method.  All are exact; they differ only in speed. */
 typedef enum hicp_nn_method {
-  HICP_NN_PNN_OPT = 0, /**< kdann on a first query, pnn afterwards (default) */
+  HICP_NN_PNN_OPT = 0, /**< walk from the previous match, else from the
+                            model's start table (a kd descent without one);
+                            the default */
   HICP_NN_BRUTE = 1,   /**< every model point (reference) */
   HICP_NN_KDTREE = 2,  /**< kd-tree with backtracking */
   HICP_NN_ZERO = 3,    /**< Delaunay walk from the vertex nearest the centroid */
@@ -666,7 +668,9 @@ typedef struct hicp_result {
   char note[160];           /**< "" or a remark, e.g. that the GPU failed and
                                  the CPU finished the registration */
   int error;                /**< batches and streams: 0, or the error code
-                                 of this frame (then the other fields are 0) */
+                                 of this frame (then frame and note are set,
+                                 the note saying why, and the other fields
+                                 are 0) */
   uint64_t frame;           /**< batches and streams: the frame's index */
 } hicp_result;
 
