@@ -67,6 +67,15 @@ static int real_case(size_t mi, const char *rel, hicp_model **m, float **scan, s
   return 1;
 }
 
+/* real_case's boeing, for tests that need a device and that model:
+ * skips without either. */
+static void boeing_case(hicp_model **m, float **scan, size_t *ns)
+{
+  need_gpu();
+  if (!real_case(1, "meshes/boeing.off", m, scan, ns))
+    cr_skip_test("libcgal-demo data not found");
+}
+
 /* GPU answers equal the CPU's for every method, warm or cold. */
 static void compare_nn(const hicp_model *m, const float *q, size_t nq, const char *what)
 {
@@ -188,12 +197,10 @@ Test(gpu, walks_match_cpu)
  * wrote.) */
 Test(gpu, tracked_frames_on_the_device)
 {
-  need_gpu();
   hicp_model *m;
   float *s;
   size_t ns;
-  if (!real_case(1, "meshes/boeing.off", &m, &s, &ns))
-    cr_skip_test("libcgal-demo data not found");
+  boeing_case(&m, &s, &ns);
   enum { NF = 4 };
   float *fr[NF];
   const float *frames[NF];
@@ -283,12 +290,10 @@ Test(gpu, tracked_frames_on_the_device)
  * the same checks on the CPU). */
 Test(gpu, streams_on_the_device)
 {
-  need_gpu();
   hicp_model *m;
   float *s;
   size_t ns;
-  if (!real_case(1, "meshes/boeing.off", &m, &s, &ns))
-    cr_skip_test("libcgal-demo data not found");
+  boeing_case(&m, &s, &ns);
   static const hicp_backend backends[] = {HICP_BACKEND_CUDA, HICP_BACKEND_HYBRID};
   hicp_context *cc = th_context(2, HICP_BACKEND_CPU);
   for (size_t bi = 0; bi < sizeof backends / sizeof *backends; bi++) {
