@@ -7,7 +7,8 @@
 #include "budget.h"
 #include "cgroup.h"
 
-uint64_t hicp__memory_limit_within(uint64_t group)
+/* The default for a cgroup memory limit of `group` bytes (0: none). */
+static uint64_t limit_within(uint64_t group)
 {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   uint64_t have = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_C(4) << 40;
@@ -20,7 +21,12 @@ uint64_t hicp__memory_limit_within(uint64_t group)
 
 uint64_t hicp__memory_limit(uint64_t set)
 {
-  return set != 0 ? set : hicp__memory_limit_within(hicp__cgroup_memory(&hicp__cgroup_system));
+  if (set != 0)
+    return set;
+  int cpus;
+  uint64_t group;
+  hicp__cgroup_process(&cpus, &group);
+  return limit_within(group);
 }
 
 int hicp__over_budget(uint64_t bytes, uint64_t limit, const char *what, char *msg, size_t size)

@@ -9,12 +9,9 @@
 
 /* The limit a setting means: `set` bytes, or for 0 three quarters of
  * physical memory or of the process's cgroup memory limit, the less (3 TiB
- * when neither says).  Reads /proc and /sys for 0 (some 50 us): contexts
- * take the cgroup's limit from context.c's reading, made once a process. */
+ * when neither says); the cgroup's limit is read once a process
+ * (hicp__cgroup_process). */
 uint64_t hicp__memory_limit(uint64_t set);
-/* The default for a cgroup memory limit of `group` bytes (0: none), which
- * the caller has read (hicp__cgroup_memory). */
-uint64_t hicp__memory_limit_within(uint64_t group);
 
 /* 0 when `bytes` fit in `limit`; otherwise 1, with the one-line refusal in
  * msg[size]: "WHAT would need X U, over the memory limit of Y U", both in

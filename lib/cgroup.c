@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,4 +241,37 @@ int hicp__cgroup_cpus(const hicp__cg_files *f)
 {
   const uint64_t n = least_limit(f, "cpu", cpu_level);
   return n > 65536 ? 65536 : (int)n;
+}
+
+static struct {
+  pthread_mutex_t mu;
+  int read, cpus;
+  uint64_t memory;
+} process = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0};
+
+static void forget_in_child(void)
+{
+  process.read = 0; /* the child's one thread holds no lock */
+  pthread_mutex_init(&process.mu, NULL);
+}
+
+static pthread_once_t watch_once = PTHREAD_ONCE_INIT;
+
+static void watch_forks(void)
+{
+  (void)pthread_atfork(NULL, NULL, forget_in_child);
+}
+
+void hicp__cgroup_process(int *cpus, uint64_t *memory)
+{
+  pthread_once(&watch_once, watch_forks);
+  pthread_mutex_lock(&process.mu);
+  if (!process.read) {
+    process.cpus = hicp__cgroup_cpus(&hicp__cgroup_system);
+    process.memory = hicp__cgroup_memory(&hicp__cgroup_system);
+    process.read = 1;
+  }
+  *cpus = process.cpus;
+  *memory = process.memory;
+  pthread_mutex_unlock(&process.mu);
 }

@@ -30,4 +30,10 @@ uint64_t hicp__cgroup_memory(const hicp__cg_files *f);
  * over cpu.cfs_period_us). */
 int hicp__cgroup_cpus(const hicp__cg_files *f);
 
+/* The process's own two limits (hicp__cgroup_system), read at the first
+ * call (some 100 us of /proc and /sys) and again after a fork, in the
+ * child, which may have been moved to another cgroup (a container
+ * runtime's, a test's).  Used for every default. */
+void hicp__cgroup_process(int *cpus, uint64_t *memory);
+
 #endif /* HICP_CGROUP_H */

@@ -27,33 +27,9 @@ void hicp_context_options_init_sized(hicp_context_options *opts, size_t size)
  * team is the parent's, whose threads the child does not have. */
 static _Thread_local int forked_here;
 
-/* The process's cgroup limits, read at the first context's creation (some
- * 100 us of /proc and /sys) and again in a child process, which may have
- * been moved to another cgroup (a container runtime's, a test's). */
-static struct {
-  pthread_mutex_t mu;
-  int read, cpus;
-  uint64_t memory;
-} group = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0};
-
-static void group_limits(int *cpus, uint64_t *memory)
-{
-  pthread_mutex_lock(&group.mu);
-  if (!group.read) {
-    group.cpus = hicp__cgroup_cpus(&hicp__cgroup_system);
-    group.memory = hicp__cgroup_memory(&hicp__cgroup_system);
-    group.read = 1;
-  }
-  *cpus = group.cpus;
-  *memory = group.memory;
-  pthread_mutex_unlock(&group.mu);
-}
-
 static void note_fork_in_child(void)
 {
   forked_here = 1;
-  group.read = 0; /* the child's one thread holds no lock */
-  pthread_mutex_init(&group.mu, NULL);
 }
 
 /* Cores, not hardware threads: the walk is latency-bound and two hyperthreads
@@ -73,7 +49,7 @@ int hicp__default_threads(void)
   }
   int quota;
   uint64_t memory;
-  group_limits(&quota, &memory);
+  hicp__cgroup_process(&quota, &memory);
   return quota > 0 && quota < n ? quota : n;
 }
 
@@ -112,14 +88,7 @@ int hicp_context_create(const hicp_context_options *user, hicp_context **out)
     return HICP_ENOMEM;
   ctx->threads = o.threads > 0 ? o.threads : hicp__default_threads();
   ctx->backend = o.backend;
-  if (o.memory_limit != 0) {
-    ctx->memory_limit = o.memory_limit;
-  } else {
-    int cpus;
-    uint64_t memory;
-    group_limits(&cpus, &memory);
-    ctx->memory_limit = hicp__memory_limit_within(memory);
-  }
+  ctx->memory_limit = hicp__memory_limit(o.memory_limit); /* the default read once */
   atomic_init(&ctx->cancel, 0);
   if (o.ndevices > 0) {
     ctx->devices = malloc(sizeof(int) * (size_t)o.ndevices);

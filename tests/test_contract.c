@@ -412,7 +412,9 @@ static int own_cgroup(const char *controller, const char *mnt, char *out, size_t
  * the host's memory, so the kernel killed the process instead of hicp
  * refusing.  Needs root and a writable cgroup hierarchy (v1 memory and
  * cpu, or v2 with both controllers given to children); skips otherwise.
- * In a child, which reports through its exit status. */
+ * In a child, which reports through its exit status, forked after the
+ * parent made a context (so the limits read once a process are read again
+ * in the child). */
 Test(contract, defaults_follow_the_cgroup)
 {
   if (geteuid() != 0)
@@ -443,6 +445,10 @@ Test(contract, defaults_follow_the_cgroup)
        fclose(f) == 0;
   int status = -1;
   if (ok) {
+    /* the parent reads its own limits first: the child must read again */
+    hicp_context *parent;
+    cr_assert_eq(hicp_context_create(NULL, &parent), 0);
+    hicp_context_destroy(parent);
     fflush(NULL);
     pid_t pid = fork();
     cr_assert_geq(pid, 0);

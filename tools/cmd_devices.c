@@ -47,9 +47,10 @@ int cmd_devices(int argc, char **argv)
   char why[512];
   snprintf(why, sizeof why, "%s", hicp_context_error(ctx));
   /* the defaults a container or a unit's limits change (lib/cgroup.c) */
-  const uint64_t group = hicp__cgroup_memory(&hicp__cgroup_system);
-  const uint64_t limit = hicp__memory_limit_within(group);
-  const int quota = hicp__cgroup_cpus(&hicp__cgroup_system);
+  int quota;
+  uint64_t group;
+  hicp__cgroup_process(&quota, &group);
+  const uint64_t limit = hicp__memory_limit(0);
   const char *limit_of = group != 0 && limit == group / 4 * 3 ? "cgroup" : "physical";
   json j;
   if (as_json) {
