@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 #include "budget.h"
@@ -584,6 +585,8 @@ static void watch_temp(cli_output *out)
     if (temp_set[i])
       continue;
     strcpy(temp_path[i], out->o.tmp);
+    /* the handler must see the whole path once it sees the slot set */
+    atomic_signal_fence(memory_order_seq_cst);
     temp_set[i] = 1;
     out->watched = i + 1;
     break;
