@@ -76,6 +76,17 @@ static void boeing_case(hicp_model **m, float **scan, size_t *ns)
     cr_skip_test("libcgal-demo data not found");
 }
 
+/* A tracker's options: 10 iterations, no early stop; frames tracked or
+ * not. */
+static void ten_iterations(hicp_reg_options *o, hicp_batch_options *bo, int track)
+{
+  hicp_reg_options_init(o);
+  o->max_iter = 10;
+  o->tol = 0;
+  hicp_batch_options_init(bo);
+  bo->track = track;
+}
+
 /* GPU answers equal the CPU's for every method, warm or cold. */
 static void compare_nn(const hicp_model *m, const float *q, size_t nq, const char *what)
 {
@@ -219,12 +230,8 @@ Test(gpu, tracked_frames_on_the_device)
     counts[k] = ns;
   }
   hicp_reg_options o;
-  hicp_reg_options_init(&o);
-  o.max_iter = 10;
-  o.tol = 0;
   hicp_batch_options bo;
-  hicp_batch_options_init(&bo);
-  bo.track = 1;
+  ten_iterations(&o, &bo, 1);
   hicp_result cpu[NF], gpu[NF];
   for (int k = 0; k < NF; k++) {
     hicp_result_init(&cpu[k]);
@@ -301,12 +308,8 @@ Test(gpu, streams_on_the_device)
       char what[64];
       snprintf(what, sizeof what, "%s, track %d", hicp_backend_name(backends[bi]), track);
       hicp_reg_options o;
-      hicp_reg_options_init(&o);
-      o.max_iter = 10;
-      o.tol = 0;
       hicp_batch_options bo;
-      hicp_batch_options_init(&bo);
-      bo.track = track;
+      ten_iterations(&o, &bo, track);
       hicp_context_options co;
       hicp_context_options_init(&co);
       co.threads = 2;
