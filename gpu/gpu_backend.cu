@@ -325,10 +325,18 @@ struct kparams {
   int filter_start;
   hicp__xf T0;                    /* the initial transform */
   unsigned long long budget_ns;   /* time budget left at launch, 0: none */
-  volatile int *cancel;           /* mapped host flag */
+  volatile int *halt;             /* mapped host flag: 0, HALT_CANCEL, HALT_TIME */
   dev_state *st;
   dev_state *fin;                 /* mapped host copy of the final state */
 };
+
+/* What the host asks of a running kernel through the mapped flag, read
+ * once an iteration: stop as canceled (hicp_context_cancel()), or stop as
+ * out of time.  The kernel counts its budget from its own start, but a
+ * kernel can wait behind other work on the device (another context's
+ * registration that fills it): the host, which counts from the call, says
+ * when the whole budget is spent. */
+enum { HALT_CANCEL = 1, HALT_TIME = 2 };
 
 __device__ __forceinline__ unsigned long long global_ns()
 {
@@ -533,9 +541,11 @@ __device__ void finish_iteration(const kparams &P, int k, unsigned long long t1,
     stop = 4; /* HICP_STOP_NO_PAIRS */
   else
     stop = hicp__check_stop(&P.conv, k, mse, st->mse_prev, &st->T, &st->T_prev);
-  if (stop == HICP__GO && P.cancel != NULL && *P.cancel)
+  const int halt = stop == HICP__GO && P.halt != NULL ? *P.halt : 0;
+  if (halt == HALT_CANCEL)
     stop = 5; /* HICP_STOP_CANCELED */
-  if (stop == HICP__GO && P.budget_ns != 0 && global_ns() - st->t_start >= P.budget_ns)
+  else if (halt == HALT_TIME ||
+           (stop == HICP__GO && P.budget_ns != 0 && global_ns() - st->t_start >= P.budget_ns))
     stop = 6; /* HICP_STOP_TIMEOUT */
   if (stop == HICP__GO) {
     hicp__xf next;
@@ -729,7 +739,7 @@ struct reg_buffers {
   unsigned long long *hist;
   dev_state *st;
   dev_state *fin_host, *fin_dev; /* mapped host memory */
-  int *cancel_host, *cancel_dev; /* mapped host memory */
+  int *halt_host, *halt_dev; /* mapped host memory */
   cudaEvent_t done;
   int grid_max; /* icp_kernel's blocks resident at once; 0: not yet known */
 };
@@ -739,8 +749,8 @@ static void reg_buffers_free(reg_buffers *r)
   dfree(&r->b);
   if (r->fin_host != NULL)
     cudaFreeHost(r->fin_host);
-  if (r->cancel_host != NULL)
-    cudaFreeHost(r->cancel_host);
+  if (r->halt_host != NULL)
+    cudaFreeHost(r->halt_host);
   if (r->done != NULL)
     cudaEventDestroy(r->done);
   memset(r, 0, sizeof *r);
@@ -769,8 +779,8 @@ static int reg_buffers_get(hicp_context *ctx, struct hicp__gpu *g, size_t n, siz
     g->reg = r;
     TRY(cudaHostAlloc((void **)&r->fin_host, sizeof(dev_state), cudaHostAllocMapped));
     TRY(cudaHostGetDevicePointer((void **)&r->fin_dev, r->fin_host, 0));
-    TRY(cudaHostAlloc((void **)&r->cancel_host, sizeof(int), cudaHostAllocMapped));
-    TRY(cudaHostGetDevicePointer((void **)&r->cancel_dev, r->cancel_host, 0));
+    TRY(cudaHostAlloc((void **)&r->halt_host, sizeof(int), cudaHostAllocMapped));
+    TRY(cudaHostGetDevicePointer((void **)&r->halt_dev, r->halt_host, 0));
     TRY(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
     int per_sm = 0, sms = 0, coop = 0;
     TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, icp_kernel, THREADS, 0));
@@ -859,9 +869,10 @@ extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
   P.hist = r->hist;
   P.st = r->st;
   P.fin = r->fin_dev;
-  /* The mapped host flag carries hicp_context_cancel() into the kernel. */
-  *(volatile int *)r->cancel_host = 0;
-  P.cancel = r->cancel_dev;
+  /* The mapped host flag carries hicp_context_cancel() and the end of the
+   * time budget into the kernel. */
+  *(volatile int *)r->halt_host = 0;
+  P.halt = r->halt_dev;
   TRY(cudaMemcpyAsync((void *)P.p0, f->p0, sizeof(float) * 3 * (size_t)f->n,
                       cudaMemcpyHostToDevice, g->stream));
   /* warm starts (tracking) or HICP_NONE */
@@ -911,7 +922,9 @@ extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
       break;
     }
     if (hicp__canceled(ctx))
-      *(volatile int *)r->cancel_host = 1;
+      *(volatile int *)r->halt_host = HALT_CANCEL;
+    else if (p->time_budget_ms > 0.0 && hicp__now_ms() - t_start >= p->time_budget_ms)
+      *(volatile int *)r->halt_host = HALT_TIME;
     const double waited = hicp__now_ms() - t_launch;
     if (waited >= spin_ms) {
       const double us = waited * 1e3 / 8.0;

@@ -581,6 +581,46 @@ static void *cancel_after_100ms(void *ctx)
   return NULL;
 }
 
+/* A cloud of N normal points (seed 41), its model, and a scan of it turned
+ * (4, -3, 5) degrees, moved 0.05 and noisy: seconds of work at 200,000
+ * iterations. */
+enum { LONG_N = 3000 };
+static hicp_model *long_case(float **scan)
+{
+  th_rng r;
+  th_rng_seed(&r, 41);
+  float *p = malloc(sizeof(float) * 3 * LONG_N), *s = malloc(sizeof(float) * 3 * LONG_N);
+  cr_assert(p != NULL && s != NULL);
+  for (int i = 0; i < 3 * LONG_N; i++)
+    p[i] = (float)th_normal(&r);
+  double R[9];
+  th_rotation(4, -3, 5, R);
+  for (int i = 0; i < LONG_N; i++)
+    for (int d = 0; d < 3; d++)
+      s[3 * i + d] = (float)(R[3 * d] * p[3 * i] + R[3 * d + 1] * p[3 * i + 1] +
+                             R[3 * d + 2] * p[3 * i + 2] + 0.05 + 0.01 * th_normal(&r));
+  hicp_model *m = model_of(p, LONG_N);
+  free(p);
+  *scan = s;
+  return m;
+}
+
+/* The CPU's transform after as many iterations as @p gpu ran. */
+static void cpu_agrees(const hicp_model *m, const float *s, size_t n, hicp_reg_options o,
+                       const hicp_result *gpu, const char *what)
+{
+  hicp_context *cc = th_context(2, HICP_BACKEND_CPU);
+  hicp_result cpu;
+  hicp_result_init(&cpu);
+  o.max_iter = gpu->iterations;
+  o.time_budget_ms = 0;
+  cr_assert_eq(hicp_register(cc, m, s, n, &o, NULL, &cpu), 0, "%s", hicp_context_error(cc));
+  cr_assert_eq(cpu.iterations, gpu->iterations);
+  cr_assert(memcmp(&cpu.transform, &gpu->transform, sizeof cpu.transform) == 0,
+            "%s after %d iterations: not the CPU's transform", what, gpu->iterations);
+  hicp_context_destroy(cc);
+}
+
 /* hicp_context_cancel() from another thread reaches the running kernel
  * (through the mapped host flag it reads once an iteration): a
  * registration set for 200,000 iterations, seconds of work, stops with
@@ -589,20 +629,9 @@ static void *cancel_after_100ms(void *ctx)
 Test(gpu, cancel_reaches_the_kernel, .timeout = 120)
 {
   need_gpu();
-  th_rng r;
-  th_rng_seed(&r, 41);
-  enum { N = 3000 };
-  float *p = malloc(sizeof(float) * 3 * N), *s = malloc(sizeof(float) * 3 * N);
-  cr_assert(p != NULL && s != NULL);
-  for (int i = 0; i < 3 * N; i++)
-    p[i] = (float)th_normal(&r);
-  double R[9];
-  th_rotation(4, -3, 5, R);
-  for (int i = 0; i < N; i++)
-    for (int d = 0; d < 3; d++)
-      s[3 * i + d] = (float)(R[3 * d] * p[3 * i] + R[3 * d + 1] * p[3 * i + 1] +
-                             R[3 * d + 2] * p[3 * i + 2] + 0.05 + 0.01 * th_normal(&r));
-  hicp_model *m = model_of(p, N);
+  enum { N = LONG_N };
+  float *s;
+  hicp_model *m = long_case(&s);
   hicp_reg_options o;
   hicp_reg_options_init(&o);
   o.max_iter = 200000;
@@ -626,18 +655,107 @@ Test(gpu, cancel_reaches_the_kernel, .timeout = 120)
   cr_assert_eq(gpu.stop, HICP_STOP_CANCELED, "stopped by %s after %d iterations",
                hicp_stop_name(gpu.stop), gpu.iterations);
   cr_assert(gpu.iterations > 0 && gpu.iterations < o.max_iter, "%d iterations", gpu.iterations);
-  hicp_context *cc = th_context(2, HICP_BACKEND_CPU);
-  hicp_result cpu;
-  hicp_result_init(&cpu);
-  o.max_iter = gpu.iterations;
-  cr_assert_eq(hicp_register(cc, m, s, N, &o, NULL, &cpu), 0);
-  cr_assert_eq(cpu.iterations, gpu.iterations);
-  cr_assert(memcmp(&cpu.transform, &gpu.transform, sizeof cpu.transform) == 0,
-            "cancelled after %d iterations: not the CPU's transform", gpu.iterations);
-  hicp_context_destroy(cc);
+  cpu_agrees(m, s, N, o, &gpu, "cancelled");
   hicp_context_destroy(gc);
   hicp_model_destroy(m);
-  free(p);
+  free(s);
+}
+
+struct long_run {
+  hicp_context *ctx;
+  const hicp_model *m;
+  const float *s;
+  size_t n;
+  hicp_reg_options o;
+  hicp_result res;
+  int rc;
+};
+
+static void *long_run_main(void *arg)
+{
+  struct long_run *a = arg;
+  a->rc = hicp_register(a->ctx, a->m, a->s, a->n, &a->o, NULL, &a->res);
+  return NULL;
+}
+
+static void *cancel_after_600ms(void *ctx)
+{
+  usleep(600000);
+  hicp_context_cancel((hicp_context *)ctx);
+  return NULL;
+}
+
+/* A time budget stops the kernel with HICP_STOP_TIMEOUT, at the CPU's
+ * transform for as many iterations.  The budget counts from the call, not
+ * from the kernel's start: a registration whose kernel waits behind
+ * another context's (a scan of 2^20 points, whose grid fills the device)
+ * stops after its first iteration once it runs, where it took a whole
+ * budget of its own after the wait (stop 46). */
+Test(gpu, time_budget_counts_from_the_call, .timeout = 120)
+{
+  need_gpu();
+  enum { N = LONG_N, BIG = 1 << 20 };
+  float *s;
+  hicp_model *m = long_case(&s);
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = 1;
+  o.tol = 0;
+  hicp_context *gc = th_context(1, HICP_BACKEND_CUDA);
+  hicp_result gpu;
+  hicp_result_init(&gpu);
+  cr_assert_eq(hicp_register(gc, m, s, N, &o, NULL, &gpu), 0, "%s", hicp_context_error(gc));
+  cr_assert_eq(gpu.backend, HICP_BACKEND_CUDA);
+
+  /* Alone on the device: stopped by the kernel's own count. */
+  o.max_iter = 200000;
+  o.time_budget_ms = 30;
+  double t0 = hicp__now_ms();
+  cr_assert_eq(hicp_register(gc, m, s, N, &o, NULL, &gpu), 0, "%s", hicp_context_error(gc));
+  double took = hicp__now_ms() - t0;
+  cr_assert_eq(gpu.stop, HICP_STOP_TIMEOUT, "stopped by %s after %d iterations",
+               hicp_stop_name(gpu.stop), gpu.iterations);
+  cr_assert(gpu.iterations > 1 && gpu.iterations < o.max_iter, "%d iterations", gpu.iterations);
+  cr_assert_lt(took, 1000.0, "a 30 ms budget took %.1f ms", took);
+  cpu_agrees(m, s, N, o, &gpu, "out of time");
+
+  /* Queued behind a kernel that fills the device until it is cancelled. */
+  float *big = malloc(sizeof(float) * 3 * (size_t)BIG);
+  cr_assert_not_null(big);
+  for (size_t i = 0; i < BIG; i++)
+    memcpy(&big[3 * i], &s[3 * (i % N)], sizeof(float) * 3);
+  struct long_run a = {.ctx = th_context(1, HICP_BACKEND_CUDA), .m = m, .s = big, .n = BIG};
+  hicp_reg_options_init(&a.o);
+  a.o.max_iter = 1;
+  hicp_result_init(&a.res);
+  cr_assert_eq(hicp_register(a.ctx, m, big, BIG, &a.o, NULL, &a.res), 0, "%s",
+               hicp_context_error(a.ctx));
+  a.o.max_iter = 200000;
+  a.o.tol = 0;
+  pthread_t ta, tc;
+  cr_assert_eq(pthread_create(&ta, NULL, long_run_main, &a), 0);
+  usleep(200000);
+  cr_assert_eq(pthread_create(&tc, NULL, cancel_after_600ms, a.ctx), 0);
+  o.time_budget_ms = 50;
+  t0 = hicp__now_ms();
+  cr_assert_eq(hicp_register(gc, m, s, N, &o, NULL, &gpu), 0, "%s", hicp_context_error(gc));
+  took = hicp__now_ms() - t0;
+  pthread_join(tc, NULL);
+  pthread_join(ta, NULL);
+  cr_assert_eq(a.rc, 0, "%s", hicp_context_error(a.ctx));
+  cr_assert_eq(a.res.stop, HICP_STOP_CANCELED, "the long run stopped by %s",
+               hicp_stop_name(a.res.stop));
+  cr_assert_gt(took, 300.0, "the registration took %.1f ms: it did not wait for the long run's "
+               "kernel, so the test shows nothing", took);
+  cr_assert_eq(gpu.stop, HICP_STOP_TIMEOUT, "stopped by %s after %d iterations",
+               hicp_stop_name(gpu.stop), gpu.iterations);
+  cr_assert_leq(gpu.iterations, 1, "%d iterations after a %.1f ms wait, for a budget of 50 ms",
+                gpu.iterations, took);
+  cpu_agrees(m, s, N, o, &gpu, "out of time after a wait");
+  hicp_context_destroy(a.ctx);
+  hicp_context_destroy(gc);
+  hicp_model_destroy(m);
+  free(big);
   free(s);
 }
 
