@@ -9,14 +9,11 @@
 #include "icp.h"
 
 /* One point of pass A: its query, in double for the pair distance and in
- * float for the search. */
+ * float for the search (hicp__pass_query, as on the GPU). */
 static inline void hicp__cpu_point(const hicp__xf *T, const hicp__frame *f, uint32_t i,
                                    double qd[3], float q[3])
 {
-  hicp__apply(T, &f->p0[3 * (size_t)i], qd);
-  q[0] = (float)qd[0];
-  q[1] = (float)qd[1];
-  q[2] = (float)qd[2];
+  hicp__pass_query(T, &f->p0[3 * (size_t)i], qd, q);
 }
 
 /* Counts n walks of `steps` steps each in *w. */
@@ -25,15 +22,15 @@ static inline void hicp__cpu_count(hicp__walkpart *w, uint32_t steps, uint32_t n
   w->queries += n;
   w->steps += (uint64_t)steps * n;
   w->max_steps = n > 0 && steps > w->max_steps ? steps : w->max_steps;
-  w->hist[steps < HICP_WALK_BINS - 1 ? steps : HICP_WALK_BINS - 1] += n;
+  w->hist[hicp__walk_bin(steps)] += n;
 }
 
-/* Stores point i's answer and counts its walk. */
+/* Stores point i's answer (hicp__pass_answer, as on the GPU) and counts
+ * its walk. */
 static inline void hicp__cpu_done(const hicp__mview *view, hicp__frame *f, uint32_t i,
                                   const double qd[3], const hicp__nn_res *r, hicp__walkpart *w)
 {
-  f->match[i] = r->v;
-  f->e2[i] = hicp__pair_e2(qd, &view->vtx[r->v]);
+  hicp__pass_answer(f->match, f->e2, i, qd, view->vtx, r->v);
   if (r->walked)
     hicp__cpu_count(w, r->steps, 1);
 }

@@ -409,7 +409,7 @@ __device__ __forceinline__ void block_walk_add(block_walk *bw, const hicp__nn_re
     atomicAdd(&bw->queries, 1ull);
     atomicAdd(&bw->steps, (unsigned long long)r.steps);
     atomicMax(&bw->max_steps, r.steps);
-    atomicAdd(&bw->hist[r.steps < HICP_WALK_BINS - 1 ? r.steps : HICP_WALK_BINS - 1], 1ull);
+    atomicAdd(&bw->hist[hicp__walk_bin(r.steps)], 1ull);
   }
 }
 
@@ -421,11 +421,10 @@ __device__ __forceinline__ hicp__nn_res point_pass_a(const kparams &P, uint32_t 
 {
   float p[3] = {P.p0[3 * (size_t)i], P.p0[3 * (size_t)i + 1], P.p0[3 * (size_t)i + 2]};
   double qd[3];
-  hicp__apply(&T, p, qd);
-  float q[3] = {__double2float_rn(qd[0]), __double2float_rn(qd[1]), __double2float_rn(qd[2])};
+  float q[3];
+  hicp__pass_query(&T, p, qd, q);
   hicp__nn_res r = hicp__nn_track4(&P.m, q, P.method, P.match[i], &P.track[i]);
-  P.match[i] = r.v;
-  P.e2[i] = hicp__pair_e2(qd, &P.m.vtx[r.v]);
+  hicp__pass_answer(P.match, P.e2, i, qd, P.m.vtx, r.v);
   return r;
 }
 
@@ -437,7 +436,7 @@ __device__ void chunk_sums(const kparams &P, uint32_t c, const hicp__select &sel
   hicp__partial acc;
   hicp__partial_zero(&acc);
   const uint32_t base = c * P.chunk;
-  const uint32_t end = base + P.chunk < P.n ? base + P.chunk : P.n;
+  const uint32_t end = hicp__chunk_end_of(c, P.chunk, P.n);
   for (uint32_t i = base + threadIdx.x; i < end; i += THREADS) {
     float p[3] = {P.p0[3 * (size_t)i], P.p0[3 * (size_t)i + 1], P.p0[3 * (size_t)i + 2]};
     hicp__partial_add_pair(&acc, p, &P.m.vtx[P.match[i]], P.e2[i], &sel);
@@ -485,9 +484,7 @@ __device__ void trim_threshold(const kparams &P, cg::grid_group &g, const hicp__
 {
   dev_state *st = P.st;
   if (blockIdx.x == 0 && threadIdx.x == 0) {
-    double nc = st->tot.v[HICP_PF_N_C];
-    double keep = ceil(P.trim * nc);
-    keep = keep < 1.0 ? 1.0 : keep > nc ? nc : keep;
+    const double keep = hicp__trim_keep(P.trim, st->tot.v[HICP_PF_N_C]);
     st->radix_prefix = 0;
     st->radix_rank = (unsigned long long)keep - 1ull;
   }
@@ -535,18 +532,12 @@ __device__ void finish_iteration(const kparams &P, int k, unsigned long long t1,
 {
   dev_state *st = P.st;
   const hicp__partial *tot = &st->tot;
-  int stop;
-  double mse = tot->v[HICP_PF_N_IN] > 0.0 ? tot->v[HICP_PF_E2_IN] / tot->v[HICP_PF_N_IN] : 0.0;
-  if (!(tot->v[HICP_PF_N_IN] > 0.0))
-    stop = 4; /* HICP_STOP_NO_PAIRS */
-  else
-    stop = hicp__check_stop(&P.conv, k, mse, st->mse_prev, &st->T, &st->T_prev);
-  const int halt = stop == HICP__GO && P.halt != NULL ? *P.halt : 0;
-  if (halt == HALT_CANCEL)
-    stop = 5; /* HICP_STOP_CANCELED */
-  else if (halt == HALT_TIME ||
-           (stop == HICP__GO && P.budget_ns != 0 && global_ns() - st->t_start >= P.budget_ns))
-    stop = 6; /* HICP_STOP_TIMEOUT */
+  const int halt = P.halt != NULL ? *P.halt : 0;
+  const int out_of_time =
+      halt == HALT_TIME || (P.budget_ns != 0 && global_ns() - st->t_start >= P.budget_ns);
+  double mse;
+  const int stop = hicp__iter_stop(&P.conv, tot, k, st->mse_prev, &st->T, &st->T_prev,
+                                   halt == HALT_CANCEL, out_of_time, &mse);
   if (stop == HICP__GO) {
     hicp__xf next;
     int degenerate;
@@ -603,13 +594,8 @@ __global__ void __launch_bounds__(THREADS) icp_kernel(kparams P)
   for (;;) {
     const int k = *(volatile int *)&st->k;
     const hicp__xf T = st->T;
-    const int sigma_now = P.filter_start >= 0 && k >= P.filter_start;
-    hicp__select sel;
-    memset(&sel, 0, sizeof sel);
-    sel.max_d2 = P.max_d2;
-    sel.want_e = sigma_now;
-    sel.w_lo = st->win_lo;
-    sel.w_hi = st->win_hi;
+    hicp__select sel = hicp__iter_select(P.max_d2, P.filter_start, k, st->win_lo, st->win_hi);
+    const int sigma_now = sel.want_e;
 
     for (uint32_t i = tid; i < P.n; i += nthreads)
       block_walk_add(&bw, point_pass_a(P, i, T));
@@ -676,9 +662,10 @@ __global__ void __launch_bounds__(THREADS) icp_kernel(kparams P)
   }
 }
 
-/* Nearest neighbours of a batch of queries. */
+/* Nearest neighbours of a batch of queries, and their walks' statistics. */
+enum { NN_STATS = 3 + HICP_WALK_BINS };
 __global__ void nn_kernel(hicp__mview m, const float *q, uint32_t n, int method, uint32_t *vertex,
-                          float *d2, unsigned long long *stats /* queries, steps, max, hist[16] */)
+                          float *d2, unsigned long long *stats /* NN_STATS: queries, steps, max, hist */)
 {
   uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n)
@@ -691,7 +678,7 @@ __global__ void nn_kernel(hicp__mview m, const float *q, uint32_t n, int method,
     atomicAdd(&stats[0], 1ull);
     atomicAdd(&stats[1], (unsigned long long)r.steps);
     atomicMax(&stats[2], (unsigned long long)r.steps);
-    atomicAdd(&stats[3 + (r.steps < 15 ? r.steps : 15)], 1ull);
+    atomicAdd(&stats[3 + hicp__walk_bin(r.steps)], 1ull);
   }
 }
 
@@ -973,17 +960,17 @@ extern "C" int hicp__gpu_nn(hicp_context *ctx, const hicp_model *m, const float 
   if (rc == HICP_OK)
     rc = dalloc(ctx, &b, sizeof(float) * n, &dd);
   if (rc == HICP_OK)
-    rc = dalloc(ctx, &b, sizeof(unsigned long long) * 19, &ds);
+    rc = dalloc(ctx, &b, sizeof(unsigned long long) * NN_STATS, &ds);
   TRY(cudaMemcpyAsync(dq, q, sizeof(float) * 3 * n, cudaMemcpyHostToDevice, g->stream));
   TRY(cudaMemcpyAsync(dv, vertex, sizeof(uint32_t) * n, cudaMemcpyHostToDevice, g->stream));
-  TRY(cudaMemsetAsync(ds, 0, sizeof(unsigned long long) * 19, g->stream));
+  TRY(cudaMemsetAsync(ds, 0, sizeof(unsigned long long) * NN_STATS, g->stream));
   if (rc == HICP_OK) {
     unsigned blocks = (unsigned)((n + 255) / 256);
     nn_kernel<<<blocks, 256, 0, g->stream>>>(view, (const float *)dq, (uint32_t)n, method,
                                              (uint32_t *)dv, (float *)dd, (unsigned long long *)ds);
     TRY(cudaGetLastError());
   }
-  unsigned long long st[19];
+  unsigned long long st[NN_STATS];
   TRY(cudaMemcpyAsync(vertex, dv, sizeof(uint32_t) * n, cudaMemcpyDeviceToHost, g->stream));
   TRY(cudaMemcpyAsync(d2, dd, sizeof(float) * n, cudaMemcpyDeviceToHost, g->stream));
   TRY(cudaMemcpyAsync(st, ds, sizeof st, cudaMemcpyDeviceToHost, g->stream));
@@ -993,7 +980,7 @@ extern "C" int hicp__gpu_nn(hicp_context *ctx, const hicp_model *m, const float 
     stats->queries = st[0];
     stats->steps = st[1];
     stats->max_steps = (uint32_t)st[2];
-    for (int i = 0; i < 16; i++)
+    for (int i = 0; i < HICP_WALK_BINS; i++)
       stats->hist[i] = st[3 + i];
   }
   dfree(&b);
@@ -1015,7 +1002,7 @@ __global__ void __launch_bounds__(THREADS) range_pass_a(kparams P, hicp__xf T, h
   const uint32_t c = c0 + blockIdx.x;
   block_walk_zero(&bw);
   const uint32_t base = c * P.chunk;
-  const uint32_t end = base + P.chunk < P.n ? base + P.chunk : P.n;
+  const uint32_t end = hicp__chunk_end_of(c, P.chunk, P.n);
   for (uint32_t i = base + threadIdx.x; i < end; i += THREADS)
     block_walk_add(&bw, point_pass_a(P, i, T));
   __syncthreads(); /* the block's matches and distances, for its sums */

@@ -25,6 +25,12 @@
 #include "order.h"
 #include "scheduler.h"
 
+/* lib/pp/, shared with the device, writes the stop reasons as numbers. */
+_Static_assert(HICP_STOP_MAX_ITER == 0 && HICP_STOP_MSE_CHANGE == 1 && HICP_STOP_MSE_ABS == 2 &&
+                   HICP_STOP_INCREMENT == 3 && HICP_STOP_NO_PAIRS == 4 &&
+                   HICP_STOP_CANCELED == 5 && HICP_STOP_TIMEOUT == 6,
+               "lib/pp/solve.h's stop reasons");
+
 void hicp_reg_options_init_sized(hicp_reg_options *opts, size_t size)
 {
   hicp_reg_options d;
@@ -306,13 +312,8 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
   uint32_t cut[HICP_TEAM_MAX + 1];
   memset(out, 0, sizeof *out);
   for (int k = 0; rc == HICP_OK; k++) {
-    hicp__select sel;
-    memset(&sel, 0, sizeof sel);
-    sel.max_d2 = p->max_d2;
-    const int sigma_now = p->filter_start >= 0 && k >= p->filter_start;
-    sel.want_e = sigma_now;
-    sel.w_lo = win_lo;
-    sel.w_hi = win_hi;
+    hicp__select sel = hicp__iter_select(p->max_d2, p->filter_start, k, win_lo, win_hi);
+    const int sigma_now = sel.want_e;
 
     double t0 = hicp__now_ms();
     split_chunks(team, f->nchunks, cut);
@@ -334,8 +335,7 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
           if (f->e2[i] <= sel.max_d2)
             trim_buf[nc++] = f->e2[i];
         if (nc > 0) {
-          size_t keep = (size_t)ceil(p->trim * (double)nc);
-          keep = keep < 1 ? 1 : keep > nc ? nc : keep;
+          const size_t keep = (size_t)hicp__trim_keep(p->trim, (double)nc);
           sel.trim_e2 = hicp__select_kth(trim_buf, nc, keep - 1);
           sel.trim_on = 1;
         }
@@ -350,16 +350,10 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
     out->correspond_ms += t1 - t0;
     out->reduce_ms += t2 - t1;
 
-    int stop;
-    double mse = tot.v[HICP_PF_N_IN] > 0.0 ? tot.v[HICP_PF_E2_IN] / tot.v[HICP_PF_N_IN] : 0.0;
-    if (!(tot.v[HICP_PF_N_IN] > 0.0))
-      stop = HICP_STOP_NO_PAIRS;
-    else
-      stop = hicp__check_stop(&p->conv, k, mse, mse_prev, &T, &T_prev);
-    if (stop == HICP__GO && hicp__canceled(ctx))
-      stop = HICP_STOP_CANCELED;
-    if (stop == HICP__GO && p->time_budget_ms > 0.0 && hicp__now_ms() - t_start >= p->time_budget_ms)
-      stop = HICP_STOP_TIMEOUT;
+    double mse;
+    const int out_of_time = p->time_budget_ms > 0.0 && hicp__now_ms() - t_start >= p->time_budget_ms;
+    const int stop = hicp__iter_stop(&p->conv, &tot, k, mse_prev, &T, &T_prev,
+                                     hicp__canceled(ctx), out_of_time, &mse);
     if (stop != HICP__GO) {
       out->T = T;
       out->tot = tot;

@@ -68,12 +68,10 @@ typedef struct hicp__icp_out {
   hicp_walk_stats walk;
 } hicp__icp_out;
 
-/* The end (one past the last point) of chunk c: the scan's end for the
- * last chunk.  (HICP_SCAN_MAX keeps c * chunk + chunk within 32 bits.) */
+/* The end (one past the last point) of the frame's chunk c. */
 static inline uint32_t hicp__chunk_end(const hicp__frame *f, uint32_t c)
 {
-  const uint32_t e = c * f->chunk + f->chunk;
-  return e < f->n ? e : f->n;
+  return hicp__chunk_end_of(c, f->chunk, f->n);
 }
 
 /* Pass A over chunks [c0, c1): for every point apply T, find its nearest

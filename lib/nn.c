@@ -24,12 +24,15 @@ void hicp_nn_options_init_sized(hicp_nn_options *opts, size_t size)
   hicp__init_sized(opts, size, &d, sizeof d);
 }
 
+_Static_assert(sizeof(((hicp_walk_stats *)0)->hist) / sizeof(uint64_t) == HICP_WALK_BINS,
+               "hicp_walk_stats' bins are the walk parts' bins");
+
 static void walk_stats_add(hicp_walk_stats *s, uint32_t steps)
 {
   s->queries++;
   s->steps += steps;
   s->max_steps = steps > s->max_steps ? steps : s->max_steps;
-  s->hist[steps < 15 ? steps : 15]++;
+  s->hist[hicp__walk_bin(steps)]++;
 }
 
 static void walk_stats_merge(hicp_walk_stats *a, const hicp_walk_stats *b)

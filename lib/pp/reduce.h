@@ -93,6 +93,25 @@ HICP_PP double hicp__pair_e2(const double qd[3], const hicp__vtx *y)
   return (dx * dx + dy * dy) + dz * dz;
 }
 
+/* Pass A, per point (both backends): the query of scan point p under T, in
+ * double for the pair's distance and rounded to float for the search ... */
+HICP_PP void hicp__pass_query(const hicp__xf *T, const float p[3], double qd[3], float q[3])
+{
+  hicp__apply(T, p, qd);
+  q[0] = (float)qd[0];
+  q[1] = (float)qd[1];
+  q[2] = (float)qd[2];
+}
+
+/* ... and what the sums read of its answer v: the match and the pair's
+ * squared distance in double. */
+HICP_PP void hicp__pass_answer(uint32_t *match, double *e2, uint32_t i, const double qd[3],
+                               const hicp__vtx *vtx, uint32_t v)
+{
+  match[i] = v;
+  e2[i] = hicp__pair_e2(qd, &vtx[v]);
+}
+
 /* Adds one pair (scan point p, match y, squared distance e2) to a lane. */
 HICP_PP void hicp__partial_add_pair(hicp__partial *a, const float p[3], const hicp__vtx *y,
                                     double e2, const hicp__select *s)
@@ -161,5 +180,21 @@ typedef struct hicp__walkpart {
   uint32_t max_steps;
   uint32_t hist[HICP_WALK_BINS];
 } hicp__walkpart;
+
+/* The histogram bin of a walk of `steps` steps: the last bin holds every
+ * walk that long or longer. */
+HICP_PP uint32_t hicp__walk_bin(uint32_t steps)
+{
+  return steps < HICP_WALK_BINS - 1 ? steps : HICP_WALK_BINS - 1;
+}
+
+/* The end (one past the last point) of chunk c of `chunk` points in a scan
+ * of n: the scan's end for the last chunk.  (HICP_SCAN_MAX keeps
+ * c * chunk + chunk within 32 bits.) */
+HICP_PP uint32_t hicp__chunk_end_of(uint32_t c, uint32_t chunk, uint32_t n)
+{
+  const uint32_t e = c * chunk + chunk;
+  return e < n ? e : n;
+}
 
 #endif /* HICP_PP_REDUCE_H */

@@ -1,6 +1,7 @@
 /* pp/solve.h: from the combined sums to the next transform, and the stop
  * tests; shared by the host driver and the GPU's on-device loop so both make
- * the same decisions from the same bits.  Only + - * / and sqrt are used.
+ * the same decisions from the same bits.  Only + - * / and sqrt are used
+ * (and ceil, which is exact, for the trim's count).
  *
  * Horn's closed form (B. K. P. Horn, "Closed-form solution of absolute
  * orientation using unit quaternions", JOSA A 4(4), 1987), as in Besl &
@@ -321,6 +322,55 @@ HICP_PP int hicp__check_stop(const hicp__conv *c, int k, double mse, double mse_
   if (k >= c->max_iter)
     return 0; /* HICP_STOP_MAX_ITER */
   return HICP__GO;
+}
+
+/* The end of iteration k, on both backends: the inliers' mean squared
+ * error (*mse), and whether to stop: no pairs, else the convergence tests,
+ * else a cancel request, else the time budget (`canceled` and `out_of_time`
+ * are each backend's to know).  Returns HICP__GO or the hicp_stop reason. */
+HICP_PP int hicp__iter_stop(const hicp__conv *c, const hicp__partial *tot, int k, double mse_prev,
+                            const hicp__xf *T, const hicp__xf *T_prev, int canceled,
+                            int out_of_time, double *mse)
+{
+  const double n_in = tot->v[HICP_PF_N_IN];
+  *mse = n_in > 0.0 ? tot->v[HICP_PF_E2_IN] / n_in : 0.0;
+  if (!(n_in > 0.0))
+    return 4; /* HICP_STOP_NO_PAIRS */
+  int stop = hicp__check_stop(c, k, *mse, mse_prev, T, T_prev);
+  if (stop == HICP__GO && canceled)
+    stop = 5; /* HICP_STOP_CANCELED */
+  if (stop == HICP__GO && out_of_time)
+    stop = 6; /* HICP_STOP_TIMEOUT */
+  return stop;
+}
+
+/* The selection of iteration k before its sums: the distance cut, and
+ * from filter_start on (when it is not negative) the sigma filter's window
+ * [w_lo, w_hi], the bounds the last filtered iteration set.  The bounds of
+ * this iteration and the trim's threshold are added once the sums are
+ * known. */
+HICP_PP hicp__select hicp__iter_select(double max_d2, int filter_start, int k, double w_lo,
+                                       double w_hi)
+{
+  hicp__select s;
+  s.max_d2 = max_d2;
+  s.w_lo = w_lo;
+  s.w_hi = w_hi;
+  s.e_lo = 0.0;
+  s.e_hi = 0.0;
+  s.trim_e2 = 0.0;
+  s.sigma_on = 0;
+  s.trim_on = 0;
+  s.want_e = filter_start >= 0 && k >= filter_start;
+  return s;
+}
+
+/* Trimmed ICP keeps the ceil(trim * nc) nearest of nc candidate pairs, at
+ * least one and at most all (a count in double, exact below 2^53). */
+HICP_PP double hicp__trim_keep(double trim, double nc)
+{
+  const double keep = ceil(trim * nc);
+  return keep < 1.0 ? 1.0 : keep > nc ? nc : keep;
 }
 
 /* The sigma filter (thesis section 3.8): keep the pairs whose distance e
