@@ -119,7 +119,7 @@ int hicp__cpu_start_threads(int threads)
   return ran;
 }
 
-/* The CPU as a scheduler worker (lib/sched.h). */
+/* The CPU as a scheduler worker (lib/scheduler.h). */
 static int cpu_begin(hicp__worker *w, const hicp_model *m, hicp__frame *f)
 {
   (void)w;

@@ -651,7 +651,7 @@ back_avx2(const hicp__mview *view, hicp__frame *f, int cert, const hicp__cpu_wav
     for (uint32_t k = 0; k < cnt; k++) {
       const uint32_t i = td->at[g + k];
       hicp__track *t = &f->track[i];
-      if (!cert) /* else front_avx2 wrote the query */
+      if (!cert) /* else the front (front_avx2 or front_avx512) wrote the query */
         memcpy(t->q, wv->q[g + k], sizeof t->q);
       t->slack = sl[k];
       f->match[i] = cu[k];

@@ -18,9 +18,9 @@
  * A piece never crosses a multiple of `align` (pass A's chunks), and it is
  * made of whole blocks of `small` items aligned on their index (the last
  * block cut at the end): the segments' bounds are multiples of `small`,
- * and so is every cut, unless it is the end (pass A's first-pass walk
- * starts are chosen block by block, cpu/chunk.h).  Who takes a piece never
- * changes a result. */
+ * and so is every cut, unless it is the end (pass A works in blocks of
+ * HICP_CPU_BLOCK points, cpu/chunk.h).  Who takes a piece never changes a
+ * result. */
 #ifndef HICP_CPU_SEGMENTS_H
 #define HICP_CPU_SEGMENTS_H
 

@@ -1,11 +1,17 @@
 /* walk_simd.c: the Delaunay walk's row scan with AVX2 and AVX-512 on x86-64,
  * chosen at run time.  Only the row scan differs from the reference walk
- * (lib/pp/nn.h, which the GPU runs): the same neighbours are scanned (the
- * length-code cut), each distance is computed with the same float
- * operations in the same order (separate multiply and add instructions, no
- * fused multiply-add), and the row's smallest (distance, index) is the same
- * lexicographic minimum, so every answer, and every register, equals the
- * reference bit for bit.  The tests run all variants (HICP_SIMD).  Pass
+ * (lib/pp/nn.h, which the GPU runs).  A vector scan may read more of a row
+ * than the reference (rows of up to 32 neighbours whole, past the
+ * length-code cut; the AVX2 scan reads a row's last eight again) and tests
+ * a certifying scan's early stop at other points, but a neighbour past the
+ * cut can be neither nearer nor tied, each distance is computed with the
+ * same float operations in the same order (separate multiply and add
+ * instructions, no fused multiply-add), and where the walk goes on, the
+ * row's smallest (distance, index) is the same lexicographic minimum.  So
+ * every step, answer and certificate equals the reference bit for bit.  (A
+ * row with no neighbour within the tie bound ends the walk, and there a
+ * vector scan leaves `next` as HICP_NONE: which neighbour is nearest does
+ * not matter.)  The tests run all variants (HICP_SIMD).  Pass
  * A's blocks and the query blocks are instantiated here for each variant,
  * with the vector fronts and backs of ends_simd.h. */
 #include "config.h"

@@ -4,8 +4,10 @@
  * (apply + walk + chunk sums, the combine, the filters, the stop test and
  * Horn's solve) runs on the device, separated by grid-wide barriers, so the
  * host launches once and waits once.  The per-point and per-iteration
- * arithmetic is the shared code of lib/pp/ (the same functions the CPU runs),
- * and the summation shape is the documented one: a block of 256 threads is a
+ * arithmetic and decisions are the shared code of lib/pp/ (the same
+ * functions the CPU runs); the sums are the same additions in parallel
+ * form (chunk_sums, block_tree and combine against hicp__chunk_sum and
+ * hicp__partial_tree), in the documented shape: a block of 256 threads is a
  * chunk's 256 lanes; thread l sums points l, l + 256, ... in order; the lanes
  * meet in the halving tree (shared memory for s = 128..32, warp shuffles for
  * s = 16..1); chunk partials meet in the same tree over chunk indices.  The
@@ -562,10 +564,12 @@ __device__ void finish_iteration(const kparams &P, int k, unsigned long long t1,
  *   1. pass A, one scan point per thread over the grid: apply, nearest
  *      neighbour, squared distance (matches and distances to memory);
  *   2. the chunk sums, one chunk per block, in the fixed lane order; the
- *      last block to finish combines the chunk partials and, when no
- *      filter needs a second pass, tests for the stop and solves;
- *   3. only with the sigma filter or trimming: the filter bounds, pass B's
- *      sums under them, the combine and the solve.
+ *      last block to finish combines the chunk partials, sets the sigma
+ *      filter's bounds when it is on and, when no filter needs a second
+ *      pass, tests for the stop and solves;
+ *   3. only with the sigma filter or trimming: the trim's threshold (eight
+ *      rounds of radix select, three barriers each), pass B's sums under
+ *      the bounds, the combine and the solve (two barriers).
  * Without filters that is two barriers per iteration. */
 __global__ void __launch_bounds__(THREADS) icp_kernel(kparams P)
 {

@@ -1,9 +1,9 @@
 /* batch.c: many frames against one model: hicp_register_batch and streams.
  *
- * Independent frames run side by side: every worker (one per CPU thread, one
- * per listed CUDA device) has its own context and takes the next frame from
- * a shared counter, so fast workers take more frames and frames of different
- * sizes never wait for each other.  Tracking frames run one after another
+ * Independent frames run side by side: every worker (one per CPU thread, up
+ * to HICP_GPU_STREAMS per listed CUDA device) has its own context and takes
+ * the next frame from a shared counter, so fast workers take more frames and
+ * frames of different sizes never wait for each other.  Tracking frames run one after another
  * (each starts from the previous pose, and from the previous matches when
  * the sensor grid is the same), each frame's iterations spread over all the
  * workers by the hybrid loop (icp.c).  Every result is the bits

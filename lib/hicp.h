@@ -292,7 +292,8 @@ HICP_API int hicp_device_get_info(hicp_context *ctx, int ordinal, hicp_device_in
  * this CPU: "avx512", "avx512-scan8", "avx2" or "scalar".  The widest the
  * CPU has; on AMD's cores with AVX-512 (and AVX-512VL) "avx512-scan8",
  * AVX-512 with the AVX2 code's eight-lane row scans, two walks at a time
- * in AVX-512VL's registers, which are the faster there.  The
+ * in AVX-512VL's registers (one at a time on models of more than 65,536
+ * vertices), which are the faster there.  The
  * environment variable HICP_SIMD=scalar|avx2|avx512|avx512-scan8 picks
  * another that the CPU has.  Models without a Delaunay graph, or of 2^29
  * vertices or more, take the scalar code.  Every variant gives the same
@@ -357,7 +358,7 @@ typedef enum hicp_format {
   HICP_FORMAT_MODEL = 5 /**< a prebuilt hicp model file (hicp_model_save()) */
 } hicp_format;
 
-/** How hicp_cloud_write() encodes a PLY file. */
+/** How hicp_cloud_write_ply() encodes a PLY file. */
 typedef enum hicp_ply_encoding {
   HICP_PLY_BINARY = 0, /**< binary little endian (default) */
   HICP_PLY_ASCII = 1
@@ -665,7 +666,10 @@ typedef struct hicp_result {
   hicp_backend backend;     /**< where it ran */
   hicp_nn_method nn;        /**< method used */
   double time_ms;           /**< registration wall time (no I/O, no model build) */
-  double correspond_ms;     /**< of which: apply + nearest neighbour */
+  double correspond_ms;     /**< of which: apply + nearest neighbour (on the
+                                 CPU also the chunk sums, made as each
+                                 chunk's points are matched; on a GPU those
+                                 count in reduce_ms) */
   double reduce_ms;         /**< filtering and reductions */
   double solve_ms;          /**< 4x4 eigen-solve and convergence tests */
   hicp_walk_stats walk;     /**< over all iterations */
@@ -741,8 +745,13 @@ HICP_API void hicp_batch_options_init_sized(hicp_batch_options *opts, size_t siz
  * the library steps through @p results by their struct_size, so a program
  * built against another version of this header passes its own array.
  * The context's backend decides the workers: "cpu" its CPU threads, "cuda"
- * its devices (one worker per listed device; a device listed twice runs two
- * workers), "hybrid" both, "auto" the devices when present, else the CPU.
+ * its devices (each listed device runs up to eight frames at once, fewer
+ * when the model takes more than 1/32 of its memory; a device listed twice
+ * counts twice), "hybrid" both, "auto" the devices when present, else
+ * the CPU.  With tracking (hicp_batch_options.track) the frames run one
+ * after another: on "hybrid" each frame's iterations are spread over the
+ * CPU and every device, on "cuda" each frame runs on the context's first
+ * device.
  * Every result is the same bits as hicp_register() of that frame alone,
  * whatever the workers, the split and the completion order.
  * @param bopts NULL for defaults.

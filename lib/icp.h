@@ -3,7 +3,7 @@
  *
  * Data path of one iteration k (docs/design.md has the picture):
  *   hicp_register (icp.c)          checks options, copies the scan, runs
- *   hicp__icp_run (icp.c)          the loop: for each k
+ *   hicp__icp_loop (icp.c)         the loop: for each k
  *     pass A (cpu/cpu_backend.c)   per chunk: apply T_k, nearest neighbour
  *                                  (pp/nn.h), pair distance, lane sums and
  *                                  the lane tree (pp/reduce.h)

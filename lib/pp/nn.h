@@ -268,7 +268,10 @@ HICP_PP int hicp__walk_flood(const hicp__mview *m, const float q[3], uint32_t *v
 /* What a row scan reports (hicp__row_scan). */
 typedef struct hicp__row {
   uint32_t next; /* the row's smallest (distance, vertex index) neighbour, HICP_NONE if
-                    none; a tie here only steers the walk (final ties go by id) */
+                    none; a tie here only steers the walk (final ties go by id).
+                    Only read when near_tie is set: the vector scans
+                    (cpu/walk_simd.c) leave HICP_NONE in rows that end the
+                    walk */
   float dnext;   /* its distance */
   int near_tie;  /* a scanned neighbour lies within the tie bound of dcur */
   /* Certifying scans without a near tie only, the rows that end a walk
