@@ -583,9 +583,13 @@ static void *cancel_after_100ms(void *ctx)
 
 /* A cloud of N normal points (seed 41), its model, and a scan of it turned
  * (4, -3, 5) degrees, moved 0.05 and noisy: seconds of work at 200,000
- * iterations. */
+ * iterations, which *o asks for (no early stop).  *gc is a CUDA context
+ * that has registered the scan for one iteration, so that the device, the
+ * kernel and the model are ready: a cancel during that set-up stops before
+ * the first iteration (seen on an H200: 0 iterations), which would not show
+ * that the kernel itself hears it. */
 enum { LONG_N = 3000 };
-static hicp_model *long_case(float **scan)
+static hicp_model *long_case(float **scan, hicp_reg_options *o, hicp_context **gc)
 {
   th_rng r;
   th_rng_seed(&r, 41);
@@ -602,6 +606,16 @@ static hicp_model *long_case(float **scan)
   hicp_model *m = model_of(p, LONG_N);
   free(p);
   *scan = s;
+  hicp_reg_options_init(o);
+  o->max_iter = 1;
+  o->tol = 0;
+  *gc = th_context(1, HICP_BACKEND_CUDA);
+  hicp_result one;
+  hicp_result_init(&one);
+  cr_assert_eq(hicp_register(*gc, m, s, LONG_N, o, NULL, &one), 0, "%s",
+               hicp_context_error(*gc));
+  cr_assert_eq(one.backend, HICP_BACKEND_CUDA);
+  o->max_iter = 200000;
   return m;
 }
 
@@ -631,22 +645,11 @@ Test(gpu, cancel_reaches_the_kernel, .timeout = 120)
   need_gpu();
   enum { N = LONG_N };
   float *s;
-  hicp_model *m = long_case(&s);
   hicp_reg_options o;
-  hicp_reg_options_init(&o);
-  o.max_iter = 200000;
-  o.tol = 0;
-  hicp_context *gc = th_context(1, HICP_BACKEND_CUDA);
+  hicp_context *gc;
+  hicp_model *m = long_case(&s, &o, &gc);
   hicp_result gpu;
   hicp_result_init(&gpu);
-  /* One iteration first, so that the device, the kernel and the model are
-   * ready: a cancel during that set-up stops before the first iteration
-   * (seen on an H200: 0 iterations), which would not show that the
-   * kernel itself hears it. */
-  o.max_iter = 1;
-  cr_assert_eq(hicp_register(gc, m, s, N, &o, NULL, &gpu), 0, "%s", hicp_context_error(gc));
-  cr_assert_eq(gpu.backend, HICP_BACKEND_CUDA);
-  o.max_iter = 200000;
   pthread_t t;
   cr_assert_eq(pthread_create(&t, NULL, cancel_after_100ms, gc), 0);
   cr_assert_eq(hicp_register(gc, m, s, N, &o, NULL, &gpu), 0, "%s", hicp_context_error(gc));
@@ -696,19 +699,13 @@ Test(gpu, time_budget_counts_from_the_call, .timeout = 120)
   need_gpu();
   enum { N = LONG_N, BIG = 1 << 20 };
   float *s;
-  hicp_model *m = long_case(&s);
   hicp_reg_options o;
-  hicp_reg_options_init(&o);
-  o.max_iter = 1;
-  o.tol = 0;
-  hicp_context *gc = th_context(1, HICP_BACKEND_CUDA);
+  hicp_context *gc;
+  hicp_model *m = long_case(&s, &o, &gc);
   hicp_result gpu;
   hicp_result_init(&gpu);
-  cr_assert_eq(hicp_register(gc, m, s, N, &o, NULL, &gpu), 0, "%s", hicp_context_error(gc));
-  cr_assert_eq(gpu.backend, HICP_BACKEND_CUDA);
 
   /* Alone on the device: stopped by the kernel's own count. */
-  o.max_iter = 200000;
   o.time_budget_ms = 30;
   double t0 = hicp__now_ms();
   cr_assert_eq(hicp_register(gc, m, s, N, &o, NULL, &gpu), 0, "%s", hicp_context_error(gc));
