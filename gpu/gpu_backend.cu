@@ -534,12 +534,14 @@ __device__ void finish_iteration(const kparams &P, int k, unsigned long long t1,
 {
   dev_state *st = P.st;
   const hicp__partial *tot = &st->tot;
-  const int halt = P.halt != NULL ? *P.halt : 0;
-  const int out_of_time =
-      halt == HALT_TIME || (P.budget_ns != 0 && global_ns() - st->t_start >= P.budget_ns);
   double mse;
-  const int stop = hicp__iter_stop(&P.conv, tot, k, st->mse_prev, &st->T, &st->T_prev,
-                                   halt == HALT_CANCEL, out_of_time, &mse);
+  int stop = hicp__iter_stop(&P.conv, tot, k, st->mse_prev, &st->T, &st->T_prev, &mse);
+  if (stop == HICP__GO) {
+    const int halt = P.halt != NULL ? *P.halt : 0;
+    const int out_of_time =
+        halt == HALT_TIME || (P.budget_ns != 0 && global_ns() - st->t_start >= P.budget_ns);
+    stop = hicp__iter_halt(halt == HALT_CANCEL, out_of_time);
+  }
   if (stop == HICP__GO) {
     hicp__xf next;
     int degenerate;

@@ -351,9 +351,12 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
     out->reduce_ms += t2 - t1;
 
     double mse;
-    const int out_of_time = p->time_budget_ms > 0.0 && hicp__now_ms() - t_start >= p->time_budget_ms;
-    const int stop = hicp__iter_stop(&p->conv, &tot, k, mse_prev, &T, &T_prev,
-                                     hicp__canceled(ctx), out_of_time, &mse);
+    int stop = hicp__iter_stop(&p->conv, &tot, k, mse_prev, &T, &T_prev, &mse);
+    if (stop == HICP__GO) {
+      const int out_of_time =
+          p->time_budget_ms > 0.0 && hicp__now_ms() - t_start >= p->time_budget_ms;
+      stop = hicp__iter_halt(hicp__canceled(ctx), out_of_time);
+    }
     if (stop != HICP__GO) {
       out->T = T;
       out->tot = tot;

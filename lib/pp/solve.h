@@ -325,23 +325,26 @@ HICP_PP int hicp__check_stop(const hicp__conv *c, int k, double mse, double mse_
 }
 
 /* The end of iteration k, on both backends: the inliers' mean squared
- * error (*mse), and whether to stop: no pairs, else the convergence tests,
- * else a cancel request, else the time budget (`canceled` and `out_of_time`
- * are each backend's to know).  Returns HICP__GO or the hicp_stop reason. */
+ * error (*mse), and whether the sums say to stop: no pairs, else the
+ * convergence tests.  Returns HICP__GO or the hicp_stop reason.  Then,
+ * only while it says go, hicp__iter_halt. */
 HICP_PP int hicp__iter_stop(const hicp__conv *c, const hicp__partial *tot, int k, double mse_prev,
-                            const hicp__xf *T, const hicp__xf *T_prev, int canceled,
-                            int out_of_time, double *mse)
+                            const hicp__xf *T, const hicp__xf *T_prev, double *mse)
 {
   const double n_in = tot->v[HICP_PF_N_IN];
   *mse = n_in > 0.0 ? tot->v[HICP_PF_E2_IN] / n_in : 0.0;
   if (!(n_in > 0.0))
     return 4; /* HICP_STOP_NO_PAIRS */
-  int stop = hicp__check_stop(c, k, *mse, mse_prev, T, T_prev);
-  if (stop == HICP__GO && canceled)
-    stop = 5; /* HICP_STOP_CANCELED */
-  if (stop == HICP__GO && out_of_time)
-    stop = 6; /* HICP_STOP_TIMEOUT */
-  return stop;
+  return hicp__check_stop(c, k, *mse, mse_prev, T, T_prev);
+}
+
+/* Whether to stop an iteration the sums would go on from: a cancel request
+ * first, then the time budget (each backend knows them its own way; the
+ * GPU's from a flag in host memory, read only when needed).  Returns
+ * HICP__GO or the hicp_stop reason. */
+HICP_PP int hicp__iter_halt(int canceled, int out_of_time)
+{
+  return canceled ? 5 /* HICP_STOP_CANCELED */ : out_of_time ? 6 /* HICP_STOP_TIMEOUT */ : HICP__GO;
 }
 
 /* The selection of iteration k before its sums: the distance cut, and
