@@ -120,7 +120,7 @@ static int crew_make(hicp_context *ctx, const hicp_model *m, int cpu_threads_eac
   char why[256];
   int ngpu = ctx->backend == HICP_BACKEND_CPU ? 0 : hicp__gpu_count(why, sizeof why);
   if (ctx->backend == HICP_BACKEND_CUDA && ngpu == 0)
-    return hicp__fail(ctx, HICP_ENODEVICE, "--backend cuda: %s", why);
+    return hicp__fail(ctx, HICP_ENODEVICE, "backend cuda: %s", why);
   int use_gpu = ngpu > 0;
   int use_cpu = ctx->backend == HICP_BACKEND_CPU || ctx->backend == HICP_BACKEND_HYBRID || !use_gpu;
   int nlog = 0;
@@ -559,11 +559,6 @@ int hicp_register_batch_clouds(hicp_context *ctx, const hicp_model *m,
   hicp__cancel_begin(ctx);
   if (m == NULL || (nframes > 0 && (clouds == NULL || results == NULL)))
     return hicp__fail(ctx, HICP_EINVAL, "hicp_register_batch_clouds: NULL argument");
-  for (size_t i = 0; i < nframes; i++)
-    if (clouds[i] == NULL)
-      return fail_all(ctx, results, nframes,
-                      hicp__fail(ctx, HICP_EINVAL, "hicp_register_batch_clouds: cloud %zu is NULL",
-                                 i));
   if (nframes == 0)
     return batch_run(ctx, m, NULL, NULL, NULL, 0, opts, bopts, inits, results);
   const float **frames = malloc(sizeof *frames * nframes);
@@ -573,10 +568,15 @@ int hicp_register_batch_clouds(hicp_context *ctx, const hicp_model *m,
   if (frames == NULL || counts == NULL || origins == NULL) {
     rc = fail_all(ctx, results, nframes, hicp__fail(ctx, HICP_ENOMEM, "out of memory"));
   } else {
+    /* A NULL cloud is a NULL frame: that frame fails with HICP_EINVAL and
+     * the others run, as in hicp_register_batch. */
     for (size_t i = 0; i < nframes; i++) {
-      frames[i] = clouds[i]->xyz;
-      counts[i] = clouds[i]->n;
-      memcpy(origins[i], clouds[i]->origin, sizeof origins[i]);
+      frames[i] = clouds[i] != NULL ? clouds[i]->xyz : NULL;
+      counts[i] = clouds[i] != NULL ? clouds[i]->n : 1;
+      if (clouds[i] != NULL)
+        memcpy(origins[i], clouds[i]->origin, sizeof origins[i]);
+      else
+        origins[i][0] = origins[i][1] = origins[i][2] = 0.0;
     }
     rc = batch_run(ctx, m, frames, counts, (const double(*)[3])origins, nframes, opts, bopts,
                    inits, results);
