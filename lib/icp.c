@@ -391,7 +391,7 @@ int hicp__choose_backend(hicp_context *ctx, hicp_backend *out)
   }
   int ngpu = hicp__gpu_count(why, sizeof why);
   if (ctx->backend == HICP_BACKEND_CUDA && ngpu == 0)
-    return hicp__fail(ctx, HICP_ENODEVICE, "--backend cuda: %s", why);
+    return hicp__fail(ctx, HICP_ENODEVICE, "backend cuda: %s", why);
   *out = ngpu > 0 ? HICP_BACKEND_CUDA : HICP_BACKEND_CPU;
   return HICP_OK;
 }

@@ -550,3 +550,24 @@ Test(contract, hicp_in_a_forked_child, .timeout = 60)
   hicp_context_destroy(ctx);
   free(p);
 }
+
+/* Asked to read a file as HICP_FORMAT_MODEL, hicp_cloud_read refuses and
+ * says why: the message used to call any file a model file. */
+Test(contract, cloud_read_as_model_format)
+{
+  const char *text = "0 0 0\n1 0 0\n0 1 0\n0 0 1\n";
+  char path[512];
+  snprintf(path, sizeof path, "%s", th_path(th_tmpdir(), "points.xyz"));
+  th_write(path, text, strlen(text));
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  hicp_cloud *c = NULL;
+  cr_assert_eq(hicp_cloud_read(ctx, path, HICP_FORMAT_MODEL, &c), HICP_EUNSUPPORTED);
+  cr_assert_null(c);
+  cr_assert(strstr(hicp_context_error(ctx), "hicp_model_open") != NULL &&
+                strstr(hicp_context_error(ctx), "is a hicp model file") == NULL,
+            "%s", hicp_context_error(ctx));
+  cr_assert_eq(hicp_cloud_read(ctx, path, HICP_FORMAT_AUTO, &c), 0, "%s", hicp_context_error(ctx));
+  cr_assert_eq(hicp_cloud_size(c), 4);
+  hicp_cloud_destroy(c);
+  hicp_context_destroy(ctx);
+}

@@ -153,6 +153,7 @@ int hicp__cloud_parse(hicp_context *ctx, const char *name, const unsigned char *
                       hicp_format fmt, hicp_cloud **out)
 {
   *out = NULL;
+  const hicp_format asked = fmt;
   if (fmt == HICP_FORMAT_AUTO)
     fmt = hicp__detect_format(name, buf, len);
   if (len == 0)
@@ -174,6 +175,10 @@ int hicp__cloud_parse(hicp_context *ctx, const char *name, const unsigned char *
     rc = hicp__parse_xyz(ctx, name, buf, len, &raw);
     break;
   case HICP_FORMAT_MODEL:
+    if (asked == HICP_FORMAT_MODEL) /* the caller's word, not the file's */
+      return hicp__fail(ctx, HICP_EUNSUPPORTED,
+                        "%s: HICP_FORMAT_MODEL names a hicp model file, which is opened with "
+                        "hicp_model_open(), not read as a point cloud", name);
     return hicp__fail(ctx, HICP_EUNSUPPORTED, "%s is a hicp model file, not a point cloud", name);
   default:
     return hicp__fail(ctx, HICP_EUNSUPPORTED,
