@@ -20,6 +20,11 @@ static int load_topology(hwloc_topology_t *t, int io)
 {
   if (!hicp__hwloc_can_read() || hwloc_topology_init(t) != 0)
     return 0;
+  /* hwloc's x86 (CPUID) component writes to stderr when it finds itself
+   * under Valgrind, and the library never prints.  On Linux it adds
+   * nothing we read: the cores, NUMA nodes, PCI devices and CPU model come
+   * from /sys and /proc. */
+  hwloc_topology_set_components(*t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
   if (io)
     hwloc_topology_set_io_types_filter(*t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   if (hwloc_topology_load(*t) != 0) {
