@@ -27,6 +27,11 @@
  *   the library can add fields without breaking older programs.  Likewise
  *   result structs are prepared with hicp_result_init().
  * - `*_destroy(NULL)` is a no-op.
+ * - The context given to file, model, query and device calls only keeps
+ *   their error message and holds them to its memory limit: there it may be
+ *   NULL (no message is kept, the default limit applies).  Registrations,
+ *   batches, streams and the context's own calls run on it and refuse a
+ *   NULL one with ::HICP_EINVAL.
  * - Transforms are 4x4 row-major doubles mapping scan coordinates into model
  *   coordinates: x = R p + t.
  *
@@ -246,6 +251,9 @@ HICP_API int hicp_context_start_threads(hicp_context *ctx);
 /**
  * Asks the registration or batch running on @p ctx to stop at its next
  * iteration boundary; it returns what it completed, with ::HICP_STOP_CANCELED.
+ * A batch's frames that had not started fail with ::HICP_ECANCELED (their
+ * results say "canceled before it started"), and the batch returns
+ * ::HICP_ECANCELED.
  * Safe to call from any thread, also when nothing is running (then the next
  * call starts normally: a request applies only to the calls running when it
  * is made).  On a stream's context it stops the frames submitted before it:
@@ -365,9 +373,13 @@ typedef enum hicp_ply_encoding {
 } hicp_ply_encoding;
 
 /**
- * Reads a point cloud (or mesh vertices and faces) from @p path.
+ * Reads a point cloud (or mesh vertices and faces) from @p path.  In a PCD
+ * file a point whose x, y and z are all NaN (how organised clouds mark a
+ * pixel without a measurement) is skipped, so the cloud may hold fewer
+ * points than the file's POINTS; any other NaN or infinity is
+ * ::HICP_ENONFINITE.
  * @param fmt ::HICP_FORMAT_AUTO to detect.
- * @return 0; ::HICP_EINVAL (a NULL argument, an unknown @p fmt),
+ * @return 0; ::HICP_EINVAL (a NULL @p path or @p out, an unknown @p fmt),
  *         ::HICP_EIO (cannot open/read), ::HICP_EFORMAT (malformed: the
  *         message names the file and the problem, with a line number for text
  *         formats), ::HICP_EUNSUPPORTED, ::HICP_ENONFINITE (NaN/Inf
@@ -651,7 +663,9 @@ typedef struct hicp_result {
   hicp_transform transform; /**< scan -> model: x = R p + t */
   hicp_transform inverse;   /**< model -> scan: the object's pose in the sensor frame */
   double rmse;              /**< RMS distance of all pairs at the final transform */
-  double inlier_rmse;       /**< RMS distance of the pairs kept by the filters */
+  double inlier_rmse;       /**< RMS distance of the pairs kept by the filters;
+                                 NaN when none was kept (inliers 0, stopped
+                                 by ::HICP_STOP_NO_PAIRS) */
   double fitness;           /**< inliers / points */
   uint64_t points;          /**< scan points */
   uint64_t inliers;         /**< pairs kept by the filters at the final
@@ -756,7 +770,9 @@ HICP_API void hicp_batch_options_init_sized(hicp_batch_options *opts, size_t siz
  * whatever the workers, the split and the completion order.
  * @param bopts NULL for defaults.
  * @return 0 when every frame ran; otherwise the first failing frame's code
- *         (each result says whether its frame failed, in results[i].error).
+ *         (each result says whether its frame failed, in results[i].error),
+ *         ::HICP_ECANCELED when hicp_context_cancel() stopped frames before
+ *         they started.
  */
 HICP_API int hicp_register_batch(hicp_context *ctx, const hicp_model *model,
                                  const float *const *frames, const size_t *counts, size_t nframes,
@@ -770,8 +786,9 @@ HICP_API int hicp_register_batch(hicp_context *ctx, const hicp_model *model,
  * before's pose; poses are absolute, so the clouds' origins need not
  * agree).  A cloud's points are packed: opts->scan_stride must be 0 (or
  * 3 * sizeof(float)).
- * @return as hicp_register_batch(); ::HICP_EINVAL also for a NULL cloud or
- *         another scan_stride.
+ * @return as hicp_register_batch(); ::HICP_EINVAL also for another
+ *         scan_stride (no frame runs) or a NULL cloud (that frame fails, as
+ *         a NULL frame does in hicp_register_batch(); the others run).
  */
 HICP_API int hicp_register_batch_clouds(hicp_context *ctx, const hicp_model *model,
                                         const hicp_cloud *const *clouds, size_t nframes,
