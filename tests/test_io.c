@@ -1104,6 +1104,109 @@ Test(io, from_xyz_checks)
   hicp_context_destroy(ctx);
 }
 
+/* Nearest-neighbour queries of a cloud against a model whose origins
+ * differ and lie millions of units from zero (UTM-like): the queries'
+ * floats are relative to their own cloud's origin, not the model's.
+ * Checked against a brute force in absolute double coordinates, for
+ * every method. */
+Test(io, nn_query_cloud_far_origins)
+{
+  enum { NM = 3000, NQ = 2000 };
+  const double base[3] = {4.5e6, -3.2e6, 2.1e6};
+  double *mp = malloc(sizeof(double) * 3 * NM), *qp = malloc(sizeof(double) * 3 * NQ);
+  cr_assert(mp != NULL && qp != NULL);
+  th_rng r;
+  th_rng_seed(&r, 9);
+  /* the model fills a 100-unit box; the queries a box overlapping it,
+   * shifted by (35, -20, 15): its centre, the queries' origin, differs */
+  for (int i = 0; i < 3 * NM; i++)
+    mp[i] = base[i % 3] + 100.0 * th_uniform(&r);
+  const double qshift[3] = {35.0, -20.0, 15.0};
+  for (int i = 0; i < 3 * NQ; i++)
+    qp[i] = base[i % 3] + qshift[i % 3] + 100.0 * th_uniform(&r);
+  hicp_context *ctx = ctx_new();
+  hicp_cloud *mc, *qc;
+  cr_assert_eq(hicp_cloud_from_xyz_double(ctx, mp, NM, 0, &mc), 0, "%s", hicp_context_error(ctx));
+  cr_assert_eq(hicp_cloud_from_xyz_double(ctx, qp, NQ, 0, &qc), 0, "%s", hicp_context_error(ctx));
+  double mo[3], qo[3];
+  hicp_cloud_origin(mc, mo);
+  hicp_cloud_origin(qc, qo);
+  for (int d = 0; d < 3; d++) {
+    cr_assert(fabs(mo[d]) > 1e6 && fabs(qo[d]) > 1e6, "origins %g, %g", mo[d], qo[d]);
+    cr_assert_gt(fabs(mo[d] - qo[d]), 10.0, "axis %d: origins %.17g and %.17g", d, mo[d], qo[d]);
+  }
+  /* the points as the clouds hold them, absolute, in double */
+  const float *mf = hicp_cloud_xyz(mc), *qf = hicp_cloud_xyz(qc);
+  double *ma = malloc(sizeof(double) * 3 * NM);
+  size_t *best = malloc(sizeof *best * NQ);
+  double *best_d2 = malloc(sizeof(double) * NQ), *qa = malloc(sizeof(double) * 3 * NQ);
+  cr_assert(ma != NULL && best != NULL && best_d2 != NULL && qa != NULL);
+  for (int i = 0; i < 3 * NM; i++)
+    ma[i] = mo[i % 3] + (double)mf[i];
+  for (int i = 0; i < 3 * NQ; i++)
+    qa[i] = qo[i % 3] + (double)qf[i];
+  for (size_t i = 0; i < NQ; i++) {
+    best_d2[i] = HUGE_VAL;
+    for (size_t j = 0; j < NM; j++) {
+      const double dx = qa[3 * i] - ma[3 * j], dy = qa[3 * i + 1] - ma[3 * j + 1],
+                   dz = qa[3 * i + 2] - ma[3 * j + 2];
+      const double e2 = dx * dx + dy * dy + dz * dz;
+      if (e2 < best_d2[i]) {
+        best_d2[i] = e2;
+        best[i] = j;
+      }
+    }
+  }
+  hicp_model *m;
+  cr_assert_eq(hicp_model_build_cloud(ctx, mc, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  uint32_t *idx = malloc(sizeof *idx * NQ);
+  float *d2 = malloc(sizeof *d2 * NQ);
+  cr_assert(idx != NULL && d2 != NULL);
+  for (int method = HICP_NN_PNN_OPT; method <= HICP_NN_PNN; method++) {
+    hicp_nn_options no;
+    hicp_nn_options_init(&no);
+    no.method = (hicp_nn_method)method;
+    cr_assert_eq(hicp_nn_query_cloud(ctx, m, qc, &no, idx, d2, NULL), 0, "%s",
+                 hicp_context_error(ctx));
+    size_t other = 0;
+    for (size_t i = 0; i < NQ; i++) {
+      /* The library takes each query to the model's origin in float (an
+       * error of up to 2^-24 of 128 units, about 8e-6, per coordinate)
+       * and its d2 in float: 1e-4 of (1 + d2) covers both.  In a near tie
+       * within that it may answer another vertex, no farther. */
+      const double tol = 1e-4 * (1.0 + best_d2[i]);
+      cr_assert_lt(idx[i], NM, "method %d, query %zu", method, i);
+      if (idx[i] != best[i]) {
+        const uint32_t j = idx[i];
+        const double dx = qa[3 * i] - ma[3 * j], dy = qa[3 * i + 1] - ma[3 * j + 1],
+                     dz = qa[3 * i + 2] - ma[3 * j + 2];
+        cr_assert_leq(dx * dx + dy * dy + dz * dz, best_d2[i] + tol,
+                      "%s, query %zu: model point %u, the nearest is %zu (%.9g away, not %.9g)",
+                      hicp_nn_method_name(no.method), i, j, best[i], sqrt(best_d2[i]),
+                      sqrt(dx * dx + dy * dy + dz * dz));
+        other++;
+      }
+      cr_assert_leq(fabs((double)d2[i] - best_d2[i]), tol,
+                    "%s, query %zu: d2 %.9g, brute force %.9g", hicp_nn_method_name(no.method), i,
+                    (double)d2[i], best_d2[i]);
+    }
+    cr_assert_leq(other, 2, "%s: %zu answers differ from the brute force's",
+                  hicp_nn_method_name(no.method), other);
+  }
+  free(idx);
+  free(d2);
+  free(ma);
+  free(qa);
+  free(best);
+  free(best_d2);
+  free(mp);
+  free(qp);
+  hicp_model_destroy(m);
+  hicp_cloud_destroy(mc);
+  hicp_cloud_destroy(qc);
+  hicp_context_destroy(ctx);
+}
+
 /* A FIFO of that name in the test's directory, its path in path[size]. */
 static void new_fifo(char *path, size_t size, const char *name)
 {

@@ -298,9 +298,31 @@ Test(model, validator_catches_corruption)
   hicp_context_destroy(ctx);
 }
 
+/* The Morton (Z-order) key of a point, computed here from the definition
+ * rather than with the library's bit tricks: the box [lo, lo + ext] cut
+ * into 2^21 - 1 cells per axis along its largest extent (points on the far
+ * face in the last cell, 2^21 - 1), and the three cell numbers' bits
+ * interleaved one at a time, x lowest: bit 3b + d of the key is bit b of
+ * axis d's cell. */
+static uint64_t morton_key(const double lo[3], double ext, const double p[3])
+{
+  const double cells = (double)((1u << 21) - 1u);
+  uint64_t c[3];
+  for (int d = 0; d < 3; d++) {
+    const double x = ext > 0.0 ? (p[d] - lo[d]) * (cells / ext) : 0.0;
+    c[d] = x <= 0.0 ? 0 : x >= cells ? (uint64_t)cells : (uint64_t)floor(x);
+  }
+  uint64_t key = 0;
+  for (int b = 0; b < 21; b++)
+    for (int d = 0; d < 3; d++)
+      key |= ((c[d] >> b) & 1u) << (3 * b + d);
+  return key;
+}
+
 /* Vertices are stored along the Morton curve over the model's box, ties in
- * original order; the short query keys are the long keys' top bits; the
- * counting sort orders by them, stably, with its inverse. */
+ * original order (the order checked with the key computed here, and the
+ * library's keys against it); the short query keys are the long keys' top
+ * bits; the counting sort orders by them, stably, with its inverse. */
 Test(model, spatial_order)
 {
   th_rng r;
@@ -315,14 +337,30 @@ Test(model, spatial_order)
   cr_assert_eq(hicp_model_build(ctx, p, n, 0, &o, &m), 0, "%s", hicp_context_error(ctx));
   hicp__zgrid g;
   hicp__zgrid_init(&g, m->bbox_min, m->bbox_max);
-  uint64_t prev = 0;
+  /* the box of the input points, found here */
+  double lo[3] = {HUGE_VAL, HUGE_VAL, HUGE_VAL}, hi[3] = {-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
+  for (size_t i = 0; i < n; i++)
+    for (int d = 0; d < 3; d++) {
+      lo[d] = fmin(lo[d], p[3 * i + d]);
+      hi[d] = fmax(hi[d], p[3 * i + d]);
+    }
+  const double ext = fmax(hi[0] - lo[0], fmax(hi[1] - lo[1], hi[2] - lo[2]));
+  uint64_t prev = 0, prev_mine = 0;
   size_t moved = 0;
   for (uint32_t v = 0; v < m->nv; v++) {
+    const double at[3] = {m->vtx[v].x, m->vtx[v].y, m->vtx[v].z};
+    const uint64_t mine = morton_key(lo, ext, at);
+    cr_assert_geq(mine, prev_mine, "vertex %u (point %u) is out of Morton order", v, m->vtx[v].id);
+    cr_assert(mine > prev_mine || v == 0 || m->vtx[v].id > m->vtx[v - 1].id,
+              "vertex %u: equal Morton keys out of original order", v);
     uint64_t k = hicp__zkey(&g, m->vtx[v].x, m->vtx[v].y, m->vtx[v].z);
+    cr_assert_eq(k, mine, "vertex %u: hicp__zkey %#llx, the Morton key is %#llx", v,
+                 (unsigned long long)k, (unsigned long long)mine);
     cr_assert_geq(k, prev, "vertex %u is out of Morton order", v);
     cr_assert(k > prev || v == 0 || m->vtx[v].id > m->vtx[v - 1].id);
     moved += m->vtx[v].id != v;
     prev = k;
+    prev_mine = mine;
   }
   cr_assert_gt(moved, n / 2, "a random cloud should be reordered");
 
@@ -332,6 +370,8 @@ Test(model, spatial_order)
     const float *q = &p[3 * i];
     key[i] = hicp__zkey21(&g, q[0], q[1], q[2]);
     cr_assert_eq(key[i], (uint32_t)(hicp__zkey(&g, q[0], q[1], q[2]) >> 42));
+    const double at[3] = {q[0], q[1], q[2]};
+    cr_assert_eq(key[i], (uint32_t)(morton_key(lo, ext, at) >> 42), "point %zu", i);
   }
   cr_assert_eq(hicp__zsort(key, (uint32_t)n, order, inv), HICP_OK);
   const int shift = 21 - 13; /* 2^13 buckets: the first power of two >= 5000 */

@@ -776,3 +776,134 @@ Test(register, one_point_model_converges)
   hicp_model_destroy(m);
   hicp_context_destroy(ctx);
 }
+
+/* The brute-force distance, in double, from each scan point moved by T
+ * (scan -> model, absolute coordinates) to its nearest vertex of the mesh
+ * cloud mc (absolute: origin + xyz): the oracle for the result's
+ * statistics, independent of the library's search and sums. */
+static void brute_distances(const hicp_cloud *mc, const hicp_transform *T, const float *scan,
+                            size_t n, double *dist)
+{
+  const size_t nv = hicp_cloud_size(mc);
+  const float *v = hicp_cloud_xyz(mc);
+  double origin[3];
+  hicp_cloud_origin(mc, origin);
+  double *y = malloc(sizeof(double) * 3 * nv);
+  cr_assert_not_null(y);
+  for (size_t j = 0; j < nv; j++)
+    for (int d = 0; d < 3; d++)
+      y[3 * j + d] = origin[d] + (double)v[3 * j + d];
+  for (size_t i = 0; i < n; i++) {
+    double q[3];
+    for (int r = 0; r < 3; r++)
+      q[r] = T->m[4 * r] * scan[3 * i] + T->m[4 * r + 1] * scan[3 * i + 1] +
+             T->m[4 * r + 2] * scan[3 * i + 2] + T->m[4 * r + 3];
+    double best = HUGE_VAL;
+    for (size_t j = 0; j < nv; j++) {
+      const double dx = q[0] - y[3 * j], dy = q[1] - y[3 * j + 1], dz = q[2] - y[3 * j + 2];
+      const double e2 = dx * dx + dy * dy + dz * dz;
+      if (e2 < best)
+        best = e2;
+    }
+    dist[i] = sqrt(best);
+  }
+  free(y);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Checks r's rmse, inlier_rmse, fitness, inliers and points against the
+ * brute force at r's own transform (the result's values are those of the
+ * pairs at the final transform), with max_dist md (0 = off, every pair
+ * kept).  Returns the fraction of pairs max_dist cut.
+ * Tolerance: the library matches each point in float (the query rounded
+ * to float, about 1e-7 of the coordinates), so in a near tie it may pair a
+ * point with another vertex than the brute force's, farther by a rounding
+ * of the coordinates; its squared distances and sums are then in double.
+ * The RMS values so agree to about 1e-9 (measured: under 1e-12 on this
+ * scan); 1e-7 leaves room for a few such ties and is still five orders
+ * below what a missing sqrt or a wrong count gives. */
+static double check_statistics(const scene *s, const hicp_result *r, double md, const char *what)
+{
+  double *dist = malloc(sizeof(double) * s->n);
+  cr_assert_not_null(dist);
+  brute_distances(s->mesh, &r->transform, s->scan, s->n, dist);
+  double e2_all = 0.0, e2_in = 0.0;
+  uint64_t in = 0;
+  for (size_t i = 0; i < s->n; i++) {
+    e2_all += dist[i] * dist[i];
+    if (md > 0.0)
+      cr_assert_gt(fabs(dist[i] - md), 1e-6 * md,
+                   "%s: point %zu lies %.17g from the model, too near max_dist %.17g to count "
+                   "it for sure: pick another max_dist",
+                   what, i, dist[i], md);
+    if (md == 0.0 || dist[i] <= md) {
+      in++;
+      e2_in += dist[i] * dist[i];
+    }
+  }
+  const double rmse = sqrt(e2_all / (double)s->n), inlier_rmse = sqrt(e2_in / (double)in);
+  if (getenv("HICP_TEST_VERBOSE"))
+    fprintf(stderr,
+            "%s: %llu of %zu kept; rmse %.17g (brute %.17g), inlier_rmse %.17g (brute %.17g)\n",
+            what, (unsigned long long)r->inliers, s->n, r->rmse, rmse, r->inlier_rmse,
+            inlier_rmse);
+  cr_assert_eq(r->points, s->n, "%s", what);
+  cr_assert_eq(r->inliers, in, "%s: %llu inliers, the brute force counts %llu within %g", what,
+               (unsigned long long)r->inliers, (unsigned long long)in, md);
+  cr_assert_eq(r->fitness, (double)in / (double)s->n, "%s: fitness %.17g, want %llu / %zu", what,
+               r->fitness, (unsigned long long)in, s->n);
+  cr_assert_leq(fabs(r->rmse - rmse), 1e-7 * rmse, "%s: rmse %.17g, brute force %.17g", what,
+                r->rmse, rmse);
+  cr_assert_gt(in, 0);
+  cr_assert_leq(fabs(r->inlier_rmse - inlier_rmse), 1e-7 * inlier_rmse,
+                "%s: inlier_rmse %.17g, brute force %.17g", what, r->inlier_rmse, inlier_rmse);
+  free(dist);
+  return 1.0 - (double)in / (double)s->n;
+}
+
+/* rmse, inlier_rmse, fitness and inliers are the true values at the final
+ * transform: against a brute force in double, on a scan of bunny00 (its
+ * surface resampled, 1e-3 noise, a moderate misalignment), unfiltered and
+ * with a max_dist at the unfiltered run's median distance, starting where
+ * that run ended (from the misaligned start so tight a max_dist keeps too
+ * few pairs to converge), which must cut a real share of the pairs (a
+ * max_dist compared unsquared with squared distances cuts none or all of
+ * them). */
+Test(register, result_statistics_brute_force, .timeout = 60)
+{
+  scene s;
+  if (!load_scene_vertices(&s, "meshes/bunny00.off"))
+    cr_skip_test("libcgal-demo data not found");
+  const double rpy[3] = {6, -4, 8}, trel[3] = {0.02, -0.01, 0.015}, view[3] = {0.3, 1, 0.6};
+  make_scan(&s, rpy, trel, 1e-3, view, 31, 4000);
+  cr_assert_gt(s.n, 1000);
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = 100;
+  hicp_result plain = run(&s, s.scan, s.n, 2, &o, NULL);
+  cr_assert(plain.converged, "stop %s", hicp_stop_name(plain.stop));
+  check_statistics(&s, &plain, 0.0, "no filter");
+  cr_assert_eq(plain.inliers, s.n);
+  cr_assert_eq(plain.fitness, 1.0);
+  cr_assert_eq(plain.rmse, plain.inlier_rmse);
+
+  /* max_dist between the two distances at the unfiltered median */
+  double *dist = malloc(sizeof(double) * s.n);
+  brute_distances(s.mesh, &plain.transform, s.scan, s.n, dist);
+  qsort(dist, s.n, sizeof *dist, cmp_double);
+  const double md = 0.5 * (dist[s.n / 2 - 1] + dist[s.n / 2]);
+  free(dist);
+  cr_assert_lt(md, 1.0); /* bunny00 is 0.2 across: md^2 < md */
+  o.max_dist = md;
+  hicp_result cut = run(&s, s.scan, s.n, 2, &o, &plain.transform);
+  cr_assert(cut.converged, "stop %s", hicp_stop_name(cut.stop));
+  const double frac = check_statistics(&s, &cut, md, "max_dist");
+  cr_assert(frac >= 0.2 && frac <= 0.8, "max_dist %g cut %.3f of the pairs", md, frac);
+  cr_assert_lt(cut.inlier_rmse, cut.rmse);
+  free_scene(&s);
+}
