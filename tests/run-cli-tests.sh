@@ -675,6 +675,192 @@ else
   skip "needs python3"; skip "needs python3"
 fi
 
+# Answers against oracles outside the tool (awk, from the arguments): the
+# nearest points, the method each command ran, the error against --truth,
+# what perturb made, what --output wrote, and the example's transform.
+# Points: a Park-Miller generator (exact in awk's doubles, the same with
+# every awk), coordinates multiples of 1/4096 (exact in float).
+x="$tmp/oracle"
+mkdir -p "$x"
+gen_points() { # gen_points SEED COUNT: COUNT points in [0, 1)^3
+  awk -v s="$1" -v n="$2" 'BEGIN { for (i = 0; i < 3 * n; i++) { s = (s * 16807) % 2147483647
+    c[i % 3] = int(s / 524288) / 4096; if (i % 3 == 2) printf "%.12g %.12g %.12g\n", c[0], c[1], c[2] } }'
+}
+# the rows of a transform: from a file of them (comments skipped) or from
+# --json's "transform"
+xf_rows() { awk '!/^#/ && NF == 4' "$1"; }
+json_xf() {
+  sed -n 's/^{"transform":\[\[\([^]]*\)\],\[\([^]]*\)\],\[\([^]]*\)\].*/\1;\2;\3/p' "$1" | tr ',;' ' \n'
+  echo "0 0 0 1"
+}
+# an awk program's verdict: its lines (why it failed) go to $tmp/err
+awk_ok() { # awk_ok STATUS DESCRIPTION: the awk just run passed (STATUS 0, nothing said)
+  if [ "$1" -eq 0 ] && [ ! -s "$tmp/err" ]; then ok "$2"; else notok "$2"; fi
+}
+gen_points 12345 200 >"$x/m.xyz"
+gen_points 777 30 >"$x/q.xyz"
+# 1. nn: every answer is the brute force's (index, and the squared distance
+# within 1e-5 of it; the smallest index wins a tie, as the help says)
+check "nn of 30 queries in 200 points" 0 "$bin" nn "$x/m.xyz" "$x/q.xyz"
+awk 'BEGIN { nm = nq = 0 } FNR == 1 { f++ }
+  f == 1 { mx[nm] = $1; my[nm] = $2; mz[nm] = $3; nm++; next }
+  f == 2 { qx[nq] = $1; qy[nq] = $2; qz[nq] = $3; nq++; next }
+  {
+    i = $1
+    if (i != seen++ || NF != 3) { print "line " FNR ": " $0; next }
+    best = -1
+    for (k = 0; k < nm; k++) {
+      d = (qx[i] - mx[k]) ^ 2 + (qy[i] - my[k]) ^ 2 + (qz[i] - mz[k]) ^ 2
+      if (best < 0 || d < bd) { best = k; bd = d }
+    }
+    if ($2 != best || $3 - bd > 1e-5 * bd || bd - $3 > 1e-5 * bd)
+      printf "query %d: model point %s at %s, brute force %d at %.9g\n", i, $2, $3, best, bd
+  }
+  END { if (seen != nq) print seen " answers to " nq " queries" }' "$x/m.xyz" "$x/q.xyz" "$tmp/out" >"$tmp/err"
+awk_ok $? "nn answers are the brute force's (awk)"
+# 2. --nn is the method that ran: nn --stats names it (walk statistics only
+# for a walk), register --json's "nn" and "walk" likewise, track --json's "nn"
+for m in kdtree zero; do
+  "$bin" nn "$x/m.xyz" "$x/q.xyz" --nn $m --stats >/dev/null 2>"$tmp/err"
+  walk=0
+  grep -q '; walk [0-9.]* steps/query' "$tmp/err" && walk=1
+  if grep -q "^hicp nn: 30 queries by $m in " "$tmp/err" && { [ $m = zero ] || [ $walk -eq 0 ]; } &&
+     { [ $m = kdtree ] || [ $walk -eq 1 ]; }; then
+    ok "nn --nn $m runs $m"
+  else
+    notok "nn --nn $m runs $m"
+  fi
+done
+for m in kdtree zero; do
+  "$bin" register "$x/m.xyz" "$x/q.xyz" --nn $m --max-iter 2 --json >"$tmp/out" 2>"$tmp/err"
+  queries=$(sed -n 's/.*"walk":{"queries":\([0-9]*\),.*/\1/p' "$tmp/out")
+  if grep -q "\"nn\":\"$m\"" "$tmp/out" && [ -n "$queries" ] &&
+     { [ $m = zero ] || [ "$queries" -eq 0 ]; } && { [ $m = kdtree ] || [ "$queries" -gt 0 ]; }; then
+    ok "register --nn $m runs $m"
+  else
+    notok "register --nn $m runs $m ($(grep -o '"nn":"[^"]*"' "$tmp/out"), $queries walks)"
+  fi
+done
+"$bin" perturb "$x/m.xyz" -o "$x/track-scan.ply" --rotate 1,2,3 >/dev/null 2>&1
+for m in kdtree zero; do
+  "$bin" track "$x/m.xyz" "$x/track-scan.ply" "$x/track-scan.ply" --nn $m --max-iter 2 --json \
+    >"$tmp/out" 2>"$tmp/err"
+  if [ "$(grep -c "\"nn\":\"$m\"" "$tmp/out")" -eq 2 ]; then
+    ok "track --nn $m runs $m"
+  else
+    notok "track --nn $m runs $m: $(grep -o '"nn":"[^"]*"' "$tmp/out" | tr '\n' ' ')"
+  fi
+done
+# 3. --truth's error of a known pose: --max-iter 0 leaves the --init (a turn
+# of -4 degrees about z), the truth turns 6 the same way: 10 degrees, and
+# the translations differ by (-0.3, 0.2, -0.1)
+xf_z() { # xf_z DEG TX TY TZ
+  awk -v a="$1" -v tx="$2" -v ty="$3" -v tz="$4" 'BEGIN { r = a * atan2(0, -1) / 180
+    printf "%.17g %.17g 0 %.17g\n%.17g %.17g 0 %.17g\n0 0 1 %.17g\n0 0 0 1\n", cos(r), -sin(r), tx, sin(r), cos(r), ty, tz }'
+}
+xf_z -4 0.1 0 0 >"$x/init.txt"
+xf_z 6 0.4 -0.2 0.1 >"$x/truth.txt"
+check "register --max-iter 0 --init --truth --json" 0 "$bin" register "$x/m.xyz" "$x/m.xyz" --max-iter 0 \
+  --init "$x/init.txt" --truth "$x/truth.txt" --json
+awk 'FNR == 1 { f++ }
+  f == 1 { for (d = 1; d <= 3; d++) c[d] += $d; n++; next }
+  f == 2 && NF == 4 { ++ra; for (d = 1; d <= 4; d++) A[ra, d] = $d; next }
+  f == 3 && NF == 4 { ++rb; for (d = 1; d <= 4; d++) B[rb, d] = $d; next }
+  f == 4 && match($0, /"error":[{][^}]*[}]/) {
+    k = split(substr($0, RSTART + 9, RLENGTH - 10), kv, /[:,]/)
+    for (i = 1; i < k; i += 2) got[kv[i]] = kv[i + 1] + 0
+  }
+  END {
+    # the position error at the scan centroid: |(tA - tB) + (RA - RB) c|
+    for (i = 1; i <= 3; i++) {
+      e = A[i, 4] - B[i, 4]
+      for (j = 1; j <= 3; j++) e += (A[i, j] - B[i, j]) * c[j] / n
+      p2 += e * e
+    }
+    want["\"rotation_deg\""] = 10; want["\"translation\""] = sqrt(0.14); want["\"position\""] = sqrt(p2)
+    for (w in want)
+      if (!(w in got) || got[w] - want[w] > 1e-6 || want[w] - got[w] > 1e-6)
+        printf "error %s: got %s, wanted %.9g\n", w, (w in got) ? got[w] : "nothing", want[w]
+  }' "$x/m.xyz" "$x/init.txt" "$x/truth.txt" "$tmp/out" >"$tmp/err"
+awk_ok $? "the error against --truth is the known one (10 deg, 0.374, and at the centroid)"
+# 4. perturb --rotate 0,0,30 --translate-rel: point i of the scan is point i
+# turned 30 degrees about z around the box centre and moved by the fractions
+# of the diagonal; the truth turns 30 degrees and takes the scan back
+check "perturb --rotate 0,0,30 --translate-rel" 0 "$bin" perturb "$x/m.xyz" -o "$x/p.ply" --ascii \
+  --rotate 0,0,30 --translate-rel 0.1,-0.05,0.2 --truth "$x/pt.txt"
+awk 'FNR == 1 { f++ }
+  f == 1 { n++; for (d = 1; d <= 3; d++) { p[n, d] = $d; if (n == 1 || $d < lo[d]) lo[d] = $d; if (n == 1 || $d > hi[d]) hi[d] = $d }; next }
+  f == 2 && NF == 4 && !/^#/ { ++r; for (d = 1; d <= 4; d++) T[r, d] = $d; next }
+  f == 3 && /^end_header/ { body = 1; next }
+  f == 3 && body { m++; for (d = 1; d <= 3; d++) s[m, d] = $d }
+  END {
+    if (m != n) { print m " scan points of " n; exit }
+    cs = (T[1, 1] + T[2, 2] + T[3, 3] - 1) / 2
+    deg = atan2(sqrt(1 - cs * cs), cs) * 180 / atan2(0, -1)
+    if (deg - 30 > 1e-6 || 30 - deg > 1e-6 || T[3, 3] < 1 - 1e-12) printf "the truth turns %.9g deg (R33 %.17g)\n", deg, T[3, 3]
+    for (d = 1; d <= 3; d++) { cen[d] = (lo[d] + hi[d]) / 2; diag += (hi[d] - lo[d]) ^ 2 }
+    diag = sqrt(diag); rel[1] = 0.1; rel[2] = -0.05; rel[3] = 0.2
+    co = sqrt(3) / 2; si = 0.5
+    for (i = 1; i <= n; i++) {
+      u = p[i, 1] - cen[1]; v = p[i, 2] - cen[2]
+      w[1] = co * u - si * v; w[2] = si * u + co * v; w[3] = p[i, 3] - cen[3]
+      e1 = e2 = 0
+      for (d = 1; d <= 3; d++) {
+        e1 += (s[i, d] - (w[d] + cen[d] + rel[d] * diag)) ^ 2
+        back = T[d, 4]; for (j = 1; j <= 3; j++) back += T[d, j] * s[i, j]
+        e2 += (back - p[i, d]) ^ 2
+      }
+      if (e1 > w1) w1 = e1
+      if (e2 > w2) w2 = e2
+    }
+    if (w1 > 1e-10) printf "a scan point %.3g from its input point moved\n", sqrt(w1)
+    if (w2 > 1e-10) printf "the truth takes a scan point %.3g from its model point\n", sqrt(w2)
+  }' "$x/m.xyz" "$x/pt.txt" "$x/p.ply" >"$tmp/err"
+awk_ok $? "perturb turns 30 degrees, moves by --translate-rel, and its truth takes the scan back"
+# 5. register --output: the scan moved by the transform printed, which is
+# the truth of a scan without noise: point i back on model point i
+"$bin" perturb "$x/m.xyz" -o "$x/s.ply" --rotate 3,-2,4 --translate-rel 0.01,0.02,-0.01 --truth "$x/st.txt" \
+  --ascii >/dev/null 2>&1
+check "register --output --json" 0 "$bin" register "$x/m.xyz" "$x/s.ply" --output "$x/o.ply" --ascii --json
+json_xf "$tmp/out" >"$x/o.txt"
+awk 'FNR == 1 { f++; body = 0 }
+  f == 1 { n++; for (d = 1; d <= 3; d++) p[n, d] = $d; next }
+  f == 2 && NF == 4 { ++r; for (d = 1; d <= 4; d++) T[r, d] = $d; next }
+  /^end_header/ { body = 1; next }
+  f == 3 && body { ns++; for (d = 1; d <= 3; d++) s[ns, d] = $d; next }
+  f == 4 && body { no++; for (d = 1; d <= 3; d++) o[no, d] = $d }
+  END {
+    if (r != 4 || ns != n || no != n) { print "transform rows " r ", points " n ", " ns ", " no; exit }
+    for (i = 1; i <= n; i++) {
+      e1 = e2 = 0
+      for (d = 1; d <= 3; d++) {
+        x = T[d, 4]; for (j = 1; j <= 3; j++) x += T[d, j] * s[i, j]
+        e1 += (o[i, d] - x) ^ 2; e2 += (o[i, d] - p[i, d]) ^ 2
+      }
+      if (e1 > w1) w1 = e1
+      if (e2 > w2) w2 = e2
+    }
+    if (w1 > 1e-10) printf "an output point %.3g from the scan point moved by the transform\n", sqrt(w1)
+    if (w2 > 1e-8) printf "an output point %.3g from its model point\n", sqrt(w2)
+  }' "$x/m.xyz" "$x/o.txt" "$x/s.ply" "$x/o.ply" >"$tmp/err"
+awk_ok $? "register --output writes the scan moved by the transform, onto the model"
+# 6. the example program's transform is the truth of that scan
+check "example program on a perturbed scan" 0 "$example" "$x/m.xyz" "$x/s.ply"
+xf_rows "$x/st.txt" >"$x/truth-rows.txt"
+awk 'FNR == 1 { f++; r = 0 }
+  NF == 4 && $1 != "rmse" { ++r; for (d = 1; d <= 4; d++) M[f, r, d] = $d; if (r > rows[f]) rows[f] = r }
+  END {
+    if (rows[1] != 4 || rows[2] != 4) { print "rows: " rows[1] " and " rows[2]; exit }
+    for (i = 1; i <= 3; i++) {
+      for (j = 1; j <= 3; j++) tr += M[1, i, j] * M[2, i, j]
+      dt += (M[1, i, 4] - M[2, i, 4]) ^ 2
+    }
+    cs = (tr - 1) / 2; if (cs > 1) cs = 1
+    deg = atan2(sqrt(1 - cs * cs), cs) * 180 / atan2(0, -1)
+    if (deg > 1e-3 || dt > 1e-10) printf "rotation error %.6g deg, translation error %.3g\n", deg, sqrt(dt)
+  }' "$tmp/out" "$x/truth-rows.txt" >"$tmp/err"
+awk_ok $? "the example prints the truth of the scan (rotation error under 0.001 deg)"
+
 # --backend cuda on a host without a device: a clear error, exit 1.  On
 # inputs that register on the CPU, so that the exit is the missing device's
 # (not a missing file's), and the one line says so (lib/icp.c: "--backend
