@@ -545,7 +545,7 @@ __device__ void finish_iteration(const kparams &P, int k, unsigned long long t1,
   if (stop == HICP__GO) {
     hicp__xf next;
     int degenerate;
-    hicp__solve_horn(tot, P.s_noise, &next, &degenerate);
+    hicp__solve_horn(tot, P.s_noise, &st->T, &next, &degenerate);
     st->degenerate = degenerate;
     st->T_prev = st->T;
     st->T = next;

@@ -334,6 +334,18 @@ HICP_API void hicp_transform_invert(const hicp_transform *t, hicp_transform *out
 #define HICP_COORD_MAX 1e17
 
 /**
+ * The smallest extent (bounding-box diagonal) of a model that hicp
+ * registers to; a model of one point, or of identical points, has none
+ * and is registered.  The search compares squared distances in float,
+ * which lose their precision below about 1e-38: with a model 1e-21 across
+ * poses came out 12 times less accurate, with one 1e-23 across wrong.
+ * Smaller models are refused with ::HICP_ERANGE; scale their coordinates
+ * (another unit).  Nearest-neighbour queries take any model: their
+ * answers are float brute force's.
+ */
+#define HICP_EXTENT_MIN 1e-12
+
+/**
  * Checks that @p t is a rigid transform (finite, R orthonormal with det +1
  * within 1e-6, last row 0 0 0 1, translation components at most
  * ::HICP_COORD_MAX in magnitude).  0 or ::HICP_EINVAL.
@@ -674,9 +686,11 @@ typedef struct hicp_result {
   int converged;            /**< 1 if a convergence test stopped it */
   hicp_stop stop;           /**< which test stopped it */
   int degenerate;           /**< 1 if the rotation was not fully determined
-                                 (identical or collinear scan points); the
-                                 smallest rotation consistent with the data
-                                 was returned */
+                                 (identical or collinear scan points, or
+                                 inlier pairs); the rotation consistent with
+                                 the data nearest the pose it started the
+                                 iteration from (the initial pose's, at
+                                 first) was returned */
   hicp_backend backend;     /**< where it ran */
   hicp_nn_method nn;        /**< method used */
   double time_ms;           /**< registration wall time (no I/O, no model build) */

@@ -366,7 +366,7 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
       break;
     }
     hicp__xf T_next;
-    hicp__solve_horn(&tot, f->s_noise, &T_next, &degenerate);
+    hicp__solve_horn(&tot, f->s_noise, &T, &T_next, &degenerate);
     out->solve_ms += hicp__now_ms() - t2;
     T_prev = T;
     T = T_next;
@@ -597,6 +597,14 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   int rc = hicp__team_ready(ctx);
   if (rc != HICP_OK)
     return rc;
+  double extent2 = 0.0;
+  for (int d = 0; d < 3; d++)
+    extent2 += (m->bbox_max[d] - m->bbox_min[d]) * (m->bbox_max[d] - m->bbox_min[d]);
+  if (extent2 > 0.0 && extent2 < HICP_EXTENT_MIN * HICP_EXTENT_MIN)
+    return hicp__fail(ctx, HICP_ERANGE,
+                      "the model spans %.3g, under HICP_EXTENT_MIN (%g): its squared distances "
+                      "lose their precision in float; scale its coordinates",
+                      sqrt(extent2), HICP_EXTENT_MIN);
   hicp_transform init_pub;
   if (init != NULL) {
     if (hicp_transform_check(init) != HICP_OK)

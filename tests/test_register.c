@@ -777,6 +777,48 @@ Test(register, one_point_model_converges)
   hicp_context_destroy(ctx);
 }
 
+/* A scan that determines no rotation (one point, or ten identical ones)
+ * keeps the initial pose's rotation, flagged degenerate, and moves onto
+ * the model: the rotation came out as the identity, dropping the caller's
+ * --init (stop 46). */
+Test(register, degenerate_scan_keeps_the_initial_rotation)
+{
+  float model[3 * 64];
+  th_rng g;
+  th_rng_seed(&g, 9);
+  for (int i = 0; i < 3 * 64; i++)
+    model[i] = (float)th_uniform(&g);
+  hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, model, 64, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  hicp_transform init;
+  double R[9];
+  th_rotation(10, -20, 30, R);
+  for (int i = 0; i < 16; i++)
+    init.m[i] = i == 15 ? 1.0 : 0.0;
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++)
+      init.m[4 * i + j] = R[3 * i + j];
+  init.m[3] = 0.1;
+  float scan[30];
+  for (int i = 0; i < 10; i++)
+    for (int d = 0; d < 3; d++)
+      scan[3 * i + d] = 0.3f + 0.1f * (float)d;
+  for (size_t n = 1; n <= 10; n += 9) {
+    hicp_result r;
+    hicp_result_init(&r);
+    cr_assert_eq(hicp_register(ctx, m, scan, n, NULL, &init, &r), 0, "%s",
+                 hicp_context_error(ctx));
+    cr_assert(r.degenerate, "%zu points", n);
+    cr_assert_lt(th_rotation_error_deg(r.transform.m, init.m), 1e-9,
+                 "%zu points: %g degrees from the initial rotation", n,
+                 th_rotation_error_deg(r.transform.m, init.m));
+    cr_assert_lt(r.rmse, 1e-6, "%zu points: rmse %g, not on a model point", n, r.rmse);
+  }
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
 /* The brute-force distance, in double, from each scan point moved by T
  * (scan -> model, absolute coordinates) to its nearest vertex of the mesh
  * cloud mc (absolute: origin + xyz): the oracle for the result's

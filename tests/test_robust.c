@@ -321,6 +321,44 @@ static int c_scan_far_away(hicp_context *ctx)
   free(p);
   return rc;
 }
+/* A model scale times the size of th_surface's (a unit sphere), with a
+ * scan of it turned 5 degrees: registered, or refused. */
+static int scaled_surface_registers(hicp_context *ctx, float scale)
+{
+  float *p = th_surface(800, 29);
+  for (int i = 0; i < 3 * 800; i++)
+    p[i] *= scale;
+  hicp_model *m = NULL;
+  int rc = hicp_model_build(ctx, p, 800, 0, NULL, &m);
+  cr_assert_eq(rc, 0, "%s", hicp_context_error(ctx));
+  double R[9];
+  th_rotation(5, 0, 0, R);
+  float *s = malloc(sizeof(float) * 3 * 800);
+  cr_assert_not_null(s);
+  for (int i = 0; i < 800; i++)
+    for (int d = 0; d < 3; d++)
+      s[3 * i + d] = (float)(R[3 * d] * p[3 * i] + R[3 * d + 1] * p[3 * i + 1] +
+                             R[3 * d + 2] * p[3 * i + 2]);
+  /* the nearest-neighbour query takes any model */
+  uint32_t v[4];
+  float d2[4];
+  cr_assert_eq(hicp_nn_query(ctx, m, s, 4, HICP_NN_PNN_OPT, v, d2, NULL), 0);
+  hicp_result r;
+  hicp_result_init(&r);
+  rc = hicp_register(ctx, m, s, 800, NULL, NULL, &r);
+  hicp_model_destroy(m);
+  free(p);
+  free(s);
+  return rc;
+}
+/* A model 3.5e-14 across (a bunny 1e-23 across came out 18 degrees off,
+ * flagged degenerate; 1e-21 across, 12 times less accurate: float's
+ * squared distances underflow): refused.  One 3.5e-11 across registers. */
+static int c_model_under_extent_min(hicp_context *ctx)
+{
+  cr_assert_eq(scaled_surface_registers(ctx, 1e-11f), 0, "%s", hicp_context_error(ctx));
+  return scaled_surface_registers(ctx, 1e-14f);
+}
 static int c_scan_nan(hicp_context *ctx)
 {
   float *p;
@@ -667,6 +705,8 @@ static const robust_case cases[] = {
     OK("scan of 1 point", c_scan_one_point),
     OK("scan with no overlap", c_scan_no_overlap),
     OK("scan 1e6 model sizes away", c_scan_far_away),
+    FAILS("a model under HICP_EXTENT_MIN", c_model_under_extent_min, HICP_ERANGE,
+          "HICP_EXTENT_MIN"),
     FAILS("Inf in a scan", c_scan_nan, HICP_ENONFINITE, "point 17"),
     FAILS("empty scan", c_scan_empty, HICP_EEMPTY, "no points"),
     OK("moved scan recovered (control)", c_scan_moved_recovered),

@@ -15,6 +15,9 @@
 
 /* The pairs' sums, added one after another, and the rounding floor of
  * their cross-covariance (hicp__s_noise: n additions deep). */
+/* The transform the sums were taken at, in most tests: the identity. */
+static const hicp__xf ident = {{1, 0, 0, 0, 1, 0, 0, 0, 1}, {0, 0, 0}};
+
 static double sums_of_pairs(const float *p, const float *y, size_t n, hicp__partial *tot)
 {
   hicp__select sel;
@@ -62,7 +65,7 @@ Test(solve, horn_recovers_exact_pose)
     double noise = sums_of_pairs(p, y, n, &tot);
     hicp__xf T;
     int degenerate;
-    cr_assert_eq(hicp__solve_horn(&tot, noise, &T, &degenerate), 0);
+    cr_assert_eq(hicp__solve_horn(&tot, noise, &ident, &T, &degenerate), 0);
     cr_assert_eq(degenerate, 0);
     /* y was rounded to float: the pose is recovered to float precision. */
     for (int k = 0; k < 9; k++)
@@ -95,7 +98,7 @@ Test(solve, degenerate_identical_points)
   double noise = sums_of_pairs(p, y, 10, &tot);
   hicp__xf T;
   int degenerate;
-  cr_assert_eq(hicp__solve_horn(&tot, noise, &T, &degenerate), 0);
+  cr_assert_eq(hicp__solve_horn(&tot, noise, &ident, &T, &degenerate), 0);
   cr_assert_eq(degenerate, 1);
   /* The smallest rotation consistent with the data: identity, and the
    * translation that moves the point onto its match. */
@@ -123,7 +126,7 @@ Test(solve, degenerate_collinear_scan)
   double noise = sums_of_pairs(p, y, n, &tot);
   hicp__xf T;
   int degenerate;
-  cr_assert_eq(hicp__solve_horn(&tot, noise, &T, &degenerate), 0);
+  cr_assert_eq(hicp__solve_horn(&tot, noise, &ident, &T, &degenerate), 0);
   cr_assert_eq(degenerate, 1);
   for (int k = 0; k < 9; k++)
     cr_assert(isfinite(T.r[k]));
@@ -139,7 +142,7 @@ Test(solve, no_pairs)
   hicp__partial_zero(&tot);
   hicp__xf T;
   int degenerate;
-  cr_assert_eq(hicp__solve_horn(&tot, 0.0, &T, &degenerate), -1);
+  cr_assert_eq(hicp__solve_horn(&tot, 0.0, &ident, &T, &degenerate), -1);
 }
 
 /* All scan points identical, or every pair matched to one model vertex:
@@ -167,7 +170,7 @@ Test(solve, degenerate_noise_only)
       double noise = sums_of_pairs(p, y, n, &tot);
       hicp__xf T;
       int degenerate;
-      cr_assert_eq(hicp__solve_horn(&tot, noise, &T, &degenerate), 0);
+      cr_assert_eq(hicp__solve_horn(&tot, noise, &ident, &T, &degenerate), 0);
       cr_assert_eq(degenerate, 1, "n %zu, %s identical", n, which ? "matches" : "scan points");
       for (int k = 0; k < 9; k++)
         cr_assert_eq(T.r[k], (k % 4 == 0) ? 1.0 : 0.0, "n %zu, %s identical: r[%d] = %g", n,
@@ -358,4 +361,122 @@ Test(solve, stop_tests)
   cr_assert_eq(hicp__check_stop(&s, 3, 0.4, 2.0, &T, &T2), HICP_STOP_INCREMENT);
   T2.t[0] = 2e-3;
   cr_assert_eq(hicp__check_stop(&s, 3, 0.4, 2.0, &T, &T2), HICP__GO);
+}
+
+/* hicp__rot_to_quat inverts hicp__quat_to_rot over rotations of every
+ * angle (each of Shepperd's four branches), and gives the identity's
+ * quaternion exactly. */
+Test(solve, rotation_to_quaternion)
+{
+  double q[4], r[9];
+  hicp__rot_to_quat(ident.r, q);
+  cr_assert(q[0] == 1.0 && q[1] == 0.0 && q[2] == 0.0 && q[3] == 0.0);
+  th_rng g;
+  th_rng_seed(&g, 5);
+  int branch[4] = {0, 0, 0, 0};
+  for (int t = 0; t < 2000; t++) {
+    double u[4], n = 0.0;
+    for (int i = 0; i < 4; i++) {
+      u[i] = th_normal(&g);
+      n += u[i] * u[i];
+    }
+    for (int i = 0; i < 4; i++)
+      u[i] /= sqrt(n);
+    hicp__quat_to_rot(u, r);
+    hicp__rot_to_quat(r, q);
+    int big = 0;
+    for (int i = 1; i < 4; i++)
+      if (fabs(u[i]) > fabs(u[big]))
+        big = i;
+    branch[big]++;
+    const double sgn = q[0] * u[0] + q[1] * u[1] + q[2] * u[2] + q[3] * u[3] < 0 ? -1.0 : 1.0;
+    for (int i = 0; i < 4; i++)
+      cr_assert_float_eq(q[i], sgn * u[i], 1e-12, "rotation %d, component %d", t, i);
+  }
+  for (int i = 0; i < 4; i++)
+    cr_assert_gt(branch[i], 100);
+}
+
+/* A rotation of deg degrees about (0, 0, 1), or about (1, 1, 1) when
+ * tilted. */
+static hicp__xf turned(double deg, int tilted)
+{
+  double a = deg * M_PI / 180.0, c = cos(a / 2), s = sin(a / 2) / (tilted ? sqrt(3.0) : 1.0);
+  double q[4] = {c, tilted ? s : 0.0, tilted ? s : 0.0, s};
+  hicp__xf T;
+  hicp__quat_to_rot(q, T.r);
+  T.t[0] = T.t[1] = T.t[2] = 0.0;
+  return T;
+}
+
+/* Sums that determine no rotation keep the current one: identical points
+ * (S within its noise floor) and one pair, from a turned pose, give that
+ * pose's rotation (it gave the identity, and so threw away a registration's
+ * estimate when a tight filter left one pair), with the translation that
+ * moves the point onto its match. */
+Test(solve, degenerate_keeps_the_current_rotation)
+{
+  for (int n = 1; n <= 10; n += 9) {
+    float p[30], y[30];
+    for (int i = 0; i < n; i++)
+      for (int d = 0; d < 3; d++) {
+        p[3 * i + d] = 1.5f;
+        y[3 * i + d] = d == 0 ? 4.0f : 1.5f;
+      }
+    hicp__partial tot;
+    double noise = sums_of_pairs(p, y, (size_t)n, &tot);
+    const hicp__xf cur = turned(30.0, 1);
+    hicp__xf T;
+    int degenerate;
+    cr_assert_eq(hicp__solve_horn(&tot, noise, &cur, &T, &degenerate), 0);
+    cr_assert_eq(degenerate, 1, "%d pairs", n);
+    for (int k = 0; k < 9; k++)
+      cr_assert_float_eq(T.r[k], cur.r[k], 1e-14, "%d pairs: r[%d]", n, k);
+    for (int d = 0; d < 3; d++) {
+      double x = T.t[d];
+      for (int e = 0; e < 3; e++)
+        x += T.r[3 * d + e] * 1.5;
+      cr_assert_float_eq(x, y[d], 1e-12, "%d pairs: the point lands off its match", n);
+    }
+  }
+}
+
+/* A collinear scan leaves the spin about its line free: the solve keeps
+ * the current pose's spin.  Points on the x axis matched to points on the
+ * y axis, from a pose that already maps x to y (90 degrees about z, then
+ * 40 about y): that pose is kept (the identity's projection gave 90
+ * degrees about z alone). */
+Test(solve, degenerate_collinear_keeps_the_current_spin)
+{
+  size_t n = 20;
+  float p[60], y[60];
+  for (size_t i = 0; i < n; i++) {
+    p[3 * i] = (float)i;
+    p[3 * i + 1] = 0;
+    p[3 * i + 2] = 0;
+    y[3 * i] = 0;
+    y[3 * i + 1] = (float)i;
+    y[3 * i + 2] = 0;
+  }
+  hicp__partial tot;
+  double noise = sums_of_pairs(p, y, n, &tot);
+  /* Rz(90) then Ry(40) about the y axis: x -> y -> y */
+  const double a = 40.0 * M_PI / 180.0;
+  const double ry[9] = {cos(a), 0, sin(a), 0, 1, 0, -sin(a), 0, cos(a)};
+  const double rz[9] = {0, -1, 0, 1, 0, 0, 0, 0, 1};
+  hicp__xf cur = ident;
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) {
+      double v = 0.0;
+      for (int k = 0; k < 3; k++)
+        v += ry[3 * i + k] * rz[3 * k + j];
+      cur.r[3 * i + j] = v;
+    }
+  hicp__xf T;
+  int degenerate;
+  cr_assert_eq(hicp__solve_horn(&tot, noise, &cur, &T, &degenerate), 0);
+  cr_assert_eq(degenerate, 1);
+  for (int k = 0; k < 9; k++)
+    cr_assert_float_eq(T.r[k], cur.r[k], 1e-9, "r[%d] = %g, the current pose's %g", k, T.r[k],
+                       cur.r[k]);
 }

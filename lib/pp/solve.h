@@ -134,6 +134,42 @@ HICP_PP void hicp__quat_to_rot(const double q[4], double r[9])
   r[8] = ((w * w - x * x) - y * y) + z * z;
 }
 
+/* A unit quaternion (w, x, y, z) of the rotation r (row-major), by the
+ * largest of 1 + trace and the diagonal's 1 + 2 r_ii - trace (Shepperd),
+ * so that no division is by a small number.  The identity gives exactly
+ * (1, 0, 0, 0). */
+HICP_PP void hicp__rot_to_quat(const double r[9], double q[4])
+{
+  const double tr = (r[0] + r[4]) + r[8];
+  const double d0 = 1.0 + tr, d1 = (1.0 + r[0]) - (r[4] + r[8]),
+               d2 = (1.0 + r[4]) - (r[0] + r[8]), d3 = (1.0 + r[8]) - (r[0] + r[4]);
+  if (d0 >= d1 && d0 >= d2 && d0 >= d3) {
+    const double s = HICP_SQRT(d0) * 2.0; /* 4 w */
+    q[0] = 0.25 * s;
+    q[1] = (r[7] - r[5]) / s;
+    q[2] = (r[2] - r[6]) / s;
+    q[3] = (r[3] - r[1]) / s;
+  } else if (d1 >= d2 && d1 >= d3) {
+    const double s = HICP_SQRT(d1) * 2.0; /* 4 x */
+    q[0] = (r[7] - r[5]) / s;
+    q[1] = 0.25 * s;
+    q[2] = (r[1] + r[3]) / s;
+    q[3] = (r[2] + r[6]) / s;
+  } else if (d2 >= d3) {
+    const double s = HICP_SQRT(d2) * 2.0; /* 4 y */
+    q[0] = (r[2] - r[6]) / s;
+    q[1] = (r[1] + r[3]) / s;
+    q[2] = 0.25 * s;
+    q[3] = (r[5] + r[7]) / s;
+  } else {
+    const double s = HICP_SQRT(d3) * 2.0; /* 4 z */
+    q[0] = (r[3] - r[1]) / s;
+    q[1] = (r[2] + r[6]) / s;
+    q[2] = (r[5] + r[7]) / s;
+    q[3] = 0.25 * s;
+  }
+}
+
 /* Relative eigenvalue gap under which the rotation is taken as undetermined
  * (identical or collinear scan points: the top eigenvalues of Q tie). */
 #define HICP_DEGENERATE_GAP 1e-6
@@ -162,12 +198,18 @@ HICP_PP double hicp__dmax(double x, double y)
 
 /* Solves for the transform from the inlier sums.  Returns 0, or -1 when
  * there is no inlier pair.  *degenerate is set when the rotation is not
- * determined by the data; the smallest rotation consistent with it is then
- * chosen: the projection of the identity quaternion onto the top eigenspace.
- * A cross-covariance within s_noise (hicp__s_noise) of zero determines no
- * rotation at all: the identity. */
-HICP_PP int hicp__solve_horn(const hicp__partial *tot, double s_noise, hicp__xf *T,
-                             int *degenerate)
+ * determined by the data; the rotation consistent with it nearest to the
+ * current one (cur: the transform these sums were taken at) is then
+ * chosen: the projection of cur's quaternion onto the top eigenspace.  A
+ * cross-covariance within s_noise (hicp__s_noise) of zero determines no
+ * rotation at all: cur's rotation is kept.  (With cur the identity, as in
+ * a first iteration from no initial pose, both give what they gave when
+ * the identity was projected: the smallest rotation.  From a later
+ * iteration, or an initial pose, the identity would throw away what the
+ * earlier iterations, or the caller, knew: one pair left by a tight
+ * filter turned a 0.4 degree estimate into the identity.) */
+HICP_PP int hicp__solve_horn(const hicp__partial *tot, double s_noise, const hicp__xf *cur,
+                             hicp__xf *T, int *degenerate)
 {
   double n = tot->v[HICP_PF_N_IN];
   *degenerate = 0;
@@ -230,8 +272,10 @@ HICP_PP int hicp__solve_horn(const hicp__partial *tot, double s_noise, hicp__xf 
   HICP_UNROLL
   for (int k = 0; k < 4; k++)
     ntied += qtop - Q[k][k] <= HICP_DEGENERATE_GAP * amax;
+  double q0[4]; /* cur's rotation */
+  hicp__rot_to_quat(cur->r, q0);
   if (ntied > 1) {
-    /* Project (1, 0, 0, 0) onto the span of the tied eigenvectors. */
+    /* Project q0 onto the span of the tied eigenvectors. */
     *degenerate = 1;
     HICP_UNROLL
     for (int i = 0; i < 4; i++)
@@ -239,7 +283,7 @@ HICP_PP int hicp__solve_horn(const hicp__partial *tot, double s_noise, hicp__xf 
     HICP_UNROLL
     for (int k = 0; k < 4; k++) {
       if (qtop - Q[k][k] <= HICP_DEGENERATE_GAP * amax) {
-        double c = V[0][k];
+        double c = ((V[0][k] * q0[0] + V[1][k] * q0[1]) + V[2][k] * q0[2]) + V[3][k] * q0[3];
         HICP_UNROLL
         for (int i = 0; i < 4; i++)
           q[i] = q[i] + c * V[i][k];
@@ -260,7 +304,7 @@ HICP_PP int hicp__solve_horn(const hicp__partial *tot, double s_noise, hicp__xf 
     *degenerate = 1;
     HICP_UNROLL
     for (int i = 0; i < 4; i++)
-      q[i] = i == 0 ? 1.0 : 0.0;
+      q[i] = q0[i];
   }
   /* q and -q are the same rotation: keep the one with q0 >= 0. */
   int flip = q[0] < 0.0;
