@@ -272,10 +272,12 @@ HICP_PP int hicp__solve_horn(const hicp__partial *tot, double s_noise, const hic
   HICP_UNROLL
   for (int k = 0; k < 4; k++)
     ntied += qtop - Q[k][k] <= HICP_DEGENERATE_GAP * amax;
-  double q0[4]; /* cur's rotation */
-  hicp__rot_to_quat(cur->r, q0);
   if (ntied > 1) {
-    /* Project q0 onto the span of the tied eigenvectors. */
+    /* Project cur's rotation, q0, onto the span of the tied eigenvectors
+     * (q0 only here and below: off the common path, which on the GPU is
+     * one thread's chain). */
+    double q0[4];
+    hicp__rot_to_quat(cur->r, q0);
     *degenerate = 1;
     HICP_UNROLL
     for (int i = 0; i < 4; i++)
@@ -302,9 +304,7 @@ HICP_PP int hicp__solve_horn(const hicp__partial *tot, double s_noise, const hic
   }
   if (noise) {
     *degenerate = 1;
-    HICP_UNROLL
-    for (int i = 0; i < 4; i++)
-      q[i] = q0[i];
+    hicp__rot_to_quat(cur->r, q);
   }
   /* q and -q are the same rotation: keep the one with q0 >= 0. */
   int flip = q[0] < 0.0;
