@@ -291,6 +291,19 @@ for t in "half:180.000000 deg about (0.707107, 0.707107, 0.000000)" \
     notok "the axis of a ${t%%:*} turn: $(grep rotation "$tmp/out")"
 done
 
+# A transform file's bad value is named (stop 46: a nan among 12 numbers
+# was "expected 16 (4x4) or 12 (3x4) numbers")
+printf '1 0 0 0\n0 1 0 nan\n0 0 1 0\n' >"$tmp/nan.txt"
+printf '1 0 0 0\n0 1 0 0\n0 0 1 x7\n' >"$tmp/word.txt"
+printf '1 0 0 0 0 1 0 0 0 0 1 0 0 0 0 1 5\n' >"$tmp/seventeen.txt"
+for t in "nan:value 8, 'nan', is not finite" "word:value 12, 'x7', is not a number" \
+         "seventeen:numbers for a transform, found more"; do
+  "$bin" register "$tmp/good.xyz" "$tmp/good.xyz" --init "$tmp/${t%%:*}.txt" >"$tmp/out" 2>"$tmp/err"
+  st=$?
+  [ $st -eq 1 ] && grep -qF "${t#*:}" "$tmp/err" && ok "--init ${t%%:*}: the message names it" ||
+    notok "--init ${t%%:*}: exit $st, $(cat "$tmp/err")"
+done
+
 # --view is a direction: its scale changes nothing (stop 44: a length that
 # underflowed or overflowed kept every point, silently)
 printf 'OFF\n6 8 0\n1 0 0\n-1 0 0\n0 1 0\n0 -1 0\n0 0 1\n0 0 -1\n3 0 2 4\n3 2 1 4\n3 1 3 4\n3 3 0 4\n3 2 0 5\n3 1 2 5\n3 3 1 5\n3 0 3 5\n' >"$tmp/oct.off"

@@ -471,15 +471,22 @@ static int is_separator(int c)
 
 /* Ends the token tok[0 .. len) and adds its number to v[n]; 1 if it is not
  * a finite number or there are already 16. */
+/* Why a transform file is refused (cli_read_transform). */
+enum { XF_OK, XF_NOT_NUMBER, XF_NOT_FINITE, XF_TOO_MANY, XF_NOT_TEXT };
+
 static int take_number(char *tok, size_t len, double v[16], int *n)
 {
   tok[len] = '\0';
   char *end;
   const double x = strtod(tok, &end);
-  if (end == tok || *end != '\0' || !isfinite(x) || *n >= 16)
-    return 1;
+  if (end == tok || *end != '\0')
+    return XF_NOT_NUMBER;
+  if (!isfinite(x))
+    return XF_NOT_FINITE;
+  if (*n >= 16)
+    return XF_TOO_MANY;
   v[(*n)++] = x;
-  return 0;
+  return XF_OK;
 }
 
 int cli_read_transform(const char *path, hicp_transform *t)
@@ -503,7 +510,7 @@ int cli_read_transform(const char *path, hicp_transform *t)
     }
     if (c != '#' && !is_separator(c)) {
       if (c == '\0' || len + 1 >= sizeof tok)
-        bad = 1; /* not text, or longer than any number */
+        bad = XF_NOT_TEXT; /* not text, or longer than any number */
       else
         tok[len++] = (char)c;
       continue;
@@ -522,8 +529,19 @@ int cli_read_transform(const char *path, hicp_transform *t)
     cli_error("cannot read %s: %s", path, strerror(read_error));
     return -1;
   }
+  if (bad == XF_NOT_NUMBER || bad == XF_NOT_FINITE) {
+    cli_error("%s: value %d, '%s', is %s (a transform is 16 (4x4) or 12 (3x4) numbers)", path,
+              n + 1, tok, bad == XF_NOT_NUMBER ? "not a number" : "not finite");
+    return -1;
+  }
+  if (bad == XF_NOT_TEXT) {
+    cli_error("%s: value %d is not text or longer than any number (a transform is 16 (4x4) or "
+              "12 (3x4) numbers)", path, n + 1);
+    return -1;
+  }
   if (bad || (n != 16 && n != 12)) {
-    cli_error("%s: expected 16 (4x4) or 12 (3x4) numbers for a transform", path);
+    cli_error("%s: expected 16 (4x4) or 12 (3x4) numbers for a transform%s", path,
+              bad == XF_TOO_MANY ? ", found more" : "");
     return -1;
   }
   hicp_transform_identity(t);
