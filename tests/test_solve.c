@@ -108,13 +108,14 @@ Test(solve, degenerate_identical_points)
   cr_assert_float_eq(T.t[1], 0.0, 1e-12);
 }
 
-Test(solve, degenerate_collinear_scan)
+/* The sums of 20 points on the x axis matched to points on the y axis: a
+ * rotation taking x to y, determined up to a spin about y.  Returns the
+ * sums' noise floor. */
+static double x_axis_onto_y_axis(hicp__partial *tot)
 {
-  /* Points on the x axis matched to points on the y axis: a rotation taking
-   * x to y is determined up to a spin about y. */
-  size_t n = 20;
-  float p[60], y[60];
-  for (size_t i = 0; i < n; i++) {
+  enum { N = 20 };
+  float p[3 * N], y[3 * N];
+  for (size_t i = 0; i < N; i++) {
     p[3 * i] = (float)i;
     p[3 * i + 1] = 0;
     p[3 * i + 2] = 0;
@@ -122,8 +123,13 @@ Test(solve, degenerate_collinear_scan)
     y[3 * i + 1] = (float)i;
     y[3 * i + 2] = 0;
   }
+  return sums_of_pairs(p, y, N, tot);
+}
+
+Test(solve, degenerate_collinear_scan)
+{
   hicp__partial tot;
-  double noise = sums_of_pairs(p, y, n, &tot);
+  double noise = x_axis_onto_y_axis(&tot);
   hicp__xf T;
   int degenerate;
   cr_assert_eq(hicp__solve_horn(&tot, noise, &ident, &T, &degenerate), 0);
@@ -448,18 +454,8 @@ Test(solve, degenerate_keeps_the_current_rotation)
  * degrees about z alone). */
 Test(solve, degenerate_collinear_keeps_the_current_spin)
 {
-  size_t n = 20;
-  float p[60], y[60];
-  for (size_t i = 0; i < n; i++) {
-    p[3 * i] = (float)i;
-    p[3 * i + 1] = 0;
-    p[3 * i + 2] = 0;
-    y[3 * i] = 0;
-    y[3 * i + 1] = (float)i;
-    y[3 * i + 2] = 0;
-  }
   hicp__partial tot;
-  double noise = sums_of_pairs(p, y, n, &tot);
+  double noise = x_axis_onto_y_axis(&tot);
   /* Rz(90) then Ry(40) about the y axis: x -> y -> y */
   const double a = 40.0 * M_PI / 180.0;
   const double ry[9] = {cos(a), 0, sin(a), 0, 1, 0, -sin(a), 0, cos(a)};
