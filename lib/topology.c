@@ -18,16 +18,8 @@
  * 1 when loaded. */
 static int load_topology(hwloc_topology_t *t, int io)
 {
-  if (!hicp__hwloc_can_read() || hwloc_topology_init(t) != 0)
+  if (!hicp__hwloc_init(t))
     return 0;
-  /* hwloc's x86 (CPUID) component writes to stderr when it finds itself
-   * under Valgrind, and the library never prints.  On Linux it adds
-   * nothing we read: the cores, NUMA nodes, PCI devices and CPU model come
-   * from /sys and /proc.  (hwloc 2.0, which configure accepts, has no
-   * way to leave a component out.) */
-#if HWLOC_API_VERSION >= 0x00020100
-  hwloc_topology_set_components(*t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
-#endif
   if (io)
     hwloc_topology_set_io_types_filter(*t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   if (hwloc_topology_load(*t) != 0) {

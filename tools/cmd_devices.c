@@ -28,13 +28,7 @@ int cmd_devices(int argc, char **argv)
   }
   hwloc_topology_t topo = NULL;
   int packages = 0, cores = 0, pus = 0, numa = 0;
-  /* without hwloc's x86 component, as the library loads it (topology.c):
-   * under Valgrind that component writes its own warning to stderr */
-  if (hicp__hwloc_can_read() && hwloc_topology_init(&topo) == 0 &&
-#if HWLOC_API_VERSION >= 0x00020100
-      (hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86"), 1) &&
-#endif
-      hwloc_topology_load(topo) == 0) {
+  if (hicp__hwloc_init(&topo) && hwloc_topology_load(topo) == 0) {
     packages = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
     cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
     pus = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
