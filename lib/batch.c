@@ -3,11 +3,12 @@
  * Independent frames run side by side: every worker (one per CPU thread, up
  * to HICP_GPU_STREAMS per listed CUDA device) has its own context and takes
  * the next frame from a shared counter, so fast workers take more frames and
- * frames of different sizes never wait for each other.  Tracking frames run one after another
- * (each starts from the previous pose, and from the previous matches when
- * the sensor grid is the same), each frame's iterations spread over all the
- * workers by the hybrid loop (icp.c).  Every result is the bits
- * hicp_register() would give for that frame alone. */
+ * frames of different sizes never wait for each other.  Tracking frames run
+ * one after another (each starts from the previous pose, and from the
+ * previous matches when the sensor grid is the same), each frame's
+ * iterations spread over all the workers by the hybrid loop (icp.c).
+ * Every result is the bits hicp_register() would give for that frame
+ * alone. */
 #include "config.h"
 
 #include <pthread.h>
@@ -568,15 +569,14 @@ int hicp_register_batch_clouds(hicp_context *ctx, const hicp_model *m,
   if (frames == NULL || counts == NULL || origins == NULL) {
     rc = fail_all(ctx, results, nframes, hicp__fail(ctx, HICP_ENOMEM, "out of memory"));
   } else {
-    /* A NULL cloud is a NULL frame: that frame fails with HICP_EINVAL and
-     * the others run, as in hicp_register_batch. */
+    /* A NULL cloud is a NULL frame of a point: that frame alone fails, on
+     * its NULL points (HICP_EINVAL), as in hicp_register_batch. */
+    static const double zero[3] = {0.0, 0.0, 0.0};
     for (size_t i = 0; i < nframes; i++) {
-      frames[i] = clouds[i] != NULL ? clouds[i]->xyz : NULL;
-      counts[i] = clouds[i] != NULL ? clouds[i]->n : 1;
-      if (clouds[i] != NULL)
-        memcpy(origins[i], clouds[i]->origin, sizeof origins[i]);
-      else
-        origins[i][0] = origins[i][1] = origins[i][2] = 0.0;
+      const hicp_cloud *c = clouds[i];
+      frames[i] = c != NULL ? c->xyz : NULL;
+      counts[i] = c != NULL ? c->n : 1;
+      memcpy(origins[i], c != NULL ? c->origin : zero, sizeof origins[i]);
     }
     rc = batch_run(ctx, m, frames, counts, (const double(*)[3])origins, nframes, opts, bopts,
                    inits, results);
