@@ -469,11 +469,11 @@ static int is_separator(int c)
   return c == ' ' || c == '\t' || c == ',' || c == ';' || c == '\r' || c == '\n';
 }
 
-/* Ends the token tok[0 .. len) and adds its number to v[n]; 1 if it is not
- * a finite number or there are already 16. */
 /* Why a transform file is refused (cli_read_transform). */
 enum { XF_OK, XF_NOT_NUMBER, XF_NOT_FINITE, XF_TOO_MANY, XF_NOT_TEXT };
 
+/* Ends the token tok[0 .. len) and adds its number to v[n]; XF_OK, or why
+ * it cannot (tok then holds the token). */
 static int take_number(char *tok, size_t len, double v[16], int *n)
 {
   tok[len] = '\0';
@@ -529,17 +529,17 @@ int cli_read_transform(const char *path, hicp_transform *t)
     cli_error("cannot read %s: %s", path, strerror(read_error));
     return -1;
   }
-  if (bad == XF_NOT_NUMBER || bad == XF_NOT_FINITE) {
-    cli_error("%s: value %d, '%s', is %s (a transform is 16 (4x4) or 12 (3x4) numbers)", path,
-              n + 1, tok, bad == XF_NOT_NUMBER ? "not a number" : "not finite");
+  if (bad == XF_NOT_NUMBER || bad == XF_NOT_FINITE || bad == XF_NOT_TEXT) {
+    char quoted[sizeof tok + 8] = ""; /* the token, when it was read whole */
+    if (bad != XF_NOT_TEXT)
+      snprintf(quoted, sizeof quoted, ", '%s',", tok);
+    cli_error("%s: value %d%s is %s (a transform is 16 (4x4) or 12 (3x4) numbers)", path, n + 1,
+              quoted, bad == XF_NOT_NUMBER   ? "not a number"
+                      : bad == XF_NOT_FINITE ? "not finite"
+                                             : "not text or longer than any number");
     return -1;
   }
-  if (bad == XF_NOT_TEXT) {
-    cli_error("%s: value %d is not text or longer than any number (a transform is 16 (4x4) or "
-              "12 (3x4) numbers)", path, n + 1);
-    return -1;
-  }
-  if (bad || (n != 16 && n != 12)) {
+  if (bad == XF_TOO_MANY || (n != 16 && n != 12)) {
     cli_error("%s: expected 16 (4x4) or 12 (3x4) numbers for a transform%s", path,
               bad == XF_TOO_MANY ? ", found more" : "");
     return -1;
