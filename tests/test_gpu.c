@@ -581,15 +581,24 @@ static void *cancel_after_100ms(void *ctx)
   return NULL;
 }
 
-/* A cloud of N normal points (seed 41), its model, and a scan of it turned
- * (4, -3, 5) degrees, moved 0.05 and noisy: seconds of work at 200,000
- * iterations, which *o asks for (no early stop).  *gc is a CUDA context
- * that has registered the scan for one iteration, so that the device, the
- * kernel and the model are ready: a cancel during that set-up stops before
- * the first iteration (seen on an H200: 0 iterations), which would not show
- * that the kernel itself hears it. */
+/* A cloud of LONG_N normal points (seed 41), its model m, and a scan s of
+ * it turned (4, -3, 5) degrees, moved 0.05 and noisy: seconds of work at
+ * 200,000 iterations, which o asks for (no early stop).  gc is a CUDA
+ * context that has registered the scan for one iteration, so that the
+ * device, the kernel and the model are ready: a cancel during that set-up
+ * stops before the first iteration (seen on an H200: 0 iterations), which
+ * would not show that the kernel itself hears it.  gpu: for the test's
+ * result. */
 enum { LONG_N = 3000 };
-static hicp_model *long_case(float **scan, hicp_reg_options *o, hicp_context **gc)
+struct long_case {
+  hicp_model *m;
+  float *s;
+  hicp_reg_options o;
+  hicp_context *gc;
+  hicp_result gpu;
+};
+
+static void long_case_make(struct long_case *c)
 {
   th_rng r;
   th_rng_seed(&r, 41);
@@ -603,35 +612,42 @@ static hicp_model *long_case(float **scan, hicp_reg_options *o, hicp_context **g
     for (int d = 0; d < 3; d++)
       s[3 * i + d] = (float)(R[3 * d] * p[3 * i] + R[3 * d + 1] * p[3 * i + 1] +
                              R[3 * d + 2] * p[3 * i + 2] + 0.05 + 0.01 * th_normal(&r));
-  hicp_model *m = model_of(p, LONG_N);
+  c->m = model_of(p, LONG_N);
   free(p);
-  *scan = s;
-  hicp_reg_options_init(o);
-  o->max_iter = 1;
-  o->tol = 0;
-  *gc = th_context(1, HICP_BACKEND_CUDA);
-  hicp_result one;
-  hicp_result_init(&one);
-  cr_assert_eq(hicp_register(*gc, m, s, LONG_N, o, NULL, &one), 0, "%s",
-               hicp_context_error(*gc));
-  cr_assert_eq(one.backend, HICP_BACKEND_CUDA);
-  o->max_iter = 200000;
-  return m;
+  c->s = s;
+  hicp_reg_options_init(&c->o);
+  c->o.max_iter = 1;
+  c->o.tol = 0;
+  c->gc = th_context(1, HICP_BACKEND_CUDA);
+  hicp_result_init(&c->gpu);
+  cr_assert_eq(hicp_register(c->gc, c->m, s, LONG_N, &c->o, NULL, &c->gpu), 0, "%s",
+               hicp_context_error(c->gc));
+  cr_assert_eq(c->gpu.backend, HICP_BACKEND_CUDA);
+  c->o.max_iter = 200000;
 }
 
-/* The CPU's transform after as many iterations as @p gpu ran. */
-static void cpu_agrees(const hicp_model *m, const float *s, size_t n, hicp_reg_options o,
-                       const hicp_result *gpu, const char *what)
+static void long_case_free(struct long_case *c)
+{
+  hicp_context_destroy(c->gc);
+  hicp_model_destroy(c->m);
+  free(c->s);
+}
+
+/* c->gpu is the CPU's transform after as many iterations as it ran, with
+ * c->o but no time budget. */
+static void cpu_agrees(const struct long_case *c, const char *what)
 {
   hicp_context *cc = th_context(2, HICP_BACKEND_CPU);
   hicp_result cpu;
   hicp_result_init(&cpu);
-  o.max_iter = gpu->iterations;
+  hicp_reg_options o = c->o;
+  o.max_iter = c->gpu.iterations;
   o.time_budget_ms = 0;
-  cr_assert_eq(hicp_register(cc, m, s, n, &o, NULL, &cpu), 0, "%s", hicp_context_error(cc));
-  cr_assert_eq(cpu.iterations, gpu->iterations);
-  cr_assert(memcmp(&cpu.transform, &gpu->transform, sizeof cpu.transform) == 0,
-            "%s after %d iterations: not the CPU's transform", what, gpu->iterations);
+  cr_assert_eq(hicp_register(cc, c->m, c->s, LONG_N, &o, NULL, &cpu), 0, "%s",
+               hicp_context_error(cc));
+  cr_assert_eq(cpu.iterations, c->gpu.iterations);
+  cr_assert(memcmp(&cpu.transform, &c->gpu.transform, sizeof cpu.transform) == 0,
+            "%s after %d iterations: not the CPU's transform", what, c->gpu.iterations);
   hicp_context_destroy(cc);
 }
 
@@ -643,25 +659,20 @@ static void cpu_agrees(const hicp_model *m, const float *s, size_t n, hicp_reg_o
 Test(gpu, cancel_reaches_the_kernel, .timeout = 120)
 {
   need_gpu();
-  enum { N = LONG_N };
-  float *s;
-  hicp_reg_options o;
-  hicp_context *gc;
-  hicp_model *m = long_case(&s, &o, &gc);
-  hicp_result gpu;
-  hicp_result_init(&gpu);
+  struct long_case c;
+  long_case_make(&c);
   pthread_t t;
-  cr_assert_eq(pthread_create(&t, NULL, cancel_after_100ms, gc), 0);
-  cr_assert_eq(hicp_register(gc, m, s, N, &o, NULL, &gpu), 0, "%s", hicp_context_error(gc));
+  cr_assert_eq(pthread_create(&t, NULL, cancel_after_100ms, c.gc), 0);
+  cr_assert_eq(hicp_register(c.gc, c.m, c.s, LONG_N, &c.o, NULL, &c.gpu), 0, "%s",
+               hicp_context_error(c.gc));
   pthread_join(t, NULL);
-  cr_assert_eq(gpu.backend, HICP_BACKEND_CUDA);
-  cr_assert_eq(gpu.stop, HICP_STOP_CANCELED, "stopped by %s after %d iterations",
-               hicp_stop_name(gpu.stop), gpu.iterations);
-  cr_assert(gpu.iterations > 0 && gpu.iterations < o.max_iter, "%d iterations", gpu.iterations);
-  cpu_agrees(m, s, N, o, &gpu, "cancelled");
-  hicp_context_destroy(gc);
-  hicp_model_destroy(m);
-  free(s);
+  cr_assert_eq(c.gpu.backend, HICP_BACKEND_CUDA);
+  cr_assert_eq(c.gpu.stop, HICP_STOP_CANCELED, "stopped by %s after %d iterations",
+               hicp_stop_name(c.gpu.stop), c.gpu.iterations);
+  cr_assert(c.gpu.iterations > 0 && c.gpu.iterations < c.o.max_iter, "%d iterations",
+            c.gpu.iterations);
+  cpu_agrees(&c, "cancelled");
+  long_case_free(&c);
 }
 
 struct long_run {
@@ -698,34 +709,32 @@ Test(gpu, time_budget_counts_from_the_call, .timeout = 120)
 {
   need_gpu();
   enum { N = LONG_N, BIG = 1 << 20 };
-  float *s;
-  hicp_reg_options o;
-  hicp_context *gc;
-  hicp_model *m = long_case(&s, &o, &gc);
-  hicp_result gpu;
-  hicp_result_init(&gpu);
+  struct long_case c;
+  long_case_make(&c);
 
   /* Alone on the device: stopped by the kernel's own count. */
-  o.time_budget_ms = 30;
+  c.o.time_budget_ms = 30;
   double t0 = hicp__now_ms();
-  cr_assert_eq(hicp_register(gc, m, s, N, &o, NULL, &gpu), 0, "%s", hicp_context_error(gc));
+  cr_assert_eq(hicp_register(c.gc, c.m, c.s, N, &c.o, NULL, &c.gpu), 0, "%s",
+               hicp_context_error(c.gc));
   double took = hicp__now_ms() - t0;
-  cr_assert_eq(gpu.stop, HICP_STOP_TIMEOUT, "stopped by %s after %d iterations",
-               hicp_stop_name(gpu.stop), gpu.iterations);
-  cr_assert(gpu.iterations > 1 && gpu.iterations < o.max_iter, "%d iterations", gpu.iterations);
+  cr_assert_eq(c.gpu.stop, HICP_STOP_TIMEOUT, "stopped by %s after %d iterations",
+               hicp_stop_name(c.gpu.stop), c.gpu.iterations);
+  cr_assert(c.gpu.iterations > 1 && c.gpu.iterations < c.o.max_iter, "%d iterations",
+            c.gpu.iterations);
   cr_assert_lt(took, 1000.0, "a 30 ms budget took %.1f ms", took);
-  cpu_agrees(m, s, N, o, &gpu, "out of time");
+  cpu_agrees(&c, "out of time");
 
   /* Queued behind a kernel that fills the device until it is cancelled. */
   float *big = malloc(sizeof(float) * 3 * (size_t)BIG);
   cr_assert_not_null(big);
   for (size_t i = 0; i < BIG; i++)
-    memcpy(&big[3 * i], &s[3 * (i % N)], sizeof(float) * 3);
-  struct long_run a = {.ctx = th_context(1, HICP_BACKEND_CUDA), .m = m, .s = big, .n = BIG};
+    memcpy(&big[3 * i], &c.s[3 * (i % N)], sizeof(float) * 3);
+  struct long_run a = {.ctx = th_context(1, HICP_BACKEND_CUDA), .m = c.m, .s = big, .n = BIG};
   hicp_reg_options_init(&a.o);
   a.o.max_iter = 1;
   hicp_result_init(&a.res);
-  cr_assert_eq(hicp_register(a.ctx, m, big, BIG, &a.o, NULL, &a.res), 0, "%s",
+  cr_assert_eq(hicp_register(a.ctx, c.m, big, BIG, &a.o, NULL, &a.res), 0, "%s",
                hicp_context_error(a.ctx));
   a.o.max_iter = 200000;
   a.o.tol = 0;
@@ -733,9 +742,10 @@ Test(gpu, time_budget_counts_from_the_call, .timeout = 120)
   cr_assert_eq(pthread_create(&ta, NULL, long_run_main, &a), 0);
   usleep(200000);
   cr_assert_eq(pthread_create(&tc, NULL, cancel_after_600ms, a.ctx), 0);
-  o.time_budget_ms = 50;
+  c.o.time_budget_ms = 50;
   t0 = hicp__now_ms();
-  cr_assert_eq(hicp_register(gc, m, s, N, &o, NULL, &gpu), 0, "%s", hicp_context_error(gc));
+  cr_assert_eq(hicp_register(c.gc, c.m, c.s, N, &c.o, NULL, &c.gpu), 0, "%s",
+               hicp_context_error(c.gc));
   took = hicp__now_ms() - t0;
   pthread_join(tc, NULL);
   pthread_join(ta, NULL);
@@ -744,16 +754,14 @@ Test(gpu, time_budget_counts_from_the_call, .timeout = 120)
                hicp_stop_name(a.res.stop));
   cr_assert_gt(took, 300.0, "the registration took %.1f ms: it did not wait for the long run's "
                "kernel, so the test shows nothing", took);
-  cr_assert_eq(gpu.stop, HICP_STOP_TIMEOUT, "stopped by %s after %d iterations",
-               hicp_stop_name(gpu.stop), gpu.iterations);
-  cr_assert_leq(gpu.iterations, 1, "%d iterations after a %.1f ms wait, for a budget of 50 ms",
-                gpu.iterations, took);
-  cpu_agrees(m, s, N, o, &gpu, "out of time after a wait");
+  cr_assert_eq(c.gpu.stop, HICP_STOP_TIMEOUT, "stopped by %s after %d iterations",
+               hicp_stop_name(c.gpu.stop), c.gpu.iterations);
+  cr_assert_leq(c.gpu.iterations, 1, "%d iterations after a %.1f ms wait, for a budget of 50 ms",
+                c.gpu.iterations, took);
+  cpu_agrees(&c, "out of time after a wait");
   hicp_context_destroy(a.ctx);
-  hicp_context_destroy(gc);
-  hicp_model_destroy(m);
   free(big);
-  free(s);
+  long_case_free(&c);
 }
 
 /* Faults: "cuda" fails cleanly with the right code; "auto" and "hybrid"
