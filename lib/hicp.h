@@ -588,7 +588,10 @@ HICP_API void hicp_nn_options_init_sized(hicp_nn_options *opts, size_t size);
 /** Walk statistics of a batch of queries: the work done, not part of the
  * answer.  A registration's are the same for any thread count and on every
  * backend: the CPU and a GPU start each walk at the same vertex and take
- * the same steps. */
+ * the same steps.  Unlike the option and result structs it has no
+ * struct_size: hicp_nn_query() fills it whole, so its layout is fixed for
+ * this library's major version, and statistics added later will come in a
+ * struct of their own. */
 typedef struct hicp_walk_stats {
   uint64_t queries;  /**< queries answered by a walk */
   uint64_t steps;    /**< vertices moved to, summed over queries */
