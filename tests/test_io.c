@@ -427,6 +427,14 @@ Test(io, xyz_variants)
   hicp_cloud_destroy(c);
   c = read_ok(write_text(dir, "p.txt", "// exported\n1.5;-2;3e-2\n4;5;6\n"), want, 2);
   hicp_cloud_destroy(c);
+  /* one separator kind a line, padded with blanks or not; after z, other
+   * columns of any kind, a trailing separator, a comment after blanks */
+  c = read_ok(write_text(dir, "q.csv", "1.5 ; -2;3e-2;a,b\n4;5;6;\n"), want, 2);
+  hicp_cloud_destroy(c);
+  c = read_ok(write_text(dir, "q.xyz", "1.5 -2 3e-2 # first\n4 5 6 1 0 0\n"), want, 2);
+  hicp_cloud_destroy(c);
+  c = read_ok(write_text(dir, "q.txt", "1.5,-2,3e-2,,\n4 ,5, 6\n"), want, 2);
+  hicp_cloud_destroy(c);
 }
 
 Test(io, real_files)
@@ -710,6 +718,17 @@ static const bad_case misread_cases[] = {
     BAD("blocks.pts", "1\n1 2 3\n4 5 6\n2\n7 8 9\n", HICP_EFORMAT,
         "line 1: a count of 1 points, but 2 follow"),
     BAD("lone.xyz", "3\n1 2 3\n", HICP_EFORMAT, "line 1: expected 3 coordinates, found 1"),
+    /* (stop 47: a decimal comma, as a spreadsheet writes in most of Europe,
+     * was read as other points: "1,5;2,5;3,5" as (1, 5, 2)) */
+    BAD("dec1.csv", "1,5;2,5;3,5\n4,5;5,5;6,5\n", HICP_EFORMAT,
+        "line 1: fields separated by both ',' and ';' (a decimal comma?"),
+    BAD("dec2.xyz", "1 2 3\n1,5 2,5 3,5\n", HICP_EFORMAT,
+        "line 2: fields separated by both ',' and blanks"),
+    BAD("dec3.csv", "1;2;3,5\n", HICP_EFORMAT, "line 1: fields separated by both ';' and ','"),
+    BAD("dec4.xyz", "1 2 3,5\n", HICP_EFORMAT, "line 1: fields separated by both blanks and ','"),
+    BAD("dec5.csv", "1,;2,3\n", HICP_EFORMAT, "line 1: field 2 is empty"),
+    BAD("gap.csv", "1,,2,3\n", HICP_EFORMAT, "line 1: field 2 is empty"),
+    BAD("lead.csv", ",1,2,3\n", HICP_EFORMAT, "line 1: field 1 is empty"),
 };
 
 Test(io, misread_inputs_table)

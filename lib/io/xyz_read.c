@@ -1,6 +1,10 @@
 /* xyz_read.c: text point lists (.xyz, .txt, .csv, .pts, .asc): the first
  * three numbers of each line are x, y, z; further columns (normals, colours)
- * are ignored.  Separators: blanks, commas, semicolons.  Blank lines and
+ * are ignored.  Separators: blanks, commas, semicolons, one kind a line
+ * (blanks may pad a comma or semicolon): a line that mixes them, as a
+ * decimal comma does ("1,5;2,5;3,5" or "1,5 2,5 3,5"), is refused rather
+ * than read as other numbers, and so is an empty field (",," or a leading
+ * comma), which is a missing value, not a separator.  Blank lines and
  * lines starting with '#' or '//' are skipped; one header line of names
  * ("x,y,z") is allowed before the first point, a line whose first word is
  * not a number (a line that starts with one and then fails is an error,
@@ -20,6 +24,48 @@
 static int comment_line(const hicp__text *t)
 {
   return t->p < t->end && (*t->p == '#' || (*t->p == '/' && t->p + 1 < t->end && t->p[1] == '/'));
+}
+
+/* Moves past the blanks, commas and semicolons before a field; *kind gets
+ * the separator's kind (' ' for blanks alone, ',' or ';'), and the result
+ * is how many commas and semicolons it held (more than one: a field was
+ * empty; two different ones: kind 'x'). */
+static int skip_separator(hicp__text *t, char *kind)
+{
+  int marks = 0;
+  *kind = ' ';
+  hicp__text_skip_blanks(t);
+  while (t->p < t->end && (*t->p == ',' || *t->p == ';')) {
+    *kind = marks == 0 || *t->p == *kind ? (char)*t->p : 'x';
+    marks++;
+    t->p++;
+    hicp__text_skip_blanks(t);
+  }
+  return marks;
+}
+
+static const char *kind_name(char kind)
+{
+  return kind == ' ' ? "blanks" : kind == ',' ? "','" : "';'";
+}
+
+/* A field separator of another kind than the line's first (sep, or 0
+ * before the line's second field): a decimal comma, most likely. */
+static int check_separator(hicp__text *t, char *sep, char kind)
+{
+  if (*sep == 0)
+    *sep = kind;
+  if (kind == *sep)
+    return HICP_OK;
+  if (kind == 'x' || *sep == 'x')
+    return hicp__fail(t->ctx, HICP_EFORMAT,
+                      "%s line %zu: ',' and ';' between the same two fields (a decimal comma? "
+                      "numbers are read with a decimal point)",
+                      t->name, t->line);
+  return hicp__fail(t->ctx, HICP_EFORMAT,
+                    "%s line %zu: fields separated by both %s and %s (a decimal comma? numbers "
+                    "are read with a decimal point)",
+                    t->name, t->line, kind_name(*sep), kind_name(kind));
 }
 
 int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,
@@ -53,17 +99,20 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
     }
     double v[3];
     char tok[128];
+    char sep = 0; /* the line's separator kind, from its second field */
     int k = 0;
     for (; k < 3; k++) {
-      hicp__text_skip_blanks(&t);
-      while (t.p < t.end && (*t.p == ',' || *t.p == ';')) {
-        t.p++;
-        hicp__text_skip_blanks(&t);
-      }
+      char kind;
+      const int marks = skip_separator(&t, &kind);
       if ((rc = hicp__text_check_nul(&t)) != HICP_OK)
         return rc;
       if (hicp__text_at_eol(&t, 0))
         break;
+      if (marks > (k > 0))
+        return hicp__fail(ctx, HICP_EFORMAT, "%s line %zu: field %d is empty", name, t.line,
+                          k + 1);
+      if (k > 0 && (rc = check_separator(&t, &sep, kind)) != HICP_OK)
+        return rc;
       if ((rc = hicp__text_number_token(&t, ",;", "a number", tok, sizeof tok)) != HICP_OK)
         return rc;
       int prc = hicp__parse_double(tok, &v[k]);
@@ -94,6 +143,13 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
       return hicp__fail(ctx, HICP_EFORMAT, "%s line %zu: expected 3 coordinates, found %d", name,
                         t.line, k);
     if (k == 3) {
+      /* a fourth column after a comma or semicolon of another kind:
+       * "1;2;3,5" is z = 3.5 with a decimal comma, not 3 and a column to
+       * ignore (blanks before a comment or a label are not checked) */
+      char kind;
+      if (skip_separator(&t, &kind) > 0 && !hicp__text_at_eol(&t, 0) &&
+          (rc = check_separator(&t, &sep, kind)) != HICP_OK)
+        return rc;
       memcpy(&out->xyz[3 * out->n], v, sizeof v);
       out->n++;
       seen_data = 1;
