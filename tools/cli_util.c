@@ -710,6 +710,19 @@ int cli_commit_outputs(cli_output *outs, int n)
     cli_finish(CLI_OK); /* says so */
     return -1;
   }
+  /* every file ready before any replaces its target: one that cannot be
+   * leaves the others' targets as they were */
+  for (int i = 0; i < n; i++) {
+    const char *why = outs[i].path != NULL ? hicp__outfile_ready(&outs[i].o) : NULL;
+    if (why != NULL) {
+      cli_error("cannot write %s: %s", outs[i].path, why);
+      for (int j = 0; j < n; j++)
+        cli_output_abort(&outs[j]);
+      return -1;
+    }
+    if (outs[i].watched == 0)
+      watch_temp(&outs[i]); /* a nameless temporary file has its name now */
+  }
   for (int i = 0; i < n; i++) {
     if (outs[i].path == NULL)
       continue;
@@ -717,6 +730,8 @@ int cli_commit_outputs(cli_output *outs, int n)
     unwatch_temp(&outs[i]);
     if (why != NULL) {
       cli_error("cannot write %s: %s", outs[i].path, why);
+      for (int j = i + 1; j < n; j++)
+        cli_output_abort(&outs[j]);
       return -1;
     }
   }

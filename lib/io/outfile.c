@@ -16,11 +16,17 @@ static const char *out_of_memory = "out of memory";
 
 /* A name for the temporary file: the target's, ".tmp", the process and a
  * count.  Unique among live processes; a name left behind by a crashed one
- * is skipped (O_EXCL or link's EEXIST, and the next count). */
+ * is skipped (O_EXCL or link's EEXIST, and the next count).  Of a target's
+ * last component, the first 200 bytes at most: its own may take a file
+ * system's 255, and the suffix (up to 25 bytes) must not make it too long. */
 static void temporary_name(char *tmp, size_t size, const char *target)
 {
   static atomic_uint count;
-  snprintf(tmp, size, "%s.tmp%ld.%u", target, (long)getpid(), atomic_fetch_add(&count, 1));
+  const char *slash = strrchr(target, '/');
+  const size_t dir = slash != NULL ? (size_t)(slash + 1 - target) : 0;
+  const size_t base = strlen(target + dir);
+  snprintf(tmp, size, "%.*s%.*s.tmp%ld.%u", (int)dir, target, (int)(base < 200 ? base : 200),
+           target + dir, (long)getpid(), atomic_fetch_add(&count, 1));
 }
 
 /* A stream on a copy of fd (close-on-exec), so that closing the stream
@@ -188,6 +194,27 @@ static const char *open_new(hicp__outfile *o, const char *path)
   return open_temporary(o, path, -1);
 }
 
+/* Whether the rename at the commit may replace `target` (st: its status):
+ * in a sticky directory (/tmp's mode 1777) only the file's owner, the
+ * directory's or root may, though another user may write the file in
+ * place.  Refused here, before any work, rather than at the commit: NULL
+ * or why not. */
+static const char *replaceable(const char *target, const struct stat *st)
+{
+  const uid_t me = geteuid();
+  if (me == 0 || st->st_uid == me)
+    return NULL;
+  const char *slash = strrchr(target, '/');
+  char *dir = slash == NULL ? strdup(".") : strndup(target, slash == target ? 1 : (size_t)(slash - target));
+  if (dir == NULL)
+    return out_of_memory;
+  struct stat ds;
+  const int sticky = stat(dir, &ds) == 0 && (ds.st_mode & S_ISVTX) != 0 && ds.st_uid != me;
+  free(dir);
+  return sticky ? "another user's file in a sticky directory, which only its owner may replace"
+                : NULL;
+}
+
 /* An existing regular file: replaced with its permissions, group and (as
  * root) owner kept (not a set-user-ID or set-group-ID bit).  Through a link,
  * the file the link names is replaced, so that the link stays one. */
@@ -196,12 +223,16 @@ static const char *open_regular(hicp__outfile *o, const char *path, const struct
   struct stat lst;
   const char *why;
   if (lstat(path, &lst) != 0 || !S_ISLNK(lst.st_mode)) {
-    why = open_temporary(o, path, (int)(st->st_mode & 0777));
+    why = replaceable(path, st);
+    if (why == NULL)
+      why = open_temporary(o, path, (int)(st->st_mode & 0777));
   } else {
     char *real = realpath(path, NULL);
     if (real == NULL)
       return errno == ENOMEM ? out_of_memory : strerror(errno);
-    why = open_temporary(o, real, (int)(st->st_mode & 0777));
+    why = replaceable(real, st);
+    if (why == NULL)
+      why = open_temporary(o, real, (int)(st->st_mode & 0777));
     free(real);
   }
   /* Its group too (a shared file of a project's group stays the group's),
@@ -285,15 +316,23 @@ static const char *name_nameless(hicp__outfile *o)
   return strerror(e);
 }
 
-const char *hicp__outfile_commit(hicp__outfile *o)
+const char *hicp__outfile_ready(hicp__outfile *o)
 {
   const char *why = hicp__outfile_close(o);
   if (why != NULL)
     return why;
-  if (o->nameless && (why = name_nameless(o)) != NULL) {
+  if (o->nameless && o->tmp == NULL && (why = name_nameless(o)) != NULL) {
     hicp__outfile_abort(o);
     return why;
   }
+  return NULL;
+}
+
+const char *hicp__outfile_commit(hicp__outfile *o)
+{
+  const char *why = hicp__outfile_ready(o);
+  if (why != NULL)
+    return why;
   if (o->tmp != NULL && rename(o->tmp, o->target) != 0) {
     why = strerror(errno);
     hicp__outfile_abort(o);

@@ -54,7 +54,13 @@ const char *hicp__outfile_name(const hicp__outfile *o, const char *path);
 /* Flushes, syncs (a temporary file) and closes the stream.  A temporary
  * file is kept, complete, until hicp__outfile_commit or _abort. */
 const char *hicp__outfile_close(hicp__outfile *o);
-/* Puts the temporary file in place of its target (nothing to do in place). */
+/* Everything but the rename: closes the stream and gives a nameless
+ * temporary file its name, so that a program writing several files can
+ * see them all ready before it replaces any (what remains, a rename in the
+ * target's own directory, fails only with the disk). */
+const char *hicp__outfile_ready(hicp__outfile *o);
+/* Puts the temporary file in place of its target (nothing to do in place);
+ * hicp__outfile_ready first, where it was not called. */
 const char *hicp__outfile_commit(hicp__outfile *o);
 /* Gives up in any state: closes the stream, removes the temporary file. */
 void hicp__outfile_abort(hicp__outfile *o);
