@@ -178,6 +178,18 @@ assert all(d['converged'] and d['stop'] == 'mse-change' for d in lines), lines
   { echo "$tmp/f1.ply"; printf '%05000d\n' 0; } > "$tmp/long.txt"
   check "track --from-list with an over-long line exits 1" 1 "$bin" track "$tmp/bunny.hicpm" --from-list "$tmp/long.txt"
   one_line_error "long.txt:2: line longer than"
+  # (stop 47) lone-CR and CRLF line ends: every frame, where fgets read a
+  # lone-CR list as one line and ran its first frame only, with exit 0
+  printf '%s\r' "$tmp/f1.ply" "# a comment" "$tmp/f2.ply" "$tmp/f3.ply" > "$tmp/cr.txt"
+  printf '%s\r\n' "$tmp/f4.ply" "" "$tmp/f3.ply" > "$tmp/crlf.txt"
+  check "track --from-list with lone-CR line ends" 0 "$bin" track "$tmp/bunny.hicpm" --from-list "$tmp/cr.txt" --json
+  [ "$(wc -l < "$tmp/out")" -eq 3 ] && ok "three frames from the lone-CR list" || notok "three frames from the lone-CR list ($(wc -l < "$tmp/out"))"
+  check "track --from-list with CRLF line ends" 0 "$bin" track "$tmp/bunny.hicpm" --from-list "$tmp/crlf.txt" --json
+  [ "$(wc -l < "$tmp/out")" -eq 2 ] && ok "two frames from the CRLF list" || notok "two frames from the CRLF list"
+  printf '%s\n' "$tmp/f1.ply" > "$tmp/nul.txt"
+  printf 'f2\000.ply\n' >> "$tmp/nul.txt"
+  check "track --from-list with a NUL byte exits 1" 1 "$bin" track "$tmp/bunny.hicpm" --from-list "$tmp/nul.txt"
+  one_line_error "nul.txt:2: a NUL byte"
   # --independent: every frame starts from --init (with no iteration, the
   # result is the start)
   "$bin" perturb "$bunny" -o "$tmp/f0.ply" --rotate 3,2,1 --truth "$tmp/init.txt" >/dev/null 2>&1

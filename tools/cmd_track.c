@@ -46,9 +46,29 @@ static void free_list(char **names, size_t n)
   free(names);
 }
 
+/* Appends a copy of name to *list (count names, room for *cap); 0 or -1. */
+static int add_name(char ***list, size_t *count, size_t *cap, const char *name)
+{
+  if (*count == *cap) {
+    const size_t ncap = *cap == 0 ? 64 : 2 * *cap;
+    char **grown = realloc(*list, sizeof *grown * ncap);
+    if (grown == NULL)
+      return -1;
+    *list = grown;
+    *cap = ncap;
+  }
+  char *copy = strdup(name);
+  if (copy == NULL)
+    return -1;
+  (*list)[(*count)++] = copy;
+  return 0;
+}
+
 /* Frame file names: the lines of a list file, but empty lines and lines
- * that begin with '#'.  A line longer than a path can be is an error, not
- * two names. */
+ * that begin with '#'.  Lines end as in the library's text readers: "\n",
+ * "\r\n" or a lone "\r" (an old Mac's), which fgets would have taken for
+ * one long line.  A line longer than a path can be is an error, not two
+ * names, and a NUL byte marks a file that is no list. */
 static int read_list(const char *path, char ***names, size_t *n)
 {
   FILE *f = fopen(path, "r");
@@ -56,36 +76,39 @@ static int read_list(const char *path, char ***names, size_t *n)
     cli_error("cannot open %s: %s", path, strerror(errno));
     return -1;
   }
-  size_t cap = 0, count = 0, lineno = 0;
+  size_t cap = 0, count = 0, lineno = 1, len = 0;
   char **list = NULL;
   char line[4096];
   int rc = 0;
-  while (fgets(line, sizeof line, f) != NULL) {
-    lineno++;
-    const size_t len = strcspn(line, "\r\n");
-    if (line[len] == '\0' && !feof(f)) {
-      cli_error("%s:%zu: line longer than %zu characters", path, lineno, sizeof line - 2);
-      rc = -1;
-      break;
-    }
-    line[len] = '\0';
-    if (line[0] == '\0' || line[0] == '#')
-      continue;
-    if (count == cap) {
-      const size_t ncap = cap == 0 ? 64 : 2 * cap;
-      char **grown = realloc(list, sizeof *grown * ncap);
-      if (grown != NULL) {
-        list = grown;
-        cap = ncap;
+  for (;;) {
+    const int c = getc(f);
+    if (c == EOF || c == '\n' || c == '\r') {
+      if (c == '\r') {
+        const int next = getc(f);
+        if (next != '\n' && next != EOF)
+          ungetc(next, f);
       }
-    }
-    char *name = count < cap ? strdup(line) : NULL;
-    if (name == NULL) {
-      cli_error("%s: out of memory after %zu frame names", path, count);
+      line[len] = '\0';
+      if (len > 0 && line[0] != '#' && add_name(&list, &count, &cap, line) != 0) {
+        cli_error("%s: out of memory after %zu frame names", path, count);
+        rc = -1;
+        break;
+      }
+      if (c == EOF)
+        break;
+      lineno++;
+      len = 0;
+    } else if (c == '\0') {
+      cli_error("%s:%zu: a NUL byte: not a list of file names", path, lineno);
       rc = -1;
       break;
+    } else if (len == sizeof line - 1) {
+      cli_error("%s:%zu: line longer than %zu characters", path, lineno, sizeof line - 1);
+      rc = -1;
+      break;
+    } else {
+      line[len++] = (char)c;
     }
-    list[count++] = name;
   }
   if (rc == 0 && ferror(f)) {
     cli_error("cannot read %s: %s", path, strerror(errno != 0 ? errno : EIO));
