@@ -508,6 +508,12 @@ HICP_API int hicp_model_save(hicp_context *ctx, const hicp_model *model, const c
 /**
  * Loads a model saved by hicp_model_save().  Corrupted, truncated or foreign
  * files (other version, other byte order) are refused with ::HICP_EFORMAT.
+ * Any file is checked for what a query reads, so none crashes or hangs it;
+ * but the checksums find damage, not forgery, and that the graph is the
+ * points' Delaunay graph is not checked: answers are exact for the files
+ * hicp_model_save() wrote.  Build a model from an untrusted source's points
+ * instead (hicp_model_open()'s @c validate checks the graph's other
+ * invariants, at several times the load's time).
  * The file is read into memory (its size, charged to the context's memory
  * limit: ::HICP_ELIMIT) and not used after: the model is unaffected if the
  * file is later changed, replaced or removed.

@@ -4,7 +4,7 @@
  *
  * Balanced: each node splits its points at the median of its widest axis,
  * so depth is at most ceil(log2(nv)) and the searches' fixed stacks
- * (HICP_KD_MAX_DEPTH) never overflow.  Leaves hold at most LEAF_SIZE points,
+ * (HICP_KD_MAX_DEPTH) never overflow.  Leaves hold at most HICP_KD_LEAF_SIZE points,
  * stored contiguously (kd_pts) so a leaf scan reads consecutive memory. */
 #include "config.h"
 
@@ -13,8 +13,6 @@
 #include <string.h>
 
 #include "model.h"
-
-#define LEAF_SIZE 8
 
 typedef struct builder {
   const hicp__vtx *vtx;
@@ -93,7 +91,7 @@ static uint32_t new_pair(builder *b)
 static void build_node(builder *b, uint32_t node, uint32_t lo, uint32_t hi)
 {
   hicp__kdnode *nd = &b->nodes[node];
-  if (hi - lo <= LEAF_SIZE) {
+  if (hi - lo <= HICP_KD_LEAF_SIZE) {
     nd->dim = HICP_KD_LEAF;
     nd->first = lo;
     nd->count = hi - lo;
@@ -134,9 +132,9 @@ static void build_node(builder *b, uint32_t node, uint32_t lo, uint32_t hi)
 int hicp__kdtree_build(hicp_context *ctx, hicp_model *m)
 {
   uint32_t nv = m->nv;
-  /* A balanced tree with leaves of at least LEAF_SIZE/2 points has fewer
-   * than 4 nv / LEAF_SIZE + 1 leaves; 2 * leaves nodes bound the total. */
-  uint32_t cap = (uint32_t)(8u * (uint64_t)nv / LEAF_SIZE + 3u);
+  /* A balanced tree with leaves of at least HICP_KD_LEAF_SIZE/2 points has fewer
+   * than 4 nv / HICP_KD_LEAF_SIZE + 1 leaves; 2 * leaves nodes bound the total. */
+  uint32_t cap = (uint32_t)(8u * (uint64_t)nv / HICP_KD_LEAF_SIZE + 3u);
   builder b;
   b.vtx = m->vtx;
   b.perm = malloc(sizeof(uint32_t) * nv);

@@ -329,6 +329,9 @@ static int check_indices(hicp_context *ctx, const hicp_model *m, const char *pat
       /* an empty leaf would leave a kd-tree descent without a start */
       if (nd->count == 0 || (uint64_t)nd->first + nd->count > m->nv)
         return hicp__fail(ctx, HICP_EFORMAT, "%s: kd-tree leaf out of range", path);
+      if (nd->count > HICP_KD_LEAF_SIZE)
+        return hicp__fail(ctx, HICP_EFORMAT, "%s: kd-tree leaf of %u points (a build makes %u at most)",
+                          path, (unsigned)nd->count, (unsigned)HICP_KD_LEAF_SIZE);
     } else if (nd->dim > 2 || nd->first <= n || (uint64_t)nd->first + 1 >= m->nkd) {
       /* Children always follow their parent: no cycles, no escape. */
       return hicp__fail(ctx, HICP_EFORMAT, "%s: kd-tree node %u is malformed", path, n);

@@ -282,21 +282,54 @@ Test(model_file, corrupted_files_are_refused)
  * it, so the checksums are computed over the corruption. */
 /* Makes m's kd-tree a chain of `depth` inner nodes, each sending every
  * query left to the next, ending in two leaves that hold every point. */
-static void make_deep(hicp_model *m, uint32_t depth)
+static const hicp__vtx *by_x_vtx;
+static int by_x(const void *a, const void *b)
 {
-  cr_assert_leq(depth + 2, m->nkd);
-  for (uint32_t n = 0; n < depth; n++) {
-    m->kd[n].dim = 0;
-    m->kd[n].split = 1e30f;
-    m->kd[n].first = n + 1;
-    m->kd[n].count = 0;
+  const float xa = by_x_vtx[*(const uint32_t *)a].x, xb = by_x_vtx[*(const uint32_t *)b].x;
+  return (xa > xb) - (xa < xb);
+}
+
+/* A kd-tree `depth` levels deep that still holds every vertex once, in
+ * leaves of at most HICP_KD_LEAF_SIZE points as a build makes them: the
+ * vertices in order of x, a chain of `depth` inner nodes (node 2k, its
+ * children 2k + 1 and 2k + 2) each splitting a leaf off on the left, the
+ * last leaf at the bottom.  Needs depth + 1 <= nv <= 8 (depth + 1).  The
+ * nodes are a new array, returned for the caller to free after the model
+ * (which does not own it). */
+static hicp__kdnode *make_deep(hicp_model *m, uint32_t depth)
+{
+  const uint32_t leaves = depth + 1;
+  cr_assert(m->nv >= leaves && m->nv <= HICP_KD_LEAF_SIZE * leaves, "%u vertices", m->nv);
+  hicp__kdnode *nodes = calloc(2 * (size_t)depth + 1, sizeof *nodes);
+  cr_assert_not_null(nodes);
+  m->kd = nodes;
+  uint32_t *order = malloc(sizeof *order * m->nv);
+  for (uint32_t v = 0; v < m->nv; v++)
+    order[v] = v;
+  by_x_vtx = m->vtx;
+  qsort(order, m->nv, sizeof *order, by_x);
+  for (uint32_t i = 0; i < m->nv; i++) {
+    m->kd_pts[i] = m->vtx[order[i]];
+    m->kd_pts[i].id = order[i];
   }
-  for (uint32_t n = depth; n < depth + 2; n++) {
-    m->kd[n].dim = HICP_KD_LEAF;
-    m->kd[n].first = 0;
-    m->kd[n].count = m->nv;
+  free(order);
+  for (uint32_t k = 0, at = 0; k < leaves; k++) {
+    const uint32_t count = (m->nv - at) / (leaves - k); /* the rest, spread evenly */
+    hicp__kdnode *leaf = &m->kd[k < depth ? 2 * k + 1 : 2 * k];
+    leaf->dim = HICP_KD_LEAF;
+    leaf->first = at;
+    leaf->count = count;
+    leaf->split = 0.0f;
+    at += count;
+    if (k < depth) { /* left: x up to the leaf's last; right: the chain on */
+      m->kd[2 * k].dim = 0;
+      m->kd[2 * k].split = m->kd_pts[at - 1].x;
+      m->kd[2 * k].first = 2 * k + 1;
+      m->kd[2 * k].count = m->nv - leaf->first;
+    }
   }
-  m->nkd = depth + 2;
+  m->nkd = 2 * depth + 1;
+  return nodes;
 }
 
 Test(model_file, forged_files_with_valid_checksums_are_refused)
@@ -320,10 +353,12 @@ Test(model_file, forged_files_with_valid_checksums_are_refused)
                                      "invalid start table",
                                      "invalid start table",
                                      "invalid start table",
-                                     "control characters in the header's text"};
-  for (int k = 0; k < 18; k++) {
-    hicp_model *m = random_model(1000, 1);
+                                     "control characters in the header's text",
+                                     "kd-tree leaf of 901 points (a build makes 8 at most)"};
+  for (int k = 0; k < 19; k++) {
+    hicp_model *m = random_model(k == 10 ? 500 : 1000, 1); /* (make_deep's limit) */
     uint32_t *big = NULL;
+    hicp__kdnode *deep = NULL;
     hicp__kdnode *leaf = m->kd;
     while (leaf->dim != HICP_KD_LEAF)
       leaf = &m->kd[leaf->first];
@@ -338,7 +373,7 @@ Test(model_file, forged_files_with_valid_checksums_are_refused)
     case 7: m->bbox_max[2] = NAN; break;             /* nan in model info --json */
     case 8: m->diag = HUGE_VAL; break;
     case 9: m->build_ms = NAN; break;
-    case 10: make_deep(m, 100); break;               /* a descent ends on an inner node */
+    case 10: deep = make_deep(m, 100); break;               /* a descent ends on an inner node */
     case 11: strcpy(m->fallback, "\x1b]0;owned\x07"); break; /* printed by model info */
     case 12: m->start[m->start_dim[0] + 1] = m->nv; break;  /* a walk from past the end */
     case 13: m->start_inv = NAN; break;               /* every query in cell 0 */
@@ -353,6 +388,12 @@ Test(model_file, forged_files_with_valid_checksums_are_refused)
     case 17: /* a C1 control as UTF-8 writes it: U+009B, CSI on some terminals */
       strcpy(m->fallback, "Qhull \xc2\x9b" "31m failed");
       break;
+    case 18: /* (stop 47) one leaf of every vertex: each kd search a scan */
+      m->kd[0].dim = HICP_KD_LEAF;
+      m->kd[0].first = 0;
+      m->kd[0].count = m->nv;
+      m->nkd = 1;
+      break;
     }
     cr_assert_eq(hicp_model_save(ctx, m, bad), 0, "%s", hicp_context_error(ctx));
     hicp_model *l = NULL;
@@ -362,6 +403,7 @@ Test(model_file, forged_files_with_valid_checksums_are_refused)
               hicp_context_error(ctx));
     hicp_model_destroy(m);
     free(big);
+    free(deep);
   }
   /* a model with a graph always has a start table: one without it (only
    * made by hand) is not saved as a file no reader would accept */
@@ -384,8 +426,8 @@ Test(model_file, deep_kdtree_at_the_limit)
   const char *path = th_path(dir, "deep.hicpm");
   hicp_context *ctx;
   cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
-  hicp_model *m = random_model(1000, 1);
-  make_deep(m, HICP_KD_MAX_DEPTH - 1);
+  hicp_model *m = random_model(500, 1);
+  hicp__kdnode *deep = make_deep(m, HICP_KD_MAX_DEPTH - 1);
   cr_assert_eq(hicp_model_save(ctx, m, path), 0, "%s", hicp_context_error(ctx));
   hicp_model *l = NULL;
   cr_assert_eq(hicp_model_load(ctx, path, &l), 0, "%s", hicp_context_error(ctx));
@@ -404,6 +446,7 @@ Test(model_file, deep_kdtree_at_the_limit)
   }
   hicp_model_destroy(l);
   hicp_model_destroy(m);
+  free(deep);
   hicp_context_destroy(ctx);
 }
 

@@ -27,6 +27,10 @@ typedef struct hicp__kdnode {
 
 #define HICP_KD_LEAF 3u
 #define HICP_KD_MAX_DEPTH 64
+/* Points a leaf holds at most (lib/kdtree.c splits at the median until
+ * then); a model file's larger leaf is forged, and a leaf of them all
+ * would make every kd search a scan of the whole model. */
+#define HICP_KD_LEAF_SIZE 8u
 
 /* Read-only view of a model for the nearest-neighbour code. */
 typedef struct hicp__mview {
