@@ -270,18 +270,6 @@ static void pace_done(const batch_job *j, double ms)
   pthread_mutex_unlock(&p->lock);
 }
 
-static void set_failed(hicp_result *r, uint64_t frame, int code, const char *msg)
-{
-  size_t size = r->struct_size;
-  memset(r, 0, size < sizeof *r ? size : sizeof *r);
-  r->struct_size = size;
-  if (size >= offsetof(hicp_result, frame) + sizeof(uint64_t)) {
-    r->error = code;
-    r->frame = frame;
-    snprintf(r->note, sizeof r->note, "%s", msg);
-  }
-}
-
 /* A batch's results are an array of the caller's hicp_result, whose size
  * is what its header says (struct_size): a program built against an older
  * or newer header than this library's steps through it by that size, not
@@ -334,7 +322,7 @@ static void *batch_worker(void *arg)
     const double t_frame = hicp__now_ms();
     hicp_result *r = result_at(j->results, j->rstride, i);
     if (hicp__canceled(j->ctx)) {
-      set_failed(r, i, HICP_ECANCELED, "canceled before it started");
+      hicp__result_failed(r, i, HICP_ECANCELED, "canceled before it started");
       continue;
     }
     hicp__clear_error(j->cm->ctx);
@@ -348,7 +336,7 @@ static void *batch_worker(void *arg)
                      j->inits != NULL ? &j->inits[i] : NULL, r);
     free(p0);
     if (rc != HICP_OK)
-      set_failed(r, i, rc, hicp_context_error(j->cm->ctx));
+      hicp__result_failed(r, i, rc, hicp_context_error(j->cm->ctx));
     else
       r->frame = i;
     pace_done(j, hicp__now_ms() - t_frame);
@@ -428,7 +416,7 @@ static int fail_all(hicp_context *ctx, hicp_result *results, size_t nframes, int
   for (size_t i = 0; results != NULL && i < nframes; i++) {
     hicp_result *r = result_at(results, rstride, i);
     if (r->struct_size == rstride || (i == 0 && r->struct_size >= RESULT_MIN))
-      set_failed(r, i, rc, hicp_context_error(ctx));
+      hicp__result_failed(r, i, rc, hicp_context_error(ctx));
   }
   return rc;
 }
@@ -488,7 +476,7 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
     for (size_t i = 0; i < nframes && rc == HICP_OK; i++) {
       hicp_result *r = result_at(results, rstride, i);
       if (hicp__canceled(ctx)) {
-        set_failed(r, i, HICP_ECANCELED, "canceled before it started");
+        hicp__result_failed(r, i, HICP_ECANCELED, "canceled before it started");
         continue;
       }
       float *p0 = NULL;
@@ -509,7 +497,7 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
       }
       free(p0);
       if (frc != HICP_OK) {
-        set_failed(r, i, frc, hicp_context_error(ctx));
+        hicp__result_failed(r, i, frc, hicp_context_error(ctx));
         prev_n = 0; /* the next frame starts afresh from the last good pose */
       } else {
         r->frame = i;
@@ -688,7 +676,7 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
     s->prev_n = 0;
   }
   if (rc != HICP_OK)
-    set_failed(r, index, rc, hicp_context_error(cm->ctx));
+    hicp__result_failed(r, index, rc, hicp_context_error(cm->ctx));
   else
     r->frame = index;
 }

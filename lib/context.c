@@ -58,6 +58,7 @@ static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 static void watch_forks(void)
 {
   (void)pthread_atfork(NULL, NULL, note_fork_in_child);
+  hicp__error_watch_forks();
 }
 
 int hicp__team_threads(const hicp_context *ctx)

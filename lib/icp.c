@@ -438,7 +438,9 @@ static void fill_result(const hicp__icp_out *out, const hicp__plan *plan, size_t
   r.walk = out->walk;
   r.time_ms = hicp__now_ms() - t_start;
   snprintf(r.note, sizeof r.note, "%s", note);
-  r.frame = result->frame;
+  /* the frame's index, where the caller's struct (maybe an older, shorter
+   * one: check_common takes any from offsetof(walk)) has one to read */
+  r.frame = result->struct_size >= offsetof(hicp_result, frame) + sizeof r.frame ? result->frame : 0;
   size_t sz = result->struct_size < sizeof r ? result->struct_size : sizeof r;
   r.struct_size = result->struct_size;
   memcpy(result, &r, sz);
@@ -701,6 +703,18 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   return rc;
 }
 
+void hicp__result_failed(hicp_result *r, uint64_t frame, int code, const char *msg)
+{
+  size_t size = r->struct_size;
+  memset(r, 0, size < sizeof *r ? size : sizeof *r);
+  r->struct_size = size;
+  if (size >= offsetof(hicp_result, frame) + sizeof(uint64_t)) {
+    r->error = code;
+    r->frame = frame;
+    snprintf(r->note, sizeof r->note, "%s", msg);
+  }
+}
+
 static int check_common(hicp_context *ctx, const hicp_model *m, hicp_result *result)
 {
   if (ctx == NULL)
@@ -715,6 +729,17 @@ static int check_common(hicp_context *ctx, const hicp_model *m, hicp_result *res
   return HICP_OK;
 }
 
+/* A single registration that failed after its result was found usable
+ * leaves it as a batch's failed frame does: zero, with the error and the
+ * message as its note, so that a caller who reads it without the return
+ * code sees no earlier frame's pose. */
+static int failed(hicp_context *ctx, int rc, hicp_result *result)
+{
+  if (rc != HICP_OK)
+    hicp__result_failed(result, 0, rc, hicp_context_error(ctx));
+  return rc;
+}
+
 int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, size_t n,
                   const hicp_reg_options *opts, const hicp_transform *init, hicp_result *result)
 {
@@ -725,18 +750,18 @@ int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, siz
   size_t stride;
   rc = hicp__make_plan(ctx, m, opts, &plan, &stride);
   if (rc != HICP_OK)
-    return rc;
+    return failed(ctx, rc, result);
   /* the registration with the copy of the scan it holds, before either */
   rc = hicp__check_frame_budget(ctx, &plan, n, 12u * (uint64_t)n);
   float *p0 = NULL;
   if (rc == HICP_OK)
     rc = hicp__copy_points(ctx, "scan", scan, n, stride, &p0);
-  if (rc != HICP_OK)
-    return rc;
-  static const double zero[3] = {0.0, 0.0, 0.0};
-  rc = hicp__register_frame(ctx, m, p0, n, zero, &plan, init, NULL, NULL, NULL, result);
+  if (rc == HICP_OK) {
+    static const double zero[3] = {0.0, 0.0, 0.0};
+    rc = hicp__register_frame(ctx, m, p0, n, zero, &plan, init, NULL, NULL, NULL, result);
+  }
   free(p0);
-  return rc;
+  return failed(ctx, rc, result);
 }
 
 int hicp_register_cloud(hicp_context *ctx, const hicp_model *m, const hicp_cloud *scan,
@@ -746,15 +771,14 @@ int hicp_register_cloud(hicp_context *ctx, const hicp_model *m, const hicp_cloud
   int rc = check_common(ctx, m, result);
   if (rc != HICP_OK)
     return rc;
-  if (scan == NULL)
-    return hicp__fail(ctx, HICP_EINVAL, "hicp_register_cloud: NULL scan");
   hicp__plan plan;
   size_t stride;
-  rc = hicp__make_plan(ctx, m, opts, &plan, &stride);
-  if (rc != HICP_OK)
-    return rc;
-  if (stride != 3 * sizeof(float))
-    return hicp__fail(ctx, HICP_EINVAL, "scan_stride does not apply to a cloud");
-  return hicp__register_frame(ctx, m, scan->xyz, scan->n, scan->origin, &plan, init, NULL, NULL,
+  if (scan == NULL)
+    rc = hicp__fail(ctx, HICP_EINVAL, "hicp_register_cloud: NULL scan");
+  else if ((rc = hicp__make_plan(ctx, m, opts, &plan, &stride)) == HICP_OK && stride != 3 * sizeof(float))
+    rc = hicp__fail(ctx, HICP_EINVAL, "scan_stride does not apply to a cloud");
+  if (rc == HICP_OK)
+    rc = hicp__register_frame(ctx, m, scan->xyz, scan->n, scan->origin, &plan, init, NULL, NULL,
                               NULL, result);
+  return failed(ctx, rc, result);
 }

@@ -83,6 +83,9 @@ void hicp__init_sized(void *dst, size_t size, const void *defaults, size_t dsize
  * HICP_ERANGE with the message "WHAT point I has ..." set on ctx. */
 int hicp__check_point(hicp_context *ctx, const char *what, size_t i, double x, double y, double z);
 void hicp__clear_error(hicp_context *ctx);
+/* Installs the fork handlers that keep the message lock usable in a child
+ * process (error.c); called once, with the first context. */
+void hicp__error_watch_forks(void);
 
 /* Memory accounting: returns 0 when `bytes` fits the context's limit, else
  * HICP_ELIMIT with a message naming `what`.  Callers check before allocating

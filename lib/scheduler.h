@@ -70,6 +70,11 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
                          const hicp_transform *init, hicp__team *team, const uint32_t *warm,
                          uint32_t *match_out, hicp_result *result);
 
+/* A frame's result when it failed (a batch's or stream's frame, or a
+ * single registration): zero but for struct_size, with the frame's index,
+ * the error and msg as its note where the caller's struct holds them. */
+void hicp__result_failed(hicp_result *r, uint64_t frame, int code, const char *msg);
+
 /* The host memory a registration of n points takes at its peak (icp.c):
  * the frame's arrays, the scan's order, trim's buffer, the loop's
  * partials.  hicp__register_frame checks it against the context's limit;

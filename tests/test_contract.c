@@ -14,6 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -569,5 +574,116 @@ Test(contract, cloud_read_as_model_format)
   cr_assert_eq(hicp_cloud_read(ctx, path, HICP_FORMAT_AUTO, &c), 0, "%s", hicp_context_error(ctx));
   cr_assert_eq(hicp_cloud_size(c), 4);
   hicp_cloud_destroy(c);
+  hicp_context_destroy(ctx);
+}
+
+/* (stop 47, from an integrator's review) A fork() while another thread is
+ * inside a call that sets or clears a context's message: the child
+ * inherited the message lock held and its first registration waited for
+ * ever (311 of 2,000 children).  200 children, each with 10 s to register
+ * a tetrahedron; exit status 0, or killed by SIGALRM for a hang. */
+static atomic_int spin_stop;
+static void *failing_calls(void *arg)
+{
+  hicp_context *c = arg;
+  hicp_result r;
+  hicp_result_init(&r);
+  while (!atomic_load(&spin_stop))
+    (void)hicp_register(c, NULL, NULL, 0, NULL, NULL, &r); /* sets a message */
+  return NULL;
+}
+
+Test(contract, fork_while_another_thread_fails_a_call, .timeout = 120)
+{
+  float pts[12] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1};
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, pts, 4, 0, NULL, &m), 0);
+  hicp_context *busy = th_context(1, HICP_BACKEND_CPU);
+  atomic_store(&spin_stop, 0);
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, failing_calls, busy), 0);
+  int hung = 0, failed = 0;
+  for (int k = 0; k < 200; k++) {
+    fflush(NULL);
+    const pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+      alarm(10);
+      hicp_result r;
+      hicp_result_init(&r);
+      _exit(hicp_register(ctx, m, pts, 4, NULL, NULL, &r) == 0 ? 0 : 1);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    hung += WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM;
+    failed += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+  }
+  atomic_store(&spin_stop, 1);
+  pthread_join(t, NULL);
+  cr_assert_eq(failed, 0, "%d of 200 children failed, %d of them hung", failed, hung);
+  hicp_model_destroy(m);
+  hicp_context_destroy(busy);
+  hicp_context_destroy(ctx);
+}
+
+/* (stop 47) A result struct of an older, shorter header (any size from
+ * offsetof(hicp_result, walk) is taken) at the very end of readable
+ * memory: the library read the frame's index past it. */
+Test(contract, shortest_result_read_only_within_its_size)
+{
+  float pts[12] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1};
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, pts, 4, 0, NULL, &m), 0);
+  const long page = sysconf(_SC_PAGESIZE);
+  unsigned char *mem = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  cr_assert_neq(mem, MAP_FAILED);
+  cr_assert_eq(mprotect(mem + page, (size_t)page, PROT_NONE), 0);
+  const size_t size = offsetof(hicp_result, walk);
+  hicp_result *r = (hicp_result *)(mem + page - size); /* its end is the page's */
+  hicp_result_init_sized(r, size);
+  cr_assert_eq(hicp_register(ctx, m, pts, 4, NULL, NULL, r), 0, "%s", hicp_context_error(ctx));
+  cr_assert_eq(r->struct_size, size);
+  cr_assert_geq(r->iterations, 1);
+  munmap(mem, 2 * (size_t)page);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
+/* (stop 47) A single registration that fails leaves a failed result, as a
+ * batch's frame does: it kept the previous frame's pose and error 0. */
+Test(contract, failed_registration_leaves_no_stale_result)
+{
+  float pts[12] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1};
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, pts, 4, 0, NULL, &m), 0);
+  hicp_result r;
+  hicp_result_init(&r);
+  hicp_transform init;
+  hicp_transform_identity(&init);
+  init.m[3] = 0.1;
+  cr_assert_eq(hicp_register(ctx, m, pts, 4, NULL, &init, &r), 0);
+  cr_assert_gt(r.iterations, 0);
+  float nan_pts[12];
+  memcpy(nan_pts, pts, sizeof pts);
+  nan_pts[4] = NAN;
+  cr_assert_eq(hicp_register(ctx, m, nan_pts, 4, NULL, &init, &r), HICP_ENONFINITE);
+  cr_assert_eq(r.struct_size, sizeof r);
+  cr_assert_eq(r.error, HICP_ENONFINITE);
+  cr_assert_eq(r.iterations, 0);
+  cr_assert_eq(r.transform.m[0], 0.0);
+  cr_assert_eq(r.transform.m[3], 0.0);
+  cr_assert_str_eq(r.note, hicp_context_error(ctx));
+  cr_assert_eq(r.frame, 0u);
+  /* and the same through a cloud */
+  hicp_result_init(&r);
+  cr_assert_eq(hicp_register(ctx, m, pts, 4, NULL, &init, &r), 0);
+  cr_assert_eq(hicp_register_cloud(ctx, m, NULL, NULL, &init, &r), HICP_EINVAL);
+  cr_assert_eq(r.error, HICP_EINVAL);
+  cr_assert_eq(r.iterations, 0);
+  hicp_model_destroy(m);
   hicp_context_destroy(ctx);
 }
