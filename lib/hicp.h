@@ -253,7 +253,8 @@ HICP_API int hicp_context_start_threads(hicp_context *ctx);
  * iteration boundary; it returns what it completed, with ::HICP_STOP_CANCELED.
  * A batch's frames that had not started fail with ::HICP_ECANCELED (their
  * results say "canceled before it started"), and the batch returns
- * ::HICP_ECANCELED.
+ * ::HICP_ECANCELED, unless a frame before them failed for another reason:
+ * the batch returns its first failing frame's code.
  * Safe to call from any thread, also when nothing is running (then the next
  * call starts normally: a request applies only to the calls running when it
  * is made).  On a stream's context it stops the frames submitted before it:
@@ -669,7 +670,14 @@ typedef struct hicp_reg_options {
                               256 to 65536; 0 = 1024.  Results are bit-identical
                               for a given chunk size whatever the threads,
                               backend or split. */
-  double time_budget_ms; /**< stop after this much time; 0 = none */
+  double time_budget_ms; /**< stop after this much time; 0 = none.  Counted
+                              from the call (a batch's or stream's frame:
+                              from its start, not its wait in the queue)
+                              and checked, as a cancel is, at iteration
+                              boundaries: a registration overruns it by up
+                              to one pass over the scan (the first one
+                              included), and stops with
+                              ::HICP_STOP_TIMEOUT and what it reached */
   unsigned flags;        /**< reserved, must be 0 */
 } hicp_reg_options;
 
@@ -712,10 +720,12 @@ typedef struct hicp_result {
   hicp_walk_stats walk;     /**< over all iterations */
   char note[160];           /**< "" or a remark, e.g. that the GPU failed and
                                  the CPU finished the registration */
-  int error;                /**< batches and streams: 0, or the error code
-                                 of this frame (then frame and note are set,
-                                 the note saying why, and the other fields
-                                 are 0) */
+  int error;                /**< 0, or the error code of this frame (then
+                                 frame and note are set, the note saying
+                                 why, and the other fields are 0).  A single
+                                 registration's failure leaves its result
+                                 so too, but where the result itself was
+                                 refused (NULL, not prepared). */
   uint64_t frame;           /**< batches and streams: the frame's index */
 } hicp_result;
 
@@ -777,8 +787,9 @@ HICP_API void hicp_batch_options_init_sized(hicp_batch_options *opts, size_t siz
 /**
  * Registers @p nframes scans to one model.  Frame i has counts[i] points at
  * frames[i] (x, y, z floats, opts->scan_stride bytes apart) and starts from
- * inits[i] (@p inits may be NULL: identity, or with tracking the previous
- * frame's pose).  Each results[i] must be prepared with hicp_result_init();
+ * inits[i] (@p inits may be NULL: identity); with tracking, frames after
+ * the first start from the previous frame's pose, and their inits[i] are
+ * not read (a stream's frames, submitted one by one, take their own).  Each results[i] must be prepared with hicp_result_init();
  * the library steps through @p results by their struct_size, so a program
  * built against another version of this header passes its own array.
  * The context's backend decides the workers: "cpu" its CPU threads, "cuda"
@@ -884,7 +895,9 @@ HICP_API int hicp_stream_receive(hicp_stream *stream, hicp_result *result, int w
  * Stops the stream (unreceived results are dropped) and frees it; NULL is a
  * no-op.  A receiver waiting in hicp_stream_receive() on another thread
  * returns ::HICP_ECANCELED, and the stream is freed once it has left; no
- * call on the stream may start after this one has.
+ * call on the stream may start after this one has.  A receiver between two
+ * calls is not waiting, so a program whose receiver thread polls must tell
+ * it to stop, and join it, before destroying the stream.
  */
 HICP_API void hicp_stream_destroy(hicp_stream *stream);
 
