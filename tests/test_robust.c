@@ -342,7 +342,7 @@ static int scaled_surface_registers(hicp_context *ctx, float scale)
   /* the nearest-neighbour query takes any model */
   uint32_t v[4];
   float d2[4];
-  cr_assert_eq(hicp_nn_query(ctx, m, s, 4, HICP_NN_PNN_OPT, v, d2, NULL), 0);
+  cr_assert_eq(hicp_nn_query(ctx, m, s, 4, NULL, v, d2, NULL), 0);
   hicp_result r;
   hicp_result_init(&r);
   rc = hicp_register(ctx, m, s, 800, NULL, NULL, &r);
