@@ -29,24 +29,21 @@ const char *hicp_strerror(int code)
  * context costs nothing that matters. */
 static pthread_mutex_t err_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* A fork() while another thread holds err_lock left it locked in the
- * child for good, and the child's first call that set or cleared a message
+/* A fork() while another thread held err_lock left it locked in the child
+ * for good, and the child's first call that set or cleared a message
  * (every registration's first step) waited for ever (an integrator's
- * review: 311 of 2,000 children).  Held across the fork, released on both
- * sides, as pthread_atfork(3) advises; installed with the first context. */
-static void err_lock_hold(void)
+ * review: 311 of 2,000 children).  The child, one thread, makes the lock
+ * anew; a message half copied at the fork is only text.  Not held across
+ * the fork (pthread_atfork's usual advice): a fork from a signal handler
+ * that interrupted set_message on the same thread would wait on itself. */
+static void err_lock_renew(void)
 {
-  pthread_mutex_lock(&err_lock);
-}
-
-static void err_lock_release(void)
-{
-  pthread_mutex_unlock(&err_lock);
+  err_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 }
 
 void hicp__error_watch_forks(void)
 {
-  (void)pthread_atfork(err_lock_hold, err_lock_release, err_lock_release);
+  (void)pthread_atfork(NULL, NULL, err_lock_renew);
 }
 
 static void set_message(hicp_context *ctx, const char *msg)

@@ -717,15 +717,25 @@ void hicp__result_failed(hicp_result *r, uint64_t frame, int code, const char *m
 
 static int check_common(hicp_context *ctx, const hicp_model *m, hicp_result *result)
 {
-  if (ctx == NULL)
+  /* a result the library may write: any other is left as it is */
+  const int usable = result != NULL && result->struct_size >= offsetof(hicp_result, walk);
+  if (ctx == NULL) {
+    if (usable)
+      hicp__result_failed(result, 0, HICP_EINVAL, "hicp_register: NULL context");
     return HICP_EINVAL;
+  }
   hicp__clear_error(ctx);
   hicp__cancel_begin(ctx);
-  if (m == NULL || result == NULL)
+  if (result == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_register: NULL model or result");
-  if (result->struct_size < offsetof(hicp_result, walk))
+  if (!usable)
     return hicp__fail(ctx, HICP_EINVAL,
                       "hicp_register: prepare the result with hicp_result_init()");
+  if (m == NULL) {
+    hicp__fail(ctx, HICP_EINVAL, "hicp_register: NULL model or result");
+    hicp__result_failed(result, 0, HICP_EINVAL, hicp_context_error(ctx));
+    return HICP_EINVAL;
+  }
   return HICP_OK;
 }
 

@@ -587,6 +587,24 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1 && mkdir "$o/stick
 else
   for k in 1 2 3; do skip "needs root and setpriv"; done
 fi
+# (stop 47) A file mounted over its name, as a container's -v host:/out
+# mounts one: a rename cannot replace it (EBUSY), so it is refused before
+# any work, and --truth is kept (it was replaced, then the scan failed).
+mkdir "$o/bind"
+echo precious >"$o/bind/t.txt"
+echo old >"$o/bind/scan.ply"
+echo src >"$o/bind/src.ply"
+if [ "$(id -u)" -eq 0 ] && command -v unshare >/dev/null 2>&1 &&
+  unshare -m sh -c "mount --bind '$o/bind/src.ply' '$o/bind/scan.ply'" 2>/dev/null; then
+  check "perturb -o a bind-mounted file exits 1" 1 unshare -m sh -c \
+    "mount --bind '$o/bind/src.ply' '$o/bind/scan.ply' && exec '$bin' perturb '$g' -o '$o/bind/scan.ply' --truth '$o/bind/t.txt'"
+  one_line_error "a file mounted over its name"
+  [ "$(cat "$o/bind/t.txt")" = precious ] && [ "$(cat "$o/bind/scan.ply")" = old ] &&
+    [ "$(ls "$o/bind" | wc -l)" -eq 3 ] && ok "the bind mount's files as they were, nothing left" ||
+    notok "the bind mount's files as they were, nothing left"
+else
+  for k in 1 2 3; do skip "needs root and unshare to bind-mount a file"; done
+fi
 # Transform files: the real reason, comments of any length, the limit.
 check "--init naming a directory exits 1" 1 "$bin" register "$g" "$g" --init "$o"
 one_line_error "cannot read .*: Is a directory"

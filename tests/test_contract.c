@@ -682,6 +682,16 @@ Test(contract, failed_registration_leaves_no_stale_result)
   cr_assert_eq(r.transform.m[3], 0.0);
   cr_assert_str_eq(r.note, hicp_context_error(ctx));
   cr_assert_eq(r.frame, 0u);
+  /* a NULL model or context, with a result the library may write */
+  hicp_result_init(&r);
+  cr_assert_eq(hicp_register(ctx, m, pts, 4, NULL, &init, &r), 0);
+  cr_assert_eq(hicp_register(ctx, NULL, pts, 4, NULL, &init, &r), HICP_EINVAL);
+  cr_assert_eq(r.error, HICP_EINVAL);
+  cr_assert_eq(r.iterations, 0);
+  cr_assert_eq(hicp_register(ctx, m, pts, 4, NULL, &init, &r), 0);
+  cr_assert_eq(hicp_register(NULL, m, pts, 4, NULL, &init, &r), HICP_EINVAL);
+  cr_assert_eq(r.error, HICP_EINVAL);
+  cr_assert_eq(r.iterations, 0);
   /* and the same through a cloud */
   hicp_result_init(&r);
   cr_assert_eq(hicp_register(ctx, m, pts, 4, NULL, &init, &r), 0);

@@ -711,7 +711,18 @@ int cli_commit_outputs(cli_output *outs, int n)
     return -1;
   }
   /* every file ready before any replaces its target: one that cannot be
-   * leaves the others' targets as they were */
+   * leaves the others' targets as they were.  All closed (and synced)
+   * first, then all named: a SIGKILL leaves a named temporary file behind,
+   * so the names come together, just before the renames. */
+  for (int i = 0; i < n; i++) {
+    const char *why = outs[i].path != NULL ? hicp__outfile_close(&outs[i].o) : NULL;
+    if (why != NULL) {
+      cli_error("cannot write %s: %s", outs[i].path, why);
+      for (int j = 0; j < n; j++)
+        cli_output_abort(&outs[j]);
+      return -1;
+    }
+  }
   for (int i = 0; i < n; i++) {
     const char *why = outs[i].path != NULL ? hicp__outfile_ready(&outs[i].o) : NULL;
     if (why != NULL) {

@@ -215,6 +215,31 @@ static const char *replaceable(const char *target, const struct stat *st)
                 : NULL;
 }
 
+/* A file mounted over its name (a container's `-v host.ply:/out.ply`): a
+ * rename onto it fails (EBUSY or EXDEV), so it is refused before any work.
+ * statx says so where the kernel knows (Linux 5.8); otherwise a mount from
+ * another file system shows as another device than its directory's.  NULL
+ * or why not. */
+static const char *not_a_mount(const char *target, const struct stat *st)
+{
+  static const char mounted_over[] =
+      "a file mounted over its name (a bind mount), which cannot be replaced";
+#if defined(STATX_ATTR_MOUNT_ROOT)
+  struct statx sx;
+  if (statx(AT_FDCWD, target, 0, STATX_BASIC_STATS, &sx) == 0 &&
+      (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0)
+    return (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0 ? mounted_over : NULL;
+#endif
+  const char *slash = strrchr(target, '/');
+  char *dir = slash == NULL ? strdup(".") : strndup(target, slash == target ? 1 : (size_t)(slash - target));
+  if (dir == NULL)
+    return out_of_memory;
+  struct stat ds;
+  const int mounted = stat(dir, &ds) == 0 && ds.st_dev != st->st_dev;
+  free(dir);
+  return mounted ? mounted_over : NULL;
+}
+
 /* An existing regular file: replaced with its permissions, group and (as
  * root) owner kept (not a set-user-ID or set-group-ID bit).  Through a link,
  * the file the link names is replaced, so that the link stays one. */
@@ -223,14 +248,18 @@ static const char *open_regular(hicp__outfile *o, const char *path, const struct
   struct stat lst;
   const char *why;
   if (lstat(path, &lst) != 0 || !S_ISLNK(lst.st_mode)) {
-    why = replaceable(path, st);
+    why = not_a_mount(path, st);
+    if (why == NULL)
+      why = replaceable(path, st);
     if (why == NULL)
       why = open_temporary(o, path, (int)(st->st_mode & 0777));
   } else {
     char *real = realpath(path, NULL);
     if (real == NULL)
       return errno == ENOMEM ? out_of_memory : strerror(errno);
-    why = replaceable(real, st);
+    why = not_a_mount(real, st);
+    if (why == NULL)
+      why = replaceable(real, st);
     if (why == NULL)
       why = open_temporary(o, real, (int)(st->st_mode & 0777));
     free(real);

@@ -54,10 +54,14 @@ const char *hicp__outfile_name(const hicp__outfile *o, const char *path);
 /* Flushes, syncs (a temporary file) and closes the stream.  A temporary
  * file is kept, complete, until hicp__outfile_commit or _abort. */
 const char *hicp__outfile_close(hicp__outfile *o);
-/* Everything but the rename: closes the stream and gives a nameless
- * temporary file its name, so that a program writing several files can
- * see them all ready before it replaces any (what remains, a rename in the
- * target's own directory, fails only with the disk). */
+/* Everything but the rename: closes the stream (hicp__outfile_close) and
+ * gives a nameless temporary file its name, so that a program writing
+ * several files can see them all ready before it replaces any.  Such a
+ * program closes them all first: a named temporary file is what a SIGKILL
+ * would leave, so the names should come together, just before the renames.
+ * What remains, a rename in the target's own directory, rarely fails: the
+ * cases known to (another user's file in a sticky directory, a file
+ * mounted over, as a container's bind mount is) are refused at the open. */
 const char *hicp__outfile_ready(hicp__outfile *o);
 /* Puts the temporary file in place of its target (nothing to do in place);
  * hicp__outfile_ready first, where it was not called. */
