@@ -496,6 +496,15 @@ Test(contract, defaults_follow_the_cgroup)
             status);
 }
 
+/* A one-thread context's model of the unit tetrahedron, tetra_pts. */
+static const float tetra_pts[12] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1};
+static hicp_model *tetrahedron(hicp_context *ctx)
+{
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, tetra_pts, 4, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  return m;
+}
+
 /* (stop 47, from an integrator's review) A fork() while another thread is
  * inside a call that sets or clears a context's message: the child
  * inherited the message lock held and its first registration waited for
@@ -517,10 +526,8 @@ static void *failing_calls(void *arg)
 
 static void fork_while_another_thread_fails_a_call(void)
 {
-  float pts[12] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1};
   hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
-  hicp_model *m = NULL;
-  cr_assert_eq(hicp_model_build(ctx, pts, 4, 0, NULL, &m), 0);
+  hicp_model *m = tetrahedron(ctx);
   hicp_context *busy = th_context(1, HICP_BACKEND_CPU);
   atomic_store(&spin_stop, 0);
   pthread_t t;
@@ -534,7 +541,7 @@ static void fork_while_another_thread_fails_a_call(void)
       alarm(10);
       hicp_result r;
       hicp_result_init(&r);
-      _exit(hicp_register(ctx, m, pts, 4, NULL, NULL, &r) == 0 ? 0 : 1);
+      _exit(hicp_register(ctx, m, tetra_pts, 4, NULL, NULL, &r) == 0 ? 0 : 1);
     }
     int status;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
@@ -636,10 +643,8 @@ Test(contract, cloud_read_as_model_format)
  * memory: the library read the frame's index past it. */
 Test(contract, shortest_result_read_only_within_its_size)
 {
-  float pts[12] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1};
   hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
-  hicp_model *m = NULL;
-  cr_assert_eq(hicp_model_build(ctx, pts, 4, 0, NULL, &m), 0);
+  hicp_model *m = tetrahedron(ctx);
   const long page = sysconf(_SC_PAGESIZE);
   unsigned char *mem = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -648,7 +653,7 @@ Test(contract, shortest_result_read_only_within_its_size)
   const size_t size = offsetof(hicp_result, walk);
   hicp_result *r = (hicp_result *)(mem + page - size); /* its end is the page's */
   hicp_result_init_sized(r, size);
-  cr_assert_eq(hicp_register(ctx, m, pts, 4, NULL, NULL, r), 0, "%s", hicp_context_error(ctx));
+  cr_assert_eq(hicp_register(ctx, m, tetra_pts, 4, NULL, NULL, r), 0, "%s", hicp_context_error(ctx));
   cr_assert_eq(r->struct_size, size);
   cr_assert_geq(r->iterations, 1);
   munmap(mem, 2 * (size_t)page);
@@ -660,19 +665,17 @@ Test(contract, shortest_result_read_only_within_its_size)
  * batch's frame does: it kept the previous frame's pose and error 0. */
 Test(contract, failed_registration_leaves_no_stale_result)
 {
-  float pts[12] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1};
   hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
-  hicp_model *m = NULL;
-  cr_assert_eq(hicp_model_build(ctx, pts, 4, 0, NULL, &m), 0);
+  hicp_model *m = tetrahedron(ctx);
   hicp_result r;
   hicp_result_init(&r);
   hicp_transform init;
   hicp_transform_identity(&init);
   init.m[3] = 0.1;
-  cr_assert_eq(hicp_register(ctx, m, pts, 4, NULL, &init, &r), 0);
+  cr_assert_eq(hicp_register(ctx, m, tetra_pts, 4, NULL, &init, &r), 0);
   cr_assert_gt(r.iterations, 0);
   float nan_pts[12];
-  memcpy(nan_pts, pts, sizeof pts);
+  memcpy(nan_pts, tetra_pts, sizeof tetra_pts);
   nan_pts[4] = NAN;
   cr_assert_eq(hicp_register(ctx, m, nan_pts, 4, NULL, &init, &r), HICP_ENONFINITE);
   cr_assert_eq(r.struct_size, sizeof r);
@@ -684,17 +687,17 @@ Test(contract, failed_registration_leaves_no_stale_result)
   cr_assert_eq(r.frame, 0u);
   /* a NULL model or context, with a result the library may write */
   hicp_result_init(&r);
-  cr_assert_eq(hicp_register(ctx, m, pts, 4, NULL, &init, &r), 0);
-  cr_assert_eq(hicp_register(ctx, NULL, pts, 4, NULL, &init, &r), HICP_EINVAL);
+  cr_assert_eq(hicp_register(ctx, m, tetra_pts, 4, NULL, &init, &r), 0);
+  cr_assert_eq(hicp_register(ctx, NULL, tetra_pts, 4, NULL, &init, &r), HICP_EINVAL);
   cr_assert_eq(r.error, HICP_EINVAL);
   cr_assert_eq(r.iterations, 0);
-  cr_assert_eq(hicp_register(ctx, m, pts, 4, NULL, &init, &r), 0);
-  cr_assert_eq(hicp_register(NULL, m, pts, 4, NULL, &init, &r), HICP_EINVAL);
+  cr_assert_eq(hicp_register(ctx, m, tetra_pts, 4, NULL, &init, &r), 0);
+  cr_assert_eq(hicp_register(NULL, m, tetra_pts, 4, NULL, &init, &r), HICP_EINVAL);
   cr_assert_eq(r.error, HICP_EINVAL);
   cr_assert_eq(r.iterations, 0);
   /* and the same through a cloud */
   hicp_result_init(&r);
-  cr_assert_eq(hicp_register(ctx, m, pts, 4, NULL, &init, &r), 0);
+  cr_assert_eq(hicp_register(ctx, m, tetra_pts, 4, NULL, &init, &r), 0);
   cr_assert_eq(hicp_register_cloud(ctx, m, NULL, NULL, &init, &r), HICP_EINVAL);
   cr_assert_eq(r.error, HICP_EINVAL);
   cr_assert_eq(r.iterations, 0);

@@ -714,26 +714,20 @@ int cli_commit_outputs(cli_output *outs, int n)
    * leaves the others' targets as they were.  All closed (and synced)
    * first, then all named: a SIGKILL leaves a named temporary file behind,
    * so the names come together, just before the renames. */
-  for (int i = 0; i < n; i++) {
-    const char *why = outs[i].path != NULL ? hicp__outfile_close(&outs[i].o) : NULL;
-    if (why != NULL) {
-      cli_error("cannot write %s: %s", outs[i].path, why);
-      for (int j = 0; j < n; j++)
-        cli_output_abort(&outs[j]);
-      return -1;
+  for (int step = 0; step < 2; step++)
+    for (int i = 0; i < n; i++) {
+      if (outs[i].path == NULL)
+        continue;
+      const char *why = step == 0 ? hicp__outfile_close(&outs[i].o) : hicp__outfile_ready(&outs[i].o);
+      if (why != NULL) {
+        cli_error("cannot write %s: %s", outs[i].path, why);
+        for (int j = 0; j < n; j++)
+          cli_output_abort(&outs[j]);
+        return -1;
+      }
+      if (step == 1 && outs[i].watched == 0)
+        watch_temp(&outs[i]); /* a nameless temporary file has its name now */
     }
-  }
-  for (int i = 0; i < n; i++) {
-    const char *why = outs[i].path != NULL ? hicp__outfile_ready(&outs[i].o) : NULL;
-    if (why != NULL) {
-      cli_error("cannot write %s: %s", outs[i].path, why);
-      for (int j = 0; j < n; j++)
-        cli_output_abort(&outs[j]);
-      return -1;
-    }
-    if (outs[i].watched == 0)
-      watch_temp(&outs[i]); /* a nameless temporary file has its name now */
-  }
   for (int i = 0; i < n; i++) {
     if (outs[i].path == NULL)
       continue;

@@ -29,6 +29,14 @@ static void temporary_name(char *tmp, size_t size, const char *target)
            target + dir, (long)getpid(), atomic_fetch_add(&count, 1));
 }
 
+/* The directory part of a path ("." for a bare name, "/" for one in the
+ * root), malloc'd; NULL when out of memory. */
+static char *directory_of(const char *path)
+{
+  const char *slash = strrchr(path, '/');
+  return slash == NULL ? strdup(".") : strndup(path, slash == path ? 1 : (size_t)(slash - path));
+}
+
 /* A stream on a copy of fd (close-on-exec), so that closing the stream
  * leaves fd open; NULL with errno set if not. */
 static FILE *stream_on_copy(int fd)
@@ -54,18 +62,7 @@ static const char unsupported[] = "nameless temporary files not supported";
 
 static const char *open_nameless_temporary(hicp__outfile *o, int keep_mode)
 {
-  const char *slash = strrchr(o->target, '/');
-  char *dir;
-  if (slash == NULL) {
-    dir = strdup(".");
-  } else {
-    const size_t len = slash == o->target ? 1 : (size_t)(slash - o->target);
-    dir = malloc(len + 1);
-    if (dir != NULL) {
-      memcpy(dir, o->target, len);
-      dir[len] = '\0';
-    }
-  }
+  char *dir = directory_of(o->target);
   if (dir == NULL)
     return out_of_memory;
   /* keep_mode < 0: a new file, 0666 less the umask (which the kernel
@@ -204,8 +201,7 @@ static const char *replaceable(const char *target, const struct stat *st)
   const uid_t me = geteuid();
   if (me == 0 || st->st_uid == me)
     return NULL;
-  const char *slash = strrchr(target, '/');
-  char *dir = slash == NULL ? strdup(".") : strndup(target, slash == target ? 1 : (size_t)(slash - target));
+  char *dir = directory_of(target);
   if (dir == NULL)
     return out_of_memory;
   struct stat ds;
@@ -230,8 +226,7 @@ static const char *not_a_mount(const char *target, const struct stat *st)
       (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0)
     return (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0 ? mounted_over : NULL;
 #endif
-  const char *slash = strrchr(target, '/');
-  char *dir = slash == NULL ? strdup(".") : strndup(target, slash == target ? 1 : (size_t)(slash - target));
+  char *dir = directory_of(target);
   if (dir == NULL)
     return out_of_memory;
   struct stat ds;
