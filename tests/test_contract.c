@@ -556,6 +556,71 @@ static void fork_while_another_thread_fails_a_call(void)
   hicp_context_destroy(ctx);
 }
 
+/* (stop 47, from a review of the fix above) fork() is async-signal-safe,
+ * and a program may fork from a signal handler: one that interrupted a
+ * thread inside set_message, with the message lock held across the fork
+ * (the fix's first form), waited on itself (154 forks, then a hang).
+ * SIGUSR2 every 0.5 ms to a thread whose calls keep failing, its handler
+ * forking a child that exits at once: 2,000 forks, or a stall of 5 s. */
+static atomic_long handler_forks, failing_calls_made;
+static void fork_on_signal(int sig)
+{
+  (void)sig;
+  const pid_t pid = fork();
+  if (pid == 0)
+    _exit(0);
+  if (pid > 0)
+    waitpid(pid, NULL, 0);
+  atomic_fetch_add(&handler_forks, 1);
+}
+
+static void *count_failing_calls(void *arg)
+{
+  hicp_context *c = arg;
+  hicp_result r;
+  hicp_result_init(&r);
+  while (!atomic_load(&spin_stop)) {
+    (void)hicp_register(c, NULL, NULL, 0, NULL, NULL, &r); /* sets a message */
+    atomic_fetch_add(&failing_calls_made, 1);
+  }
+  return NULL;
+}
+
+static void fork_from_a_signal_handler(void)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  /* not under a sanitizer: its own fork interceptor takes the sanitizer's
+   * locks, which the interrupted thread may hold (652 forks, then a stall) */
+  return;
+#endif
+  hicp_context *busy = th_context(1, HICP_BACKEND_CPU);
+  atomic_store(&spin_stop, 0);
+  atomic_store(&handler_forks, 0);
+  struct sigaction sa, was;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = fork_on_signal;
+  cr_assert_eq(sigaction(SIGUSR2, &sa, &was), 0);
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, count_failing_calls, busy), 0);
+  long last = -1, sent = 0;
+  int still = 0; /* 0.5 ms steps without a call made */
+  while (atomic_load(&handler_forks) < 2000 && still < 10000) {
+    pthread_kill(t, SIGUSR2);
+    sent++;
+    usleep(500);
+    const long now = atomic_load(&failing_calls_made);
+    still = now == last ? still + 1 : 0;
+    last = now;
+  }
+  const long forks = atomic_load(&handler_forks);
+  cr_assert_lt(still, 10000, "the calling thread stopped after %ld forks from its signal handler",
+               forks);
+  atomic_store(&spin_stop, 1);
+  pthread_join(t, NULL);
+  sigaction(SIGUSR2, &was, NULL);
+  hicp_context_destroy(busy);
+}
+
 /* A process that forks after hicp ran its threads: in the child, the
  * thread that forked registers, queries and builds on one thread (its
  * OpenMP team is the parent's, whose threads the child lacks), with the
@@ -615,6 +680,7 @@ Test(contract, hicp_in_a_forked_child, .timeout = 120)
   hicp_context_destroy(ctx);
   free(p);
   fork_while_another_thread_fails_a_call();
+  fork_from_a_signal_handler();
 }
 
 /* Asked to read a file as HICP_FORMAT_MODEL, hicp_cloud_read refuses and
