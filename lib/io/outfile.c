@@ -191,48 +191,44 @@ static const char *open_new(hicp__outfile *o, const char *path)
   return open_temporary(o, path, -1);
 }
 
-/* Whether the rename at the commit may replace `target` (st: its status):
- * in a sticky directory (/tmp's mode 1777) only the file's owner, the
- * directory's or root may, though another user may write the file in
- * place.  Refused here, before any work, rather than at the commit: NULL
- * or why not. */
-static const char *replaceable(const char *target, const struct stat *st)
-{
-  const uid_t me = geteuid();
-  if (me == 0 || st->st_uid == me)
-    return NULL;
-  char *dir = directory_of(target);
-  if (dir == NULL)
-    return out_of_memory;
-  struct stat ds;
-  const int sticky = stat(dir, &ds) == 0 && (ds.st_mode & S_ISVTX) != 0 && ds.st_uid != me;
-  free(dir);
-  return sticky ? "another user's file in a sticky directory, which only its owner may replace"
-                : NULL;
-}
-
-/* A file mounted over its name (a container's `-v host.ply:/out.ply`): a
- * rename onto it fails (EBUSY or EXDEV), so it is refused before any work.
- * statx says so where the kernel knows (Linux 5.8); otherwise a mount from
- * another file system shows as another device than its directory's.  NULL
- * or why not. */
-static const char *not_a_mount(const char *target, const struct stat *st)
+/* Why the rename at the commit could not replace `target` (st: its
+ * status), refused here, before any work, rather than at the commit; NULL
+ * when it can:
+ * - a file mounted over its name (a container's `-v host.ply:/out.ply`):
+ *   a rename onto it fails (EBUSY or EXDEV).  statx says so where the
+ *   kernel knows (Linux 5.8); otherwise a mount from another file system
+ *   shows as another device than its directory's;
+ * - another user's file in a sticky directory (/tmp's mode 1777): only the
+ *   file's owner, the directory's or root may replace it, though another
+ *   user may write it in place. */
+static const char *unreplaceable(const char *target, const struct stat *st)
 {
   static const char mounted_over[] =
       "a file mounted over its name (a bind mount), which cannot be replaced";
+  int mount_known = 0;
 #if defined(STATX_ATTR_MOUNT_ROOT)
   struct statx sx;
   if (statx(AT_FDCWD, target, 0, STATX_BASIC_STATS, &sx) == 0 &&
-      (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0)
-    return (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0 ? mounted_over : NULL;
+      (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0) {
+    if ((sx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0)
+      return mounted_over;
+    mount_known = 1;
+  }
 #endif
   char *dir = directory_of(target);
   if (dir == NULL)
     return out_of_memory;
   struct stat ds;
-  const int mounted = stat(dir, &ds) == 0 && ds.st_dev != st->st_dev;
+  const int have_dir = stat(dir, &ds) == 0;
   free(dir);
-  return mounted ? mounted_over : NULL;
+  if (!have_dir)
+    return NULL; /* the open of the temporary file beside it will say why */
+  if (!mount_known && ds.st_dev != st->st_dev)
+    return mounted_over;
+  const uid_t me = geteuid();
+  if (me != 0 && st->st_uid != me && ds.st_uid != me && (ds.st_mode & S_ISVTX) != 0)
+    return "another user's file in a sticky directory, which only its owner may replace";
+  return NULL;
 }
 
 /* An existing regular file: replaced with its permissions, group and (as
@@ -241,24 +237,14 @@ static const char *not_a_mount(const char *target, const struct stat *st)
 static const char *open_regular(hicp__outfile *o, const char *path, const struct stat *st)
 {
   struct stat lst;
-  const char *why;
-  if (lstat(path, &lst) != 0 || !S_ISLNK(lst.st_mode)) {
-    why = not_a_mount(path, st);
-    if (why == NULL)
-      why = replaceable(path, st);
-    if (why == NULL)
-      why = open_temporary(o, path, (int)(st->st_mode & 0777));
-  } else {
-    char *real = realpath(path, NULL);
-    if (real == NULL)
-      return errno == ENOMEM ? out_of_memory : strerror(errno);
-    why = not_a_mount(real, st);
-    if (why == NULL)
-      why = replaceable(real, st);
-    if (why == NULL)
-      why = open_temporary(o, real, (int)(st->st_mode & 0777));
-    free(real);
-  }
+  char *real = NULL; /* through a link: the file it names */
+  if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && (real = realpath(path, NULL)) == NULL)
+    return errno == ENOMEM ? out_of_memory : strerror(errno);
+  const char *target = real != NULL ? real : path;
+  const char *why = unreplaceable(target, st);
+  if (why == NULL)
+    why = open_temporary(o, target, (int)(st->st_mode & 0777));
+  free(real);
   /* Its group too (a shared file of a project's group stays the group's),
    * and as root its owner: where the system refuses (a group the user is
    * not in), the new file keeps the user's, as any new file has. */
