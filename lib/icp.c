@@ -715,6 +715,17 @@ void hicp__result_failed(hicp_result *r, uint64_t frame, int code, const char *m
   }
 }
 
+/* A single registration that failed after its result was found usable
+ * leaves it as a batch's failed frame does: zero, with the error and the
+ * message as its note, so that a caller who reads it without the return
+ * code sees no earlier frame's pose. */
+static int failed(hicp_context *ctx, int rc, hicp_result *result)
+{
+  if (rc != HICP_OK)
+    hicp__result_failed(result, 0, rc, hicp_context_error(ctx));
+  return rc;
+}
+
 static int check_common(hicp_context *ctx, const hicp_model *m, hicp_result *result)
 {
   /* a result the library may write: any other is left as it is */
@@ -727,27 +738,13 @@ static int check_common(hicp_context *ctx, const hicp_model *m, hicp_result *res
   hicp__clear_error(ctx);
   hicp__cancel_begin(ctx);
   if (result == NULL)
-    return hicp__fail(ctx, HICP_EINVAL, "hicp_register: NULL model or result");
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_register: NULL result");
   if (!usable)
     return hicp__fail(ctx, HICP_EINVAL,
                       "hicp_register: prepare the result with hicp_result_init()");
-  if (m == NULL) {
-    hicp__fail(ctx, HICP_EINVAL, "hicp_register: NULL model or result");
-    hicp__result_failed(result, 0, HICP_EINVAL, hicp_context_error(ctx));
-    return HICP_EINVAL;
-  }
+  if (m == NULL)
+    return failed(ctx, hicp__fail(ctx, HICP_EINVAL, "hicp_register: NULL model"), result);
   return HICP_OK;
-}
-
-/* A single registration that failed after its result was found usable
- * leaves it as a batch's failed frame does: zero, with the error and the
- * message as its note, so that a caller who reads it without the return
- * code sees no earlier frame's pose. */
-static int failed(hicp_context *ctx, int rc, hicp_result *result)
-{
-  if (rc != HICP_OK)
-    hicp__result_failed(result, 0, rc, hicp_context_error(ctx));
-  return rc;
 }
 
 int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, size_t n,
@@ -782,10 +779,10 @@ int hicp_register_cloud(hicp_context *ctx, const hicp_model *m, const hicp_cloud
   if (rc != HICP_OK)
     return rc;
   hicp__plan plan;
-  size_t stride;
-  if (scan == NULL)
-    rc = hicp__fail(ctx, HICP_EINVAL, "hicp_register_cloud: NULL scan");
-  else if ((rc = hicp__make_plan(ctx, m, opts, &plan, &stride)) == HICP_OK && stride != 3 * sizeof(float))
+  size_t stride = 0;
+  rc = scan == NULL ? hicp__fail(ctx, HICP_EINVAL, "hicp_register_cloud: NULL scan")
+                    : hicp__make_plan(ctx, m, opts, &plan, &stride);
+  if (rc == HICP_OK && stride != 3 * sizeof(float))
     rc = hicp__fail(ctx, HICP_EINVAL, "scan_stride does not apply to a cloud");
   if (rc == HICP_OK)
     rc = hicp__register_frame(ctx, m, scan->xyz, scan->n, scan->origin, &plan, init, NULL, NULL,
