@@ -12,8 +12,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/hicp-nvccflags.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 echo "1..5"
 
-# (and link-time optimisation left out: nvcc's stub defines fatbinData in
-# a top-level asm(), which an LTO link of libhicp.so lost)
+# (and link-time optimisation left out: the host code nvcc generates
+# defines fatbinData in a top-level asm(), which an LTO link of libhicp.so
+# lost)
 out=$(sh "$flags" -O2 -flto=auto '-Wp,-DHICP_A=1,-DHICP_B=2' -I/x '-DHICP_C=f(a,b)' \
   -ffat-lto-objects -UHICP_D) || out=FAILED
 want='-Xcompiler=-O2
