@@ -25,6 +25,14 @@ one_line_error() { # the last failure printed exactly one line starting "hicp: "
     notok "one-line error${1:+ mentioning $1} (got $lines lines)"
   fi
 }
+as_they_were() { # as_they_were DESCRIPTION DIR COUNT FILE=CONTENT...: each FILE in DIR
+  # holds CONTENT, and DIR holds COUNT files (no temporary file left)
+  desc=$1; dir=$2; count=$3; shift 3
+  good=1
+  for fc in "$@"; do [ "$(cat "$dir/${fc%%=*}")" = "${fc#*=}" ] || good=0; done
+  [ "$good" = 1 ] && [ "$(ls "$dir" | wc -l)" -eq "$count" ] && ok "$desc" ||
+    notok "$desc ($(ls "$dir" | tr '\n' ' '))"
+}
 have_py=0
 command -v python3 >/dev/null 2>&1 && have_py=1
 json_get() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
@@ -581,9 +589,7 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1 && mkdir "$o/stick
     setpriv --reuid=65534 --regid=65534 --clear-groups "$bin" perturb "$o/sticky/in.xyz" \
     -o "$o/sticky/shared.ply" --truth "$o/sticky/t.txt"
   one_line_error "another user's file in a sticky directory"
-  [ "$(cat "$o/sticky/shared.ply")" = shared ] && [ "$(cat "$o/sticky/t.txt")" = precious ] &&
-    [ "$(ls "$o/sticky" | wc -l)" -eq 3 ] && ok "both files as they were, nothing left" ||
-    notok "both files as they were, nothing left"
+  as_they_were "both files as they were, nothing left" "$o/sticky" 3 shared.ply=shared t.txt=precious
 else
   for k in 1 2 3; do skip "needs root and setpriv"; done
 fi
@@ -599,9 +605,8 @@ if [ "$(id -u)" -eq 0 ] && command -v unshare >/dev/null 2>&1 &&
   check "perturb -o a bind-mounted file exits 1" 1 unshare -m sh -c \
     "mount --bind '$o/bind/src.ply' '$o/bind/scan.ply' && exec '$bin' perturb '$g' -o '$o/bind/scan.ply' --truth '$o/bind/t.txt'"
   one_line_error "a file mounted over its name"
-  [ "$(cat "$o/bind/t.txt")" = precious ] && [ "$(cat "$o/bind/scan.ply")" = old ] &&
-    [ "$(ls "$o/bind" | wc -l)" -eq 3 ] && ok "the bind mount's files as they were, nothing left" ||
-    notok "the bind mount's files as they were, nothing left"
+  as_they_were "the bind mount's files as they were, nothing left" "$o/bind" 3 t.txt=precious \
+    scan.ply=old
 else
   for k in 1 2 3; do skip "needs root and unshare to bind-mount a file"; done
 fi
