@@ -443,7 +443,9 @@ HICP_API const uint32_t *hicp_cloud_triangles(const hicp_cloud *cloud);
  * @p path and renamed into place, so a failed write never leaves a truncated
  * file and never destroys an existing one.  A FIFO or a device is written
  * in place; a pipe whose reader has gone is ::HICP_EIO, not SIGPIPE (held
- * back on the calling thread while it writes).
+ * back on the calling thread while it writes).  A name of one of the
+ * process's own descriptors ("/dev/stdout", "/dev/fd/N", "/proc/self/fd/N")
+ * is written through that descriptor, at its offset, whatever it leads to.
  * @return 0, ::HICP_EIO, ::HICP_EINVAL, ::HICP_ERANGE (a moved point beyond
  *         ::HICP_COORD_MAX, which no hicp call would read back: nothing is
  *         written), ::HICP_ENOMEM.

@@ -610,6 +610,29 @@ if [ "$(id -u)" -eq 0 ] && command -v unshare >/dev/null 2>&1 &&
 else
   for k in 1 2 3; do skip "needs root and unshare to bind-mount a file"; done
 fi
+# (stop 48) Standard output as an output: "-" or /dev/stdout gets the data
+# alone, written after whatever is there (before, "-" made a file named "-",
+# and /dev/stdout redirected to a file replaced that file, losing the
+# report), and the report goes to standard error.
+mkdir "$o/so"
+"$bin" perturb "$g" -o "$o/so/ref.ply" --seed 3 >/dev/null 2>&1
+abs_bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+check "perturb -o - into a pipe" 0 sh -c 'cd "$3" && "$1" perturb "$2" -o - --seed 3 | cat >pipe.ply' \
+  sh "$abs_bin" "$g" "$o/so"
+cmp -s "$o/so/pipe.ply" "$o/so/ref.ply" && grep -q '^wrote' "$tmp/err" && [ ! -e "$o/so/-" ] &&
+  ok "the pipe got the scan alone, the report went to standard error" ||
+  notok "the pipe got the scan alone, the report went to standard error"
+check "perturb -o /dev/stdout after the caller's own line" 0 sh -c \
+  '{ echo first; "$1" perturb "$2" -o /dev/stdout --seed 3; } >"$3"' sh "$bin" "$g" "$o/so/app.ply"
+{ echo first; cat "$o/so/ref.ply"; } | cmp -s - "$o/so/app.ply" && grep -q '^wrote' "$tmp/err" &&
+  ok "the redirected file keeps its line, then the scan" ||
+  notok "the redirected file keeps its line, then the scan"
+check "-o - and --truth - together exit 2" 2 "$bin" perturb "$g" -o - --truth /dev/stdout
+one_line_error "both standard output"
+check "model build -o -" 0 sh -c '"$1" model build "$2" -o - >"$3"' sh "$bin" "$g" "$o/so/g.hicpm"
+check "the model built to standard output loads" 0 "$bin" model info "$o/so/g.hicpm"
+check "perturb -o - with standard output closed exits 1" 1 sh -c '"$1" perturb "$2" -o - >&-' sh "$bin" "$g"
+one_line_error "standard output"
 # Transform files: the real reason, comments of any length, the limit.
 check "--init naming a directory exits 1" 1 "$bin" register "$g" "$g" --init "$o"
 one_line_error "cannot read .*: Is a directory"

@@ -979,6 +979,56 @@ Test(io, atomic_write)
   hicp_context_destroy(ctx);
 }
 
+/* A name of one of the process's own descriptors (/dev/fd/N, /dev/stdout)
+ * is written through that descriptor, at its offset: the file is the same
+ * one, and what the process had written there stays.  (Replaced through
+ * realpath, as a regular file is, it lost a command's report when its
+ * standard output was redirected to the file.) */
+Test(io, output_through_own_descriptor)
+{
+  const char *dir = th_tmpdir();
+  hicp_context *ctx = ctx_new();
+  hicp_cloud *c = one_point_cloud(ctx);
+  const char *target = th_path(dir, "report.txt");
+  const int fd = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  cr_assert(fd > 2);
+  cr_assert_eq(write(fd, "report\n", 7), 7);
+  struct stat before, after;
+  cr_assert_eq(fstat(fd, &before), 0);
+  char name[32];
+  snprintf(name, sizeof name, "/dev/fd/%d", fd);
+  cr_assert_eq(hicp__outfile_descriptor(name), fd);
+  cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, name, HICP_PLY_ASCII), 0,
+               "%s", hicp_context_error(ctx));
+  cr_assert_eq(write(fd, "end\n", 4), 4); /* the descriptor's offset moved past the data */
+  size_t len;
+  unsigned char *got = th_read(target, &len);
+  cr_assert(len > 11 && memcmp(got, "report\nply\n", 11) == 0);
+  cr_assert(memcmp(got + len - 4, "end\n", 4) == 0);
+  free(got);
+  cr_assert_eq(stat(target, &after), 0);
+  cr_assert(after.st_ino == before.st_ino, "the file was replaced");
+  cr_assert_eq(count_files(dir), 1);
+  close(fd);
+  /* a descriptor that is not open, or open only for reading: refused */
+  cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, "/dev/fd/999", HICP_PLY_ASCII), HICP_EIO);
+  cr_assert(strstr(hicp_context_error(ctx), "not an open file descriptor") != NULL);
+  const int rd = open(target, O_RDONLY | O_CLOEXEC);
+  snprintf(name, sizeof name, "/proc/self/fd/%d", rd);
+  cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, name, HICP_PLY_ASCII), HICP_EIO);
+  cr_assert(strstr(hicp_context_error(ctx), "only for reading") != NULL);
+  close(rd);
+  /* names that are not a descriptor's */
+  const char *not_fd[] = {"/dev/fd/", "/dev/fd/01", "/dev/fd/1x", "/dev/fd/99999999999",
+                          "/proc/self/fd/-1", "/dev/stdin", "dev/fd/1"};
+  for (size_t i = 0; i < sizeof not_fd / sizeof not_fd[0]; i++)
+    cr_assert_eq(hicp__outfile_descriptor(not_fd[i]), -1, "%s", not_fd[i]);
+  cr_assert_eq(hicp__outfile_descriptor("/dev/stdout"), 1);
+  cr_assert_eq(hicp__outfile_descriptor("/proc/self/fd/2"), 2);
+  hicp_cloud_destroy(c);
+  hicp_context_destroy(ctx);
+}
+
 /* Outputs get the permissions a user expects: a new file the umask's (the
  * library never sets the umask to learn it: that is the whole process's),
  * a replaced file its old ones less set-user-ID and set-group-ID, and no

@@ -101,12 +101,21 @@ void cli_print_transform(FILE *f, const hicp_transform *t, const char *indent);
  * everything else the command does has succeeded, standard output included
  * (cli_commit_outputs).  Until then it is a temporary file, without a name
  * where the system allows (see io/outfile.h): a command that fails, or is
- * killed, leaves what was there as it was. */
+ * killed, leaves what was there as it was.  Standard output ("-") is the
+ * exception: written as it is made, the command's report going to
+ * standard error instead. */
 typedef struct cli_output {
-  const char *path; /* as given; NULL: not given, and every function a no-op */
+  const char *path; /* as given ("standard output" for "-" and its other names);
+                       NULL: not given, and every function a no-op */
   hicp__outfile o;
   int watched;      /* 1 + its slot among the temporaries a signal removes */
+  int data_fd;      /* standard output as the output: what was descriptor 1
+                       (over 2), descriptor 1 now being standard error; else 0 */
+  char data_name[24]; /* with data_fd: "/dev/fd/N", its name for the library */
 } cli_output;
+/* Whether an output's name means standard output: "-", or a name of
+ * descriptor 1 (/dev/stdout, /dev/fd/1, /proc/self/fd/1). */
+int cli_is_stdout(const char *path);
 /* An option's value that names an output: refused (one line, -1) when empty,
  * before any work (a command-line mistake, exit 2). */
 int cli_output_path(const char *opt, const char *s);

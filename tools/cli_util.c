@@ -164,10 +164,17 @@ typedef struct file_id {
   const char *base;
 } file_id;
 
+int cli_is_stdout(const char *path)
+{
+  return path != NULL && (strcmp(path, "-") == 0 || hicp__outfile_descriptor(path) == 1);
+}
+
 static int identify(const char *path, file_id *id)
 {
   struct stat st;
   memset(id, 0, sizeof *id);
+  if (strcmp(path, "-") == 0)
+    path = "/dev/stdout";
   if (stat(path, &st) == 0) {
     id->exists = 1;
     id->regular = S_ISREG(st.st_mode);
@@ -204,7 +211,15 @@ int cli_check_outputs(const cli_file *files, int n)
 {
   for (int i = 0; i < n; i++) {
     file_id a, b;
-    if (!files[i].output || files[i].path == NULL || identify(files[i].path, &a) != 0)
+    if (!files[i].output || files[i].path == NULL)
+      continue;
+    for (int k = i + 1; k < n; k++)
+      if (files[k].output && cli_is_stdout(files[i].path) && cli_is_stdout(files[k].path)) {
+        cli_error("%s '%s' and %s '%s' are both standard output (refusing to mix them)",
+                  files[i].what, files[i].path, files[k].what, files[k].path);
+        return -1;
+      }
+    if (identify(files[i].path, &a) != 0)
       continue;
     for (int k = 0; k < n; k++) {
       /* a missing input fails on its own; only two outputs can collide
@@ -629,11 +644,44 @@ static void unwatch_temp(cli_output *out)
   out->watched = 0;
 }
 
+/* Standard output as an output ("-", /dev/stdout): the data go to the
+ * descriptor that was standard output, and the report to standard error
+ * from here on (descriptor 1 becomes a copy of 2), so that a pipe or a
+ * redirection gets the file alone.  The data are written in place, as
+ * they are made: a stream cannot be replaced whole, only written. */
+static int open_stdout(cli_output *out)
+{
+  out->path = "standard output";
+  if (cli_flush_stdout() != 0) {
+    cli_error("cannot write standard output: %s", strerror(stdout_errno));
+    return -1;
+  }
+  const int data = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (data < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+    cli_error("cannot write standard output: %s", strerror(errno));
+    if (data >= 0)
+      close(data);
+    return -1;
+  }
+  out->data_fd = data;
+  snprintf(out->data_name, sizeof out->data_name, "/dev/fd/%d", out->data_fd);
+  const char *why = hicp__outfile_open(&out->o, out->data_name);
+  if (why != NULL) {
+    cli_error("cannot write standard output: %s", why);
+    close(out->data_fd);
+    out->data_fd = 0;
+    return -1;
+  }
+  return 0;
+}
+
 int cli_output_open(cli_output *out, const char *path)
 {
   memset(out, 0, sizeof *out);
   if (path == NULL)
     return 0;
+  if (cli_is_stdout(path))
+    return open_stdout(out);
   /* An existing file its owner made read-only is refused, as the shell's
    * '>' refuses it: the rename that replaces a file needs only the
    * directory's permission.  (The effective IDs, as open would use them;
@@ -656,6 +704,8 @@ int cli_output_open(cli_output *out, const char *path)
 
 const char *cli_output_name(const cli_output *out)
 {
+  if (out->data_fd > 0)
+    return out->data_name;
   return out->path != NULL ? hicp__outfile_name(&out->o, out->path) : NULL;
 }
 
@@ -702,6 +752,13 @@ int cli_write_transform(cli_output *out, const hicp_transform *t)
   return 0;
 }
 
+static void close_data_fd(cli_output *out)
+{
+  if (out->data_fd > 0)
+    close(out->data_fd);
+  out->data_fd = 0;
+}
+
 int cli_commit_outputs(cli_output *outs, int n)
 {
   /* standard output first: a command whose report was lost has failed, and
@@ -732,6 +789,7 @@ int cli_commit_outputs(cli_output *outs, int n)
     if (outs[i].path == NULL)
       continue;
     const char *why = hicp__outfile_commit(&outs[i].o);
+    close_data_fd(&outs[i]);
     unwatch_temp(&outs[i]);
     if (why != NULL) {
       cli_error("cannot write %s: %s", outs[i].path, why);
@@ -745,6 +803,7 @@ int cli_commit_outputs(cli_output *outs, int n)
 
 void cli_output_abort(cli_output *out)
 {
+  close_data_fd(out);
   if (out->path != NULL)
     hicp__outfile_abort(&out->o);
   unwatch_temp(out);

@@ -253,12 +253,69 @@ static const char *open_regular(hicp__outfile *o, const char *path, const struct
   return why;
 }
 
+int hicp__outfile_descriptor(const char *path)
+{
+  if (path == NULL)
+    return -1;
+  if (strcmp(path, "/dev/stdout") == 0)
+    return 1;
+  if (strcmp(path, "/dev/stderr") == 0)
+    return 2;
+  const char *n = strncmp(path, "/dev/fd/", 8) == 0         ? path + 8
+                  : strncmp(path, "/proc/self/fd/", 14) == 0 ? path + 14
+                                                             : NULL;
+  if (n == NULL || *n < '0' || *n > '9' || (n[0] == '0' && n[1] != '\0'))
+    return -1;
+  long fd = 0;
+  for (; *n >= '0' && *n <= '9'; n++)
+    if ((fd = fd * 10 + (*n - '0')) > 1000000000L)
+      return -1;
+  return *n == '\0' ? (int)fd : -1;
+}
+
+/* One of the process's own descriptors, named by `path`: written in place
+ * through a copy of it, at its offset, as a shell's redirection left it
+ * (truncated by '>', appended to by '>>').  Opening the name again would
+ * give a new offset at 0, over what the process already wrote there; and
+ * replacing the file it leads to (a renamed temporary) would destroy what
+ * the process writes through the descriptor itself: `hicp ... -o
+ * /dev/stdout > FILE` lost the command's report so.  A regular file without
+ * a name is the exception, a temporary file of the caller's, reopened and
+ * truncated as before (see outfile.h). */
+static const char *open_descriptor(hicp__outfile *o, int fd, int *handled)
+{
+  struct stat st;
+  *handled = 1;
+  if (fstat(fd, &st) != 0)
+    return errno == EBADF ? "not an open file descriptor" : strerror(errno);
+  if (S_ISREG(st.st_mode) && st.st_nlink == 0) {
+    *handled = 0;
+    return NULL;
+  }
+  if (S_ISDIR(st.st_mode))
+    return strerror(EISDIR);
+  const int mode = fcntl(fd, F_GETFL);
+  if (mode == -1)
+    return strerror(errno);
+  if ((mode & O_ACCMODE) == O_RDONLY)
+    return "a file descriptor open only for reading";
+  o->f = stream_on_copy(fd);
+  return o->f != NULL ? NULL : strerror(errno);
+}
+
 const char *hicp__outfile_open(hicp__outfile *o, const char *path)
 {
   memset(o, 0, sizeof *o);
   o->mode = -1;
   if (path == NULL || path[0] == '\0')
     return "no file name";
+  const int fd = hicp__outfile_descriptor(path);
+  if (fd >= 0) {
+    int handled;
+    const char *why = open_descriptor(o, fd, &handled);
+    if (handled)
+      return why;
+  }
   struct stat st; /* what the name leads to, through any links */
   if (stat(path, &st) != 0)
     return errno == ENOENT ? open_new(o, path) : strerror(errno);

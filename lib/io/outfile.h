@@ -19,6 +19,11 @@
  * command-line tool has the library write into a temporary file of its own,
  * to be committed once the whole command has succeeded.
  *
+ * A name for one of the process's own descriptors (/dev/stdout,
+ * /dev/fd/N) is written in place through that descriptor: whatever the
+ * process writes there itself (a report on standard output redirected to a
+ * file) stays, and the output follows it.
+ *
  * It knows nothing of hicp_context: the command-line tool compiles it in as
  * well, for the files it writes itself (the --truth transform). */
 #ifndef HICP_IO_OUTFILE_H
@@ -42,6 +47,12 @@ typedef struct hicp__outfile {
  * everything is cleaned up: no stream open, no temporary file left.  A
  * structure set to all zeros can be given to hicp__outfile_abort. */
 
+/* The descriptor that `path` names, "/dev/stdout" (1), "/dev/stderr" (2),
+ * "/dev/fd/N" or "/proc/self/fd/N" (N), else -1.  Such a name is the
+ * process's own open file, and hicp__outfile_open writes it in place,
+ * through a copy of the descriptor, at its offset: not replaced, not
+ * truncated (but for a regular file without a name, as above). */
+int hicp__outfile_descriptor(const char *path);
 /* Opens `path` for writing.  Refused: a directory, a socket, and a symbolic
  * link to a missing file (as GNU cp refuses to write through one: it may
  * name a place the link's owner did not mean). */
