@@ -159,19 +159,24 @@ static int threads_available(int n)
   return err;
 }
 
+/* The largest team the system was found to give the calling thread.  Per
+ * thread, not per context: OpenMP keeps a team for each thread that starts
+ * one, and a context may go from thread to thread (one at a time), as a
+ * pool's tasks take it; remembered with the context, each change of thread
+ * started and joined threads again, on every registration. */
+static _Thread_local int team_granted;
+atomic_uint hicp__team_preflights;
+
 int hicp__team_ready(hicp_context *ctx)
 {
-  if (hicp__team_threads(ctx) <= 1)
+  const int n = hicp__team_threads(ctx);
+  if (n <= 1 || n <= team_granted)
     return HICP_OK;
-  const pthread_t self = pthread_self();
-  if (ctx->team_checked && pthread_equal(ctx->team_thread, self))
-    return HICP_OK;
-  const int err = threads_available(ctx->threads);
+  atomic_fetch_add(&hicp__team_preflights, 1u);
+  const int err = threads_available(n);
   if (err != 0)
-    return hicp__fail(ctx, HICP_ENOMEM, "cannot start %d threads: %s", ctx->threads,
-                      strerror(err));
-  ctx->team_checked = 1;
-  ctx->team_thread = self;
+    return hicp__fail(ctx, HICP_ENOMEM, "cannot start %d threads: %s", n, strerror(err));
+  team_granted = n;
   return HICP_OK;
 }
 

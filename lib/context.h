@@ -27,11 +27,10 @@ struct hicp_context {
    * this context (hicp__scratch in util.c). */
   void *scratch;
   size_t scratch_size;
-  /* hicp_context_start_threads: the system gave team_thread the threads
-   * its team needs (checked once a thread: libgomp keeps each thread's
-   * team) */
-  int team_checked;
-  pthread_t team_thread;
 };
+
+/* The checks hicp__team_ready has made (they start and join threads), for
+ * the tests to count. */
+extern atomic_uint hicp__team_preflights;
 
 #endif /* HICP_CONTEXT_H */

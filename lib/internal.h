@@ -121,8 +121,9 @@ double hicp__now_ms(void);
 int hicp__default_threads(void);
 /* Before a parallel region of ctx->threads on the calling thread: whether
  * the system gives those threads (libgomp would exit the process where it
- * does not).  Checked once a context and thread (context.c); HICP_OK, or
- * HICP_ENOMEM with the message. */
+ * does not).  Checked once a thread for each larger team (context.c):
+ * HICP_OK, or HICP_ENOMEM with the message (hicp__team_preflights in
+ * context.h counts the checks made, for the tests). */
 int hicp__team_ready(hicp_context *ctx);
 /* The threads a parallel region on the calling thread may take for ctx:
  * ctx->threads, or 1 on the thread that forked this process (in the child)

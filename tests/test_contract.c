@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "context.h"
 #include "testhelp.h"
 
 /* A locale whose decimal point is a comma: one the system has, or one
@@ -769,4 +770,88 @@ Test(contract, failed_registration_leaves_no_stale_result)
   cr_assert_eq(r.iterations, 0);
   hicp_model_destroy(m);
   hicp_context_destroy(ctx);
+}
+
+/* A context handed from thread to thread, one at a time (a pool's tasks
+ * taking it in turn, as hicp.h allows): each thread's team is checked once,
+ * not on every call.  Remembered with the context, the check started and
+ * joined a thread on every registration that changed thread (stop 48's
+ * latency review: 114 thread starts in 110 frames). */
+typedef struct handoff {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int turn; /* whose registration is next: 0 or 1; 2: stop */
+  int done; /* registrations made */
+  int failed;
+  hicp_context *ctx;
+  hicp_model *m;
+} handoff;
+
+typedef struct handoff_arg {
+  handoff *h;
+  int me;
+} handoff_arg;
+
+static void *handoff_thread(void *arg)
+{
+  handoff_arg *a = arg;
+  handoff *h = a->h;
+  hicp_transform init;
+  hicp_transform_identity(&init);
+  init.m[3] = 0.1;
+  pthread_mutex_lock(&h->mu);
+  for (;;) {
+    while (h->turn != a->me && h->turn != 2)
+      pthread_cond_wait(&h->cv, &h->mu);
+    if (h->turn == 2)
+      break;
+    hicp_result r;
+    hicp_result_init(&r);
+    if (hicp_register(h->ctx, h->m, tetra_pts, 4, NULL, &init, &r) != 0)
+      h->failed = 1;
+    h->done++;
+    h->turn = 1 - a->me;
+    pthread_cond_broadcast(&h->cv);
+  }
+  pthread_mutex_unlock(&h->mu);
+  return NULL;
+}
+
+Test(contract, context_handed_between_threads)
+{
+  handoff h = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, NULL, NULL};
+  h.ctx = th_context(2, HICP_BACKEND_CPU);
+  h.m = tetrahedron(h.ctx);
+  const unsigned before = atomic_load(&hicp__team_preflights);
+  handoff_arg a[2] = {{&h, 0}, {&h, 1}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    cr_assert_eq(pthread_create(&t[i], NULL, handoff_thread, &a[i]), 0);
+  pthread_mutex_lock(&h.mu);
+  while (h.done < 40)
+    pthread_cond_wait(&h.cv, &h.mu);
+  h.turn = 2;
+  pthread_cond_broadcast(&h.cv);
+  pthread_mutex_unlock(&h.mu);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  cr_assert_eq(h.failed, 0);
+  cr_assert_eq(atomic_load(&hicp__team_preflights) - before, 2u,
+               "%u checks for 40 registrations on two threads",
+               atomic_load(&hicp__team_preflights) - before);
+  /* a larger team on a thread already checked is checked again, once (this
+   * thread's team of two was checked when tetrahedron() built the model) */
+  hicp_context *three = th_context(3, HICP_BACKEND_CPU);
+  hicp_transform init;
+  hicp_transform_identity(&init);
+  hicp_result r;
+  hicp_result_init(&r);
+  const unsigned at = atomic_load(&hicp__team_preflights);
+  cr_assert_eq(hicp_register(h.ctx, h.m, tetra_pts, 4, NULL, &init, &r), 0);
+  cr_assert_eq(hicp_register(three, h.m, tetra_pts, 4, NULL, &init, &r), 0);
+  cr_assert_eq(hicp_register(three, h.m, tetra_pts, 4, NULL, &init, &r), 0);
+  cr_assert_eq(atomic_load(&hicp__team_preflights) - at, 1u);
+  hicp_context_destroy(three);
+  hicp_model_destroy(h.m);
+  hicp_context_destroy(h.ctx);
 }
