@@ -76,6 +76,22 @@ static void pass_a_piece(const hicp__mview *view, hicp__frame *f, const hicp__xf
     sum(view, f, sel, c, &f->part[c]);
 }
 
+/* Whether pass A should take no more pieces: the budget is spent or the
+ * registration canceled (hicp__frame.deadline, halt_ctx).  The first thread
+ * to see it says so in f->halted, which the others then read instead of
+ * the clock.  A clock read costs about 20 ns, against some microseconds
+ * for a piece of points. */
+static int halt_now(hicp__frame *f)
+{
+  if (__atomic_load_n(&f->halted, __ATOMIC_RELAXED))
+    return 1;
+  if ((f->deadline > 0.0 && hicp__now_ms() >= f->deadline) || hicp__canceled(f->halt_ctx)) {
+    __atomic_store_n(&f->halted, 1, __ATOMIC_RELAXED);
+    return 1;
+  }
+  return 0;
+}
+
 void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int method,
                       const hicp__select *sel, uint32_t c0, uint32_t c1, int threads)
 {
@@ -92,7 +108,7 @@ void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T
 #pragma omp parallel num_threads(threads)
   {
     uint32_t at = 0;
-    for (uint64_t i0, i1; hicp__segments_take(&segs, &at, &i0, &i1);)
+    for (uint64_t i0, i1; !halt_now(f) && hicp__segments_take(&segs, &at, &i0, &i1);)
       pass_a_piece(view, f, T, method, sel, correspond, sum, p0 + (uint32_t)i0,
                    p0 + (uint32_t)i1);
   }

@@ -188,7 +188,9 @@ static int run_frame(hicp_context *parent, crew_member *cm, const hicp_model *m,
                      size_t n, const double origin[3], const hicp__plan *plan,
                      const hicp_transform *init, hicp_result *r)
 {
-  int rc = hicp__register_frame(cm->ctx, m, p0, n, origin, plan, init, NULL, NULL, NULL, r);
+  const double t_start = hicp__now_ms(); /* the frame's start, for both tries */
+  int rc =
+      hicp__register_frame(cm->ctx, m, p0, n, origin, plan, init, NULL, NULL, NULL, r, t_start);
   if (rc != HICP_OK && cm->gpu && parent->backend != HICP_BACKEND_CUDA &&
       (rc == HICP_EDEVICE || rc == HICP_ENOMEM || rc == HICP_ENODEVICE)) {
     char note[200];
@@ -200,7 +202,8 @@ static int run_frame(hicp_context *parent, crew_member *cm, const hicp_model *m,
     team.nw = 1;
     team.cpu_share = -1.0;
     hicp__clear_error(cm->ctx);
-    rc = hicp__register_frame(cm->ctx, m, p0, n, origin, plan, init, &team, NULL, NULL, r);
+    rc = hicp__register_frame(cm->ctx, m, p0, n, origin, plan, init, &team, NULL, NULL, r,
+                              t_start);
     if (rc == HICP_OK && r->struct_size >= offsetof(hicp_result, error))
       snprintf(r->note, sizeof r->note, "%.159s", note);
   }
@@ -479,6 +482,7 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
         hicp__result_failed(r, i, HICP_ECANCELED, "canceled before it started");
         continue;
       }
+      const double t_start = hicp__now_ms(); /* the frame's start: its copy counts */
       float *p0 = NULL;
       free(cur);
       cur = NULL;
@@ -493,7 +497,7 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
       if (frc == HICP_OK) {
         const uint32_t *warm = bo.reuse_matches && prev != NULL && prev_n == counts[i] ? prev : NULL;
         frc = hicp__register_frame(ctx, m, p0, counts[i], frame_origin(origins, i), &plan, &pose,
-                                   team.nw > 0 ? &team : NULL, warm, cur, r);
+                                   team.nw > 0 ? &team : NULL, warm, cur, r, t_start);
       }
       free(p0);
       if (frc != HICP_OK) {
@@ -648,6 +652,7 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
     /* Tracking runs in order on the stream's one worker thread.  Poses
      * are absolute, so a frame may have another origin than the last. */
     /* the frame with its copy and the two frames' matches */
+    const double t_start = hicp__now_ms();
     rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n,
                                   copy_bytes(e->n) + 4u * (uint64_t)e->n + 4u * (uint64_t)s->prev_n);
     uint32_t *cur = rc == HICP_OK ? malloc(sizeof *cur * e->n) : NULL;
@@ -657,7 +662,8 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
     rc = rc != HICP_OK ? rc
          : cur == NULL ? hicp__fail(cm->ctx, HICP_ENOMEM, "out of memory")
                        : hicp__register_frame(cm->ctx, s->m, e->p0, e->n, e->origin, &s->plan, init,
-                                            s->team.nw > 0 ? &s->team : NULL, warm, cur, r);
+                                            s->team.nw > 0 ? &s->team : NULL, warm, cur, r,
+                                            t_start);
     if (rc == HICP_OK) {
       s->pose = r->transform;
       free(s->prev);

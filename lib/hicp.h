@@ -249,8 +249,11 @@ HICP_API int hicp_context_threads(const hicp_context *ctx);
 HICP_API int hicp_context_start_threads(hicp_context *ctx);
 
 /**
- * Asks the registration or batch running on @p ctx to stop at its next
- * iteration boundary; it returns what it completed, with ::HICP_STOP_CANCELED.
+ * Asks the registration or batch running on @p ctx to stop: on the CPU
+ * within a piece of its pass (a few hundred points a thread), on a GPU at
+ * its next iteration boundary.  It returns what its last complete
+ * iteration reached, with ::HICP_STOP_CANCELED (as for the time budget:
+ * hicp_reg_options.time_budget_ms).
  * A batch's frames that had not started fail with ::HICP_ECANCELED (their
  * results say "canceled before it started"), and the batch returns
  * ::HICP_ECANCELED, unless a frame before them failed for another reason:
@@ -674,12 +677,19 @@ typedef struct hicp_reg_options {
                               backend or split. */
   double time_budget_ms; /**< stop after this much time; 0 = none.  Counted
                               from the call (a batch's or stream's frame:
-                              from its start, not its wait in the queue)
-                              and checked, as a cancel is, at iteration
-                              boundaries: a registration overruns it by up
-                              to one pass over the scan (the first one
-                              included), and stops with
-                              ::HICP_STOP_TIMEOUT and what it reached */
+                              from its start, not its wait in the queue).
+                              Checked, as a cancel is, on the CPU between
+                              pieces of a pass (a few hundred points a
+                              thread: it overruns by microseconds, beyond
+                              the scan's set-up before the first pass), on
+                              a GPU at iteration boundaries (up to one
+                              pass, the first one included).  It stops with
+                              ::HICP_STOP_TIMEOUT and what the last complete
+                              iteration reached: its pose, rmse and counts,
+                              as a run stopped after that many iterations
+                              returns them.  Where no pass was complete, the
+                              initial pose, 0 iterations, fitness 0, and
+                              rmse and inlier_rmse NaN */
   unsigned flags;        /**< reserved, must be 0 */
 } hicp_reg_options;
 

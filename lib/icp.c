@@ -310,7 +310,15 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
   double win_lo = -HUGE_VAL, win_hi = HUGE_VAL; /* sigma filter window */
   int degenerate = 0;
   uint32_t cut[HICP_TEAM_MAX + 1];
+  /* the sums at T_prev and the degenerate flag as it was then: what a
+   * stop at the previous iteration's end would have returned */
+  hicp__partial tot_prev;
+  int degenerate_prev = 0;
+  memset(&tot_prev, 0, sizeof tot_prev);
   memset(out, 0, sizeof *out);
+  f->deadline = p->time_budget_ms > 0.0 ? t_start + p->time_budget_ms : 0.0;
+  f->halt_ctx = ctx;
+  f->halted = 0;
   for (int k = 0; rc == HICP_OK; k++) {
     hicp__select sel = hicp__iter_select(p->max_d2, p->filter_start, k, win_lo, win_hi);
     const int sigma_now = sel.want_e;
@@ -321,6 +329,20 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
     if (rc != HICP_OK)
       break;
     double t1 = hicp__now_ms();
+    if (__atomic_load_n(&f->halted, __ATOMIC_RELAXED)) {
+      /* The CPU stopped this pass part way (out of time, or canceled): the
+       * registration ends as the check at the last iteration's end would
+       * have ended it, with that iteration's pose and sums.  Before any
+       * pass was complete, that is the initial pose with no pairs, whose
+       * rmse is NaN. */
+      out->correspond_ms += t1 - t0;
+      out->T = k > 0 ? T_prev : T;
+      out->tot = tot_prev;
+      out->iterations = k > 0 ? k - 1 : 0;
+      out->degenerate = degenerate_prev;
+      out->stop = hicp__iter_halt(hicp__canceled(ctx), 1);
+      break;
+    }
     hicp__partial tot;
     combine(f, scratch, &tot);
     if (sigma_now || p->trim < 1.0) {
@@ -365,6 +387,8 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
       out->degenerate = degenerate;
       break;
     }
+    tot_prev = tot;
+    degenerate_prev = degenerate;
     hicp__xf T_next;
     hicp__solve_horn(&tot, f->s_noise, &T, &T_next, &degenerate);
     out->solve_ms += hicp__now_ms() - t2;
@@ -422,7 +446,8 @@ static void fill_result(const hicp__icp_out *out, const hicp__plan *plan, size_t
   const hicp__partial *t = &out->tot;
   r.points = n;
   r.inliers = (uint64_t)t->v[HICP_PF_N_IN];
-  r.rmse = sqrt(t->v[HICP_PF_E2_ALL] / t->v[HICP_PF_N_ALL]);
+  /* no pairs only where no pass was complete (a budget or a cancel) */
+  r.rmse = t->v[HICP_PF_N_ALL] > 0.0 ? sqrt(t->v[HICP_PF_E2_ALL] / t->v[HICP_PF_N_ALL]) : NAN;
   r.inlier_rmse = t->v[HICP_PF_N_IN] > 0.0 ? sqrt(t->v[HICP_PF_E2_IN] / t->v[HICP_PF_N_IN]) : NAN;
   r.fitness = t->v[HICP_PF_N_IN] / (double)n;
   r.iterations = out->iterations;
@@ -588,9 +613,8 @@ int hicp__check_frame_budget(hicp_context *ctx, const hicp__plan *plan, size_t n
 int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0, size_t n,
                          const double origin[3], const hicp__plan *plan,
                          const hicp_transform *init, hicp__team *team, const uint32_t *warm,
-                         uint32_t *match_out, hicp_result *result)
+                         uint32_t *match_out, hicp_result *result, double t_start)
 {
-  double t_start = hicp__now_ms();
   if (n == 0)
     return hicp__fail(ctx, HICP_EEMPTY, "the scan has no points");
   if (n > HICP_SCAN_MAX)
@@ -750,6 +774,7 @@ static int check_common(hicp_context *ctx, const hicp_model *m, hicp_result *res
 int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, size_t n,
                   const hicp_reg_options *opts, const hicp_transform *init, hicp_result *result)
 {
+  const double t_start = hicp__now_ms(); /* the budget and time_ms count the copy too */
   int rc = check_common(ctx, m, result);
   if (rc != HICP_OK)
     return rc;
@@ -765,7 +790,8 @@ int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, siz
     rc = hicp__copy_points(ctx, "scan", scan, n, stride, &p0);
   if (rc == HICP_OK) {
     static const double zero[3] = {0.0, 0.0, 0.0};
-    rc = hicp__register_frame(ctx, m, p0, n, zero, &plan, init, NULL, NULL, NULL, result);
+    rc = hicp__register_frame(ctx, m, p0, n, zero, &plan, init, NULL, NULL, NULL, result,
+                              t_start);
   }
   free(p0);
   return failed(ctx, rc, result);
@@ -775,6 +801,7 @@ int hicp_register_cloud(hicp_context *ctx, const hicp_model *m, const hicp_cloud
                         const hicp_reg_options *opts, const hicp_transform *init,
                         hicp_result *result)
 {
+  const double t_start = hicp__now_ms();
   int rc = check_common(ctx, m, result);
   if (rc != HICP_OK)
     return rc;
@@ -786,6 +813,6 @@ int hicp_register_cloud(hicp_context *ctx, const hicp_model *m, const hicp_cloud
     rc = hicp__fail(ctx, HICP_EINVAL, "scan_stride does not apply to a cloud");
   if (rc == HICP_OK)
     rc = hicp__register_frame(ctx, m, scan->xyz, scan->n, scan->origin, &plan, init, NULL, NULL,
-                              NULL, result);
+                              NULL, result, t_start);
   return failed(ctx, rc, result);
 }

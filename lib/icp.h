@@ -55,6 +55,14 @@ typedef struct hicp__frame {
   hicp__walkpart *walk; /* per chunk */
   uint32_t *points_done; /* per chunk: pass A's points finished (cpu/cpu_backend.c) */
   double s_noise;       /* Horn's solve: the cross-covariance's rounding floor (pp/solve.h) */
+  /* What stops the CPU's pass A between two of its pieces (a few hundred
+   * points), rather than at the iteration's end: the time budget's end on
+   * hicp__now_ms()'s clock (0: no budget) and the context whose cancel
+   * counts (NULL: none).  `halted` (set with __atomic builtins) says that
+   * a piece was refused, so the pass is incomplete and its sums unusable. */
+  double deadline;
+  const struct hicp_context *halt_ctx;
+  int halted;
 } hicp__frame;
 
 /* What a run of the iteration loop produces (either backend). */

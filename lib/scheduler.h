@@ -68,7 +68,7 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
 int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0, size_t n,
                          const double origin[3], const hicp__plan *plan,
                          const hicp_transform *init, hicp__team *team, const uint32_t *warm,
-                         uint32_t *match_out, hicp_result *result);
+                         uint32_t *match_out, hicp_result *result, double t_start);
 
 /* A frame's result when it failed (a batch's or stream's frame, or a
  * single registration): zero but for struct_size, with the frame's index,

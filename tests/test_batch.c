@@ -134,7 +134,9 @@ Test(batch, any_split_gives_the_same_bits)
   static const double zero[3] = {0, 0, 0};
   hicp_result ref;
   hicp_result_init(&ref);
-  cr_assert_eq(hicp__register_frame(ctx, m, f, n, zero, &plan, NULL, NULL, NULL, NULL, &ref), 0);
+  cr_assert_eq(hicp__register_frame(ctx, m, f, n, zero, &plan, NULL, NULL, NULL, NULL, &ref,
+                                    hicp__now_ms()),
+               0);
   /* teams of 1..4 CPU workers with uneven measured rates */
   static const double rates[4][4] = {{1, 0, 0, 0}, {1, 5, 0, 0}, {7, 1, 2, 0}, {1, 1, 9, 0.3}};
   for (int t = 0; t < 4; t++) {
@@ -149,7 +151,9 @@ Test(batch, any_split_gives_the_same_bits)
     }
     hicp_result r;
     hicp_result_init(&r);
-    cr_assert_eq(hicp__register_frame(ctx, m, f, n, zero, &plan, NULL, &team, NULL, NULL, &r), 0);
+    cr_assert_eq(hicp__register_frame(ctx, m, f, n, zero, &plan, NULL, &team, NULL, NULL, &r,
+                                      hicp__now_ms()),
+                 0);
     cr_assert(memcmp(&r.transform, &ref.transform, sizeof r.transform) == 0, "team of %d differs",
               team.nw);
     cr_assert_eq(r.rmse, ref.rmse);

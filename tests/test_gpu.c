@@ -496,7 +496,9 @@ Test(gpu, hybrid_split_bitwise)
   hicp__worker cpu_only;
   hicp__team solo = {{&cpu_only}, 1, -1.0};
   hicp__cpu_worker_init(&cpu_only, ctx, 2);
-  cr_assert_eq(hicp__register_frame(ctx, m, s, n, zero, &plan, NULL, &solo, NULL, NULL, &ref), 0);
+  cr_assert_eq(hicp__register_frame(ctx, m, s, n, zero, &plan, NULL, &solo, NULL, NULL, &ref,
+                                    hicp__now_ms()),
+               0);
   static const double shares[] = {0.0, 0.3, 0.9, 1.0, -1.0};
   for (size_t k = 0; k < sizeof shares / sizeof *shares; k++) {
     hicp__worker g0, g1, c;
@@ -506,7 +508,9 @@ Test(gpu, hybrid_split_bitwise)
     hicp__team team = {{&g0, &g1, &c}, 3, shares[k]};
     hicp_result rr;
     hicp_result_init(&rr);
-    cr_assert_eq(hicp__register_frame(ctx, m, s, n, zero, &plan, NULL, &team, NULL, NULL, &rr), 0,
+    cr_assert_eq(hicp__register_frame(ctx, m, s, n, zero, &plan, NULL, &team, NULL, NULL, &rr,
+                                      hicp__now_ms()),
+                 0,
                  "%s", hicp_context_error(ctx));
     cr_assert(memcmp(&rr.transform, &ref.transform, sizeof rr.transform) == 0, "share %g differs",
               shares[k]);

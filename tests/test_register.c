@@ -752,6 +752,73 @@ Test(register, strided_scan_and_time_budget)
   hicp_model_destroy(m);
 }
 
+/* The budget stops the CPU inside a pass, between pieces of a few hundred
+ * points, not at the iteration's end (stop 48: a 5 ms budget on the
+ * 1M-point model returned after 39 ms, the length of its first pass).
+ * What comes back is what the last complete iteration reached: the pose
+ * and rmse of a run stopped after as many iterations, to the bit; before
+ * the first pass completes, the initial pose and a NaN rmse. */
+Test(register, budget_stops_inside_a_pass, .timeout = 120)
+{
+  const size_t n = 30000;
+  float *pts = th_surface(n, 48);
+  /* one thread: on a loaded machine a team waits for its descheduled
+   * threads, and passes take long and unevenly */
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, pts, n, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  hicp_transform init;
+  hicp_transform_identity(&init);
+  double rot[9];
+  th_rotation(0.1, -0.05, 0.08, rot);
+  for (int r = 0; r < 3; r++)
+    for (int c = 0; c < 3; c++)
+      init.m[4 * r + c] = rot[3 * r + c];
+  init.m[3] = 0.03;
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.tol = 0;
+  o.max_iter = 1000;
+  hicp_result r, ref;
+  hicp_result_init(&r);
+  hicp_result_init(&ref);
+  /* 1 microsecond: the scan's set-up alone takes longer, so no piece of
+   * the first pass starts */
+  o.time_budget_ms = 1e-3;
+  cr_assert_eq(hicp_register(ctx, m, pts, n, &o, &init, &r), 0, "%s", hicp_context_error(ctx));
+  cr_assert_eq(r.stop, HICP_STOP_TIMEOUT);
+  cr_assert_eq(r.iterations, 0);
+  cr_assert(isnan(r.rmse), "rmse %g: the first pass ran to its end", r.rmse);
+  cr_assert_eq(r.fitness, 0.0);
+  for (int k = 0; k < 16; k++)
+    cr_assert(fabs(r.transform.m[k] - init.m[k]) < 1e-12, "element %d moved", k);
+  /* budgets that end inside later passes: each answer is a whole
+   * iteration's, pose and rmse together */
+  int later = 0;
+  for (double budget = 0.2; budget < 5000.0 && later < 3; budget *= 1.5) {
+    o.time_budget_ms = budget;
+    o.max_iter = 1000;
+    cr_assert_eq(hicp_register(ctx, m, pts, n, &o, &init, &r), 0);
+    if (r.stop != HICP_STOP_TIMEOUT || r.iterations == 0)
+      continue;
+    later++;
+    hicp_reg_options plain = o;
+    plain.time_budget_ms = 0;
+    plain.max_iter = r.iterations;
+    cr_assert_eq(hicp_register(ctx, m, pts, n, &plain, &init, &ref), 0);
+    cr_assert_eq(ref.iterations, r.iterations);
+    cr_assert(memcmp(&r.transform, &ref.transform, sizeof r.transform) == 0,
+              "budget %g ms: the pose is not iteration %d's", budget, r.iterations);
+    cr_assert(memcmp(&r.rmse, &ref.rmse, sizeof r.rmse) == 0,
+              "budget %g ms: rmse %.17g, iteration %d's is %.17g", budget, r.rmse, r.iterations,
+              ref.rmse);
+  }
+  cr_assert_gt(later, 0, "no budget ended after the first pass");
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+  free(pts);
+}
+
 /* A model of one point (a diagonal of 0) and scans on it stop once the
  * MSE no longer changes, under the automatic tolerance (stop 44: the
  * tolerance, 1e-12 of the squared diagonal, was 0, which is off, and every

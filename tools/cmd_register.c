@@ -112,6 +112,8 @@ static void print_text(const char *model_path, const hicp_model_info *mi, double
   if (isfinite(r->inlier_rmse))
     printf("rmse         %.9g (inliers %.9g, fitness %.4f)\n", r->rmse, r->inlier_rmse,
            r->fitness);
+  else if (!isfinite(r->rmse)) /* stopped before its first pass was complete */
+    printf("rmse         unknown (no pass over the scan was complete)\n");
   else /* no pair was left: no inlier error to give */
     printf("rmse         %.9g (no inliers, fitness %.4f)\n", r->rmse, r->fitness);
   printf("iterations   %d, %s (%s)%s\n", r->iterations, r->converged ? "converged" : "not converged",
