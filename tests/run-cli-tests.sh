@@ -178,6 +178,17 @@ assert all(d['converged'] and d['stop'] == 'mse-change' for d in lines), lines
     notok "track says when a frame did not converge"
   # a missing frame: one line naming it, nothing after (the frames before
   # it are reported on stdout)
+  # (stop 48) a budget too small for any pass: every frame stops at once,
+  # its rmse unknown (null), and the run still exits 0
+  check "track --time-budget 0.001 --json" 0 "$bin" track "$tmp/bunny.hicpm" "$tmp/f1.ply" "$tmp/f2.ply" \
+    --time-budget 0.001 --json
+  [ "$have_py" = 1 ] && python3 -c "
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+sys.exit(0 if len(rows) == 2 and all(r['stop'] == 'timeout' and r['rmse'] is None and r['iterations'] == 0 for r in rows) else 1)
+" "$tmp/out" && ok "each frame stopped before its first pass, rmse null" ||
+    notok "each frame stopped before its first pass, rmse null"
+  check "track --time-budget -1 exits 2" 2 "$bin" track "$tmp/bunny.hicpm" "$tmp/f1.ply" --time-budget -1
   check "track with a missing frame exits 1" 1 "$bin" track "$tmp/bunny.hicpm" "$tmp/f1.ply" "$tmp/missing.ply"
   one_line_error "$tmp/missing.ply"
   printf '%s\n' "$tmp/f1.ply" "$tmp/missing.ply" "$tmp/f2.ply" > "$tmp/list2.txt"

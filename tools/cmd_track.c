@@ -30,6 +30,8 @@ static void usage(FILE *f)
           "                      with --independent)\n"
           "  --max-iter N, --tol T, --nn METHOD, --max-dist D, --trim F,\n"
           "  --filter-start K, --filter-sigma S   as for 'hicp register'\n"
+          "  --time-budget MS    stop each frame after MS milliseconds (0: no limit);\n"
+          "                      the next frame starts from the pose it reached\n"
           "  --threads N         CPU threads (default: one per core)\n"
           "  --backend B         auto, cpu, cuda, hybrid (default auto)\n"
           "  --devices LIST      CUDA devices, e.g. 0,1 or 0,0 (a device may repeat)\n"
@@ -153,7 +155,7 @@ int cmd_track(int argc, char **argv)
       {"filter-start", required_argument, NULL, 'f'}, {"filter-sigma", required_argument, NULL, 's'},
       {"threads", required_argument, NULL, 'T'},   {"backend", required_argument, NULL, 'B'},
       {"devices", required_argument, NULL, 'D'},   {"json", no_argument, NULL, 'j'},
-      {"memory-limit", required_argument, NULL, 'M'},
+      {"memory-limit", required_argument, NULL, 'M'}, {"time-budget", required_argument, NULL, 'b'},
       {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0}};
   hicp_reg_options o;
   hicp_reg_options_init(&o);
@@ -181,6 +183,7 @@ int cmd_track(int argc, char **argv)
       }
       break;
     case 'd': bad = cli_double("--max-dist", optarg, 0, HUGE_VAL, &o.max_dist); break;
+    case 'b': bad = cli_double("--time-budget", optarg, 0, HUGE_VAL, &o.time_budget_ms); break;
     case 'r': bad = cli_double("--trim", optarg, 1e-9, 1.0, &o.trim); break;
     case 'f': bad = cli_int("--filter-start", optarg, 0, 1000000, &o.filter_start); break;
     case 's':
