@@ -866,6 +866,10 @@ HICP_API int hicp_stream_create(hicp_context *ctx, const hicp_model *model,
  * not yet run and the results not yet received (about 1 KB each), with
  * this frame's.  Beyond it the frame is refused with ::HICP_ELIMIT and
  * nothing queued: receive results, or let frames run, and submit again.
+ * Short of that limit, frames submitted faster than they run wait their
+ * turn, and their latency grows: a real-time caller bounds it by counting
+ * its frames outstanding (submitted less received) and skipping a sensor
+ * frame at its bound.
  * @return 0, ::HICP_EINVAL (a NULL argument, an initial transform that is
  *         not rigid), ::HICP_ENONFINITE, ::HICP_ERANGE, ::HICP_EEMPTY,
  *         ::HICP_ELIMIT, ::HICP_ENOMEM.
