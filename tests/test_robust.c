@@ -408,13 +408,14 @@ static void write_ply_double(const char *path, const float *p, size_t n, const d
 {
   FILE *f = fopen(path, "wb");
   cr_assert_not_null(f);
-  fprintf(f, "ply\nformat binary_little_endian 1.0\nelement vertex %zu\n"
-             "property double x\nproperty double y\nproperty double z\nend_header\n", n);
+  fprintf(f, "ply\nformat binary_%s_endian 1.0\nelement vertex %zu\n"
+             "property double x\nproperty double y\nproperty double z\nend_header\n",
+          th_big_endian() ? "big" : "little", n);
   double c = cos(deg * M_PI / 180), s = sin(deg * M_PI / 180);
   for (size_t i = 0; i < n; i++) {
     double v[3] = {c * p[3 * i] - s * p[3 * i + 1] + shift + off[0],
                    s * p[3 * i] + c * p[3 * i + 1] + off[1], p[3 * i + 2] + off[2]};
-    fwrite(v, sizeof v, 1, f); /* the test machines are little-endian x86-64 */
+    fwrite(v, sizeof v, 1, f); /* in the host's order, which the header names */
   }
   cr_assert_eq(fclose(f), 0);
 }

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "hicp.h"
 #include "../tools/synth.h"
@@ -57,6 +58,15 @@ void th_stream_destroy_under_a_receiver(hicp_stream *s, const float *f, size_t n
 /* A bumpy closed surface (an ellipsoid with ripples), n points, about 2
  * units across; deterministic for a seed.  Caller frees. */
 float *th_surface(size_t n, uint64_t seed);
+/* 1 on a big-endian host (s390x): files the tests write in the host's
+ * byte order say so in their headers. */
+static inline int th_big_endian(void)
+{
+  const uint16_t one = 1;
+  unsigned char first;
+  memcpy(&first, &one, 1);
+  return first == 0;
+}
 
 /* Keeps the calling thread (and the threads it starts) to its last
  * allowed CPU; *was receives the CPUs it had.  The CPU, or -1 (nothing

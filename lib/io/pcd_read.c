@@ -195,29 +195,32 @@ static int parse_header(pcd *h, hicp__text *t)
   return HICP_OK;
 }
 
+/* The unsigned integer of n little-endian bytes, whatever the host's byte
+ * order (a copy into a uint64_t's first bytes is right only on a
+ * little-endian host: on s390x it scaled a 4-byte field by 2^32). */
+static uint64_t little_endian(const unsigned char *p, unsigned n)
+{
+  uint64_t u = 0;
+  for (unsigned i = n; i-- > 0;)
+    u = u << 8 | p[i];
+  return u;
+}
+
 static double value_at(const unsigned char *p, const field *f)
 {
-  unsigned char b[8];
-  memcpy(b, p, f->size);
-#if defined(WORDS_BIGENDIAN)
-  for (unsigned i = 0; i < f->size / 2; i++) {
-    unsigned char c = b[i];
-    b[i] = b[f->size - 1 - i];
-    b[f->size - 1 - i] = c;
-  }
-#endif
+  const uint64_t u = little_endian(p, f->size);
   if (f->type == 'F') {
+    /* a float's bytes are in its host's integer order */
     if (f->size == 4) {
+      const uint32_t w = (uint32_t)u;
       float v;
-      memcpy(&v, b, 4);
+      memcpy(&v, &w, 4);
       return v;
     }
     double v;
-    memcpy(&v, b, 8);
+    memcpy(&v, &u, 8);
     return v;
   }
-  uint64_t u = 0;
-  memcpy(&u, b, f->size); /* little-endian host after the swap above */
   if (f->type == 'U')
     return (double)u;
   int shift = 64 - 8 * (int)f->size;
@@ -354,10 +357,14 @@ static int read_compressed(pcd *h, size_t offset, const unsigned char *p, size_t
 {
   if (avail < 8)
     return hicp__fail(h->ctx, HICP_EFORMAT, "%s: compressed data is truncated", h->name);
-  uint32_t csize, usize;
-  memcpy(&csize, p, 4);
-  memcpy(&usize, p + 4, 4);
-  size_t want;
+  const uint32_t csize = (uint32_t)little_endian(p, 4), usize = (uint32_t)little_endian(p + 4, 4);
+  /* POINTS (up to 2^40) need not fit a 32-bit size_t: refused before the
+   * cast, which made 2^32 + 1 points one, and the loop below wrote past
+   * the one reserved */
+  if ((uint64_t)(size_t)h->points != h->points)
+    return hicp__fail(h->ctx, HICP_ELIMIT, "%s: %llu points are more than this system can address",
+                      h->name, (unsigned long long)h->points);
+  size_t want = 0;
   if (hicp__mul_size((size_t)h->points, h->point_size, &want) != 0 || usize != want)
     return hicp__fail(h->ctx, HICP_EFORMAT,
                       "%s: compressed data expands to %u bytes, %llu points need %zu", h->name,

@@ -12,6 +12,15 @@
 
 #include <stdint.h>
 
+/* Each float operation rounded to float (FLT_EVAL_METHOD 0), as IEEE 754
+ * single precision on the GPU rounds it.  The x87 unit keeps floats in
+ * 80 bits (i386's default): ties then broke differently and walks could
+ * cycle.  configure adds -msse2 -mfpmath=sse or -fexcess-precision=fast
+ * where needed; this catches a build that bypassed it. */
+#if defined(__FLT_EVAL_METHOD__) && __FLT_EVAL_METHOD__ != 0 && !defined(__CUDA_ARCH__)
+#error "hicp needs float arithmetic rounded to float (FLT_EVAL_METHOD 0): on i386 build with -msse2 -mfpmath=sse"
+#endif
+
 #if defined(__CUDACC__)
 #define HICP_PP static __host__ __device__ __forceinline__
 #define HICP_RESTRICT __restrict__
