@@ -448,7 +448,9 @@ HICP_API const uint32_t *hicp_cloud_triangles(const hicp_cloud *cloud);
  * in place; a pipe whose reader has gone is ::HICP_EIO, not SIGPIPE (held
  * back on the calling thread while it writes).  A name of one of the
  * process's own descriptors ("/dev/stdout", "/dev/fd/N", "/proc/self/fd/N")
- * is written through that descriptor, at its offset, whatever it leads to.
+ * is written through that descriptor, at its offset, whatever it leads to,
+ * but for a file without a name named "/proc/self/fd/N" (an unlinked
+ * temporary file): that one is reopened and truncated.
  * @return 0, ::HICP_EIO, ::HICP_EINVAL, ::HICP_ERANGE (a moved point beyond
  *         ::HICP_COORD_MAX, which no hicp call would read back: nothing is
  *         written), ::HICP_ENOMEM.

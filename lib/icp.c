@@ -270,7 +270,9 @@ static int run_team_pass(hicp_context *ctx, hicp__team *team, const hicp_model *
         hicp__fail(ctx, rc, "%s", hicp_context_error(w->ctx));
     }
     uint32_t nc = jobs[i].c1 - jobs[i].c0;
-    if (nc > 0 && jobs[i].ms > 0.0) {
+    /* a pass stopped part way (pass A's halt) measured no rate: its
+     * workers did part of their share in the time, the CPU's less */
+    if (nc > 0 && jobs[i].ms > 0.0 && !__atomic_load_n(&f->halted, __ATOMIC_RELAXED)) {
       double r = (double)nc / jobs[i].ms;
       w->rate = w->rate > 0.0 ? 0.5 * w->rate + 0.5 * r : r;
     }

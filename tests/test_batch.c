@@ -165,6 +165,45 @@ Test(batch, any_split_gives_the_same_bits)
   hicp_model_destroy(m);
 }
 
+/* A pass a time budget stopped part way measures no rate: its workers did
+ * part of their share (stop 48's diff review: rates of 1.4 and 2.0 chunks
+ * a ms became 5922 and 3364, so a hybrid team would have given the CPU,
+ * the only worker that stops early, every chunk of the next frame). */
+Test(batch, a_stopped_pass_keeps_the_rates)
+{
+  hicp_model *m = make_model();
+  size_t n;
+  float *f = make_frame(3, &n);
+  hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
+  hicp_reg_options o = reg_opts();
+  o.time_budget_ms = 1e-3; /* ends before any piece of the first pass */
+  hicp__plan plan;
+  size_t stride;
+  cr_assert_eq(hicp__make_plan(ctx, m, &o, &plan, &stride), 0);
+  static const double zero[3] = {0, 0, 0};
+  hicp__worker ws[2];
+  hicp__team team;
+  team.nw = 2;
+  team.cpu_share = -1.0;
+  for (int i = 0; i < 2; i++) {
+    hicp__cpu_worker_init(&ws[i], ctx, 1);
+    ws[i].rate = 1.5 + i;
+    team.w[i] = &ws[i];
+  }
+  hicp_result r;
+  hicp_result_init(&r);
+  cr_assert_eq(hicp__register_frame(ctx, m, f, n, zero, &plan, NULL, &team, NULL, NULL, &r,
+                                    hicp__now_ms()),
+               0);
+  cr_assert_eq(r.stop, HICP_STOP_TIMEOUT);
+  cr_assert_eq(r.iterations, 0);
+  cr_assert_eq(ws[0].rate, 1.5, "rate %g", ws[0].rate);
+  cr_assert_eq(ws[1].rate, 2.5, "rate %g", ws[1].rate);
+  free(f);
+  hicp_context_destroy(ctx);
+  hicp_model_destroy(m);
+}
+
 /* Tracking: each frame from the previous pose and matches, as if the user
  * chained single registrations; bitwise the same. */
 Test(batch, tracking_chains_poses)

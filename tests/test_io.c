@@ -1010,6 +1010,23 @@ Test(io, output_through_own_descriptor)
   cr_assert(after.st_ino == before.st_ino, "the file was replaced");
   cr_assert_eq(count_files(dir), 1);
   close(fd);
+  /* a file without a name (Python's TemporaryFile capturing a child's
+   * output) is the caller's too under /dev/fd/N: written after its line;
+   * under /proc/self/fd/N it is a temporary to fill, reopened and truncated */
+  for (int proc = 0; proc < 2; proc++) {
+    const int anon = open(th_path(dir, "gone.txt"), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    cr_assert(anon > 2);
+    cr_assert_eq(unlink(th_path(dir, "gone.txt")), 0);
+    cr_assert_eq(write(anon, "report\n", 7), 7);
+    snprintf(name, sizeof name, proc ? "/proc/self/fd/%d" : "/dev/fd/%d", anon);
+    cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, name, HICP_PLY_ASCII), 0, "%s",
+                 hicp_context_error(ctx));
+    char head[12] = "";
+    cr_assert_eq(pread(anon, head, 11, 0), 11);
+    cr_assert(memcmp(head, proc ? "ply\n" : "report\nply\n", proc ? 4 : 11) == 0, "%s: %.11s",
+              name, head);
+    close(anon);
+  }
   /* a descriptor that is not open, or open only for reading: refused */
   cr_assert_eq(hicp_cloud_write_ply(ctx, c, NULL, "/dev/fd/999", HICP_PLY_ASCII), HICP_EIO);
   cr_assert(strstr(hicp_context_error(ctx), "not an open file descriptor") != NULL);

@@ -279,16 +279,19 @@ int hicp__outfile_descriptor(const char *path)
  * give a new offset at 0, over what the process already wrote there; and
  * replacing the file it leads to (a renamed temporary) would destroy what
  * the process writes through the descriptor itself: `hicp ... -o
- * /dev/stdout > FILE` lost the command's report so.  A regular file without
- * a name is the exception, a temporary file of the caller's, reopened and
- * truncated as before (see outfile.h). */
-static const char *open_descriptor(hicp__outfile *o, int fd, int *handled)
+ * /dev/stdout > FILE` lost the command's report so.  The exception: a
+ * regular file without a name named as /proc/self/fd/N, a temporary file
+ * of the caller's (hicp__outfile_name's), reopened and truncated (see
+ * outfile.h).  Under any other name (/dev/stdout, /dev/fd/N) such a file is
+ * one the caller writes too, as Python's TemporaryFile capturing a child's
+ * output is. */
+static const char *open_descriptor(hicp__outfile *o, const char *path, int fd, int *handled)
 {
   struct stat st;
   *handled = 1;
   if (fstat(fd, &st) != 0)
     return errno == EBADF ? "not an open file descriptor" : strerror(errno);
-  if (S_ISREG(st.st_mode) && st.st_nlink == 0) {
+  if (S_ISREG(st.st_mode) && st.st_nlink == 0 && strncmp(path, "/proc/self/fd/", 14) == 0) {
     *handled = 0;
     return NULL;
   }
@@ -312,7 +315,7 @@ const char *hicp__outfile_open(hicp__outfile *o, const char *path)
   const int fd = hicp__outfile_descriptor(path);
   if (fd >= 0) {
     int handled;
-    const char *why = open_descriptor(o, fd, &handled);
+    const char *why = open_descriptor(o, path, fd, &handled);
     if (handled)
       return why;
   }

@@ -51,7 +51,8 @@ typedef struct hicp__outfile {
  * "/dev/fd/N" or "/proc/self/fd/N" (N), else -1.  Such a name is the
  * process's own open file, and hicp__outfile_open writes it in place,
  * through a copy of the descriptor, at its offset: not replaced, not
- * truncated (but for a regular file without a name, as above). */
+ * truncated (but for a regular file without a name named as
+ * /proc/self/fd/N, as above). */
 int hicp__outfile_descriptor(const char *path);
 /* Opens `path` for writing.  Refused: a directory, a socket, and a symbolic
  * link to a missing file (as GNU cp refuses to write through one: it may
