@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/bytes.h"
 #include "io/lzf.h"
 #include "io/text.h"
 
@@ -195,36 +196,12 @@ static int parse_header(pcd *h, hicp__text *t)
   return HICP_OK;
 }
 
-/* The unsigned integer of n little-endian bytes, whatever the host's byte
- * order (a copy into a uint64_t's first bytes is right only on a
- * little-endian host: on s390x it scaled a 4-byte field by 2^32). */
-static uint64_t little_endian(const unsigned char *p, unsigned n)
-{
-  uint64_t u = 0;
-  for (unsigned i = n; i-- > 0;)
-    u = u << 8 | p[i];
-  return u;
-}
-
 static double value_at(const unsigned char *p, const field *f)
 {
-  const uint64_t u = little_endian(p, f->size);
-  if (f->type == 'F') {
-    /* a float's bytes are in its host's integer order */
-    if (f->size == 4) {
-      const uint32_t w = (uint32_t)u;
-      float v;
-      memcpy(&v, &w, 4);
-      return v;
-    }
-    double v;
-    memcpy(&v, &u, 8);
-    return v;
-  }
-  if (f->type == 'U')
-    return (double)u;
-  int shift = 64 - 8 * (int)f->size;
-  return (double)((int64_t)(u << shift) >> shift);
+  const uint64_t u = hicp__bytes_uint(p, f->size, 0);
+  if (f->type == 'F')
+    return f->size == 4 ? hicp__bytes_float(u) : hicp__bytes_double(u);
+  return f->type == 'U' ? (double)u : (double)hicp__bytes_int(u, f->size);
 }
 
 /* Keeps a point unless all three coordinates are NaN (no measurement). */
@@ -357,7 +334,8 @@ static int read_compressed(pcd *h, size_t offset, const unsigned char *p, size_t
 {
   if (avail < 8)
     return hicp__fail(h->ctx, HICP_EFORMAT, "%s: compressed data is truncated", h->name);
-  const uint32_t csize = (uint32_t)little_endian(p, 4), usize = (uint32_t)little_endian(p + 4, 4);
+  const uint32_t csize = (uint32_t)hicp__bytes_uint(p, 4, 0);
+  const uint32_t usize = (uint32_t)hicp__bytes_uint(p + 4, 4, 0);
   /* POINTS (up to 2^40) need not fit a 32-bit size_t: refused before the
    * cast, which made 2^32 + 1 points one, and the loop below wrote past
    * the one reserved */

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/bytes.h"
 #include "io/text.h"
 
 #define MAX_ELEMENTS 32
@@ -173,28 +174,13 @@ static int parse_header(ply *f, hicp__text *t)
 /* One binary value, as a double (exact for every PLY type). */
 static double read_bin(const unsigned char *p, ptype t, int big)
 {
-  unsigned char b[8];
-  size_t n = type_size[t];
-  for (size_t i = 0; i < n; i++)
-    b[i] = big ? p[n - 1 - i] : p[i];
-#if defined(WORDS_BIGENDIAN)
-  /* The file's order was undone above for a little-endian host; on a
-   * big-endian host reverse again. */
-  for (size_t i = 0; i < n / 2; i++) {
-    unsigned char c = b[i];
-    b[i] = b[n - 1 - i];
-    b[n - 1 - i] = c;
-  }
-#endif
+  const unsigned n = (unsigned)type_size[t];
+  const uint64_t u = hicp__bytes_uint(p, n, big);
   switch (t) {
-  case T_I8: { int8_t v; memcpy(&v, b, 1); return v; }
-  case T_U8: { uint8_t v; memcpy(&v, b, 1); return v; }
-  case T_I16: { int16_t v; memcpy(&v, b, 2); return v; }
-  case T_U16: { uint16_t v; memcpy(&v, b, 2); return v; }
-  case T_I32: { int32_t v; memcpy(&v, b, 4); return v; }
-  case T_U32: { uint32_t v; memcpy(&v, b, 4); return v; }
-  case T_F32: { float v; memcpy(&v, b, 4); return v; }
-  case T_F64: { double v; memcpy(&v, b, 8); return v; }
+  case T_I8: case T_I16: case T_I32: return (double)hicp__bytes_int(u, n);
+  case T_U8: case T_U16: case T_U32: return (double)u;
+  case T_F32: return hicp__bytes_float(u);
+  case T_F64: return hicp__bytes_double(u);
   default: return 0.0;
   }
 }
