@@ -9,6 +9,8 @@
 #   - every libFuzzer harness for HICP_FUZZ_SECONDS each (default 20) over
 #     its committed corpus (tests/fuzz/run.sh; skipped without clang).
 # Ends with the test summaries.  HICP_QUICK=1 keeps only the first two.
+# Every build asks for Criterion (--with-criterion): here a missing one is
+# an error, not the unit suites skipped as in a plain configure.
 set -e
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
@@ -40,13 +42,13 @@ run() { # run NAME CONFIGURE-FLAGS...: the whole make check, then make distcheck
   echo "[$name] make distcheck: passed" >>"$summary"
 }
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
-  run cuda "" --with-cuda
+  run cuda "" --with-cuda --with-criterion
 else
   echo "== no nvcc: skipping the CUDA build" | tee -a "$summary"
 fi
-run cpu "" --without-cuda
+run cpu "" --without-cuda --with-criterion
 if [ "${HICP_QUICK:-0}" != 1 ]; then
-  check_only asan-ubsan "" --without-cuda --enable-sanitizers
+  check_only asan-ubsan "" --without-cuda --with-criterion --enable-sanitizers
   # libgomp is not built for ThreadSanitizer: threads come from the tests
   # and the library's own pthreads (batches, streams)
   check_only tsan tests/test_threads --without-cuda --disable-openmp --enable-sanitizers=thread
