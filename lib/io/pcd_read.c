@@ -11,7 +11,7 @@
  * such points are dropped, as PCL's own tools do.  A point with some but not
  * all coordinates NaN, or any infinity, is an error.  So is data after the
  * declared points: more text lines than POINTS, more bytes than the binary
- * body takes (save the zero padding old PCL versions wrote, check_tail). */
+ * body takes (save the zero padding PCL's writers leave, check_tail). */
 #include "config.h"
 
 #include <math.h>
@@ -286,21 +286,31 @@ static int read_ascii(pcd *h, hicp__text *t, const int idx[3], hicp__raw_cloud *
   return hicp__text_expect_end(t, '#', what);
 }
 
-/* Bytes after a binary body: older PCL versions' writers stretched the file
- * to getpagesize() + the size of the data before mapping it (newer ones
- * allocate header + data), so their files end in zero bytes that pad the
- * header to a page; those are the only extra bytes allowed (`offset`: where
- * the data starts, the header's length). */
-static int check_tail(pcd *h, size_t offset, const unsigned char *tail, size_t n)
+/* Bytes after a binary body: only the zeros PCL's writers pad their files
+ * with.  Older writers of binary data (and PCLPointCloud2's still) stretch
+ * the file to getpagesize() + the data's size before mapping it, so the
+ * zeros pad the header to a page: header + tail is a page.  The writer of
+ * binary_compressed PCLPointCloud2 data (PCL 1.9 to 1.15, the one ROS's
+ * pointcloud_to_pcd calls) rounds the whole file up to whole pages: the
+ * file's size is a multiple of a page and the tail shorter than one.
+ * Pages are powers of two from 4096 to 65536 (the page sizes of x86,
+ * arm64 and ppc64 hosts).  `header` is the header's length, `at` where
+ * the tail starts. */
+static int check_tail(pcd *h, size_t header, size_t at, const unsigned char *tail, size_t n,
+                      int compressed)
 {
   if (n == 0)
     return HICP_OK;
-  size_t page = offset + n;
   int zeros = 1;
   for (size_t i = 0; i < n && zeros; i++)
     zeros = tail[i] == 0;
-  if (zeros && page >= 4096 && page <= 65536 && (page & (page - 1)) == 0)
-    return HICP_OK;
+  for (size_t page = 4096; zeros && page <= 65536; page *= 2) {
+    if (header + n == page)
+      return HICP_OK;
+    /* at + n cannot overflow: the file is in memory */
+    if (compressed && n < page && (at + n) % page == 0)
+      return HICP_OK;
+  }
   return hicp__fail(h->ctx, HICP_EFORMAT, "%s: %zu byte%s of data after the %llu declared points",
                     h->name, n, n == 1 ? "" : "s", (unsigned long long)h->points);
 }
@@ -314,7 +324,7 @@ static int read_binary(pcd *h, size_t offset, const unsigned char *p, size_t ava
                       "(truncated or corrupt)",
                       h->name, (unsigned long long)h->points, h->point_size, avail);
   const size_t used = (size_t)h->points * h->point_size;
-  int trc = check_tail(h, offset, p + used, avail - used);
+  int trc = check_tail(h, offset, offset + used, p + used, avail - used, 0);
   if (trc != HICP_OK)
     return trc;
   for (uint64_t i = 0; i < h->points; i++) {
@@ -356,7 +366,7 @@ static int read_compressed(pcd *h, size_t offset, const unsigned char *p, size_t
     return hicp__fail(h->ctx, HICP_EFORMAT, "%s: implausible compressed sizes", h->name);
   /* the data ends with the compressed stream the first word sizes (the
    * second word is the size it expands to, not what the file holds) */
-  int rc = check_tail(h, offset, p + 8 + csize, avail - 8 - csize);
+  int rc = check_tail(h, offset, offset + 8 + csize, p + 8 + csize, avail - 8 - csize, 1);
   if (rc != HICP_OK)
     return rc;
   /* Only now, the sizes agreeing with the data, is POINTS believed. */
