@@ -493,7 +493,11 @@ HICP_API void hicp_model_options_init_sized(hicp_model_options *opts, size_t siz
  * Coplanar, collinear and tiny inputs (where a 3-D Delaunay triangulation
  * does not exist) are served exactly by the kd-tree, as is any input Qhull
  * fails on (the reason is in hicp_model_info's fallback_reason; the build
- * does not fail for it).
+ * does not fail for it).  Points far from the origin next to their extent
+ * (UTM coordinates) are kept relative to an origin of the model's own
+ * (hicp_model_info's origin), exactly: on each axis it is a float within
+ * a factor two of every coordinate, or 0.  Queries and scans are in
+ * absolute coordinates as always.
  * @return 0, ::HICP_EINVAL, ::HICP_ENONFINITE, ::HICP_ERANGE (a coordinate
  *         beyond ::HICP_COORD_MAX), ::HICP_EEMPTY, ::HICP_ELIMIT,
  *         ::HICP_ENOMEM; with @c validate, ::HICP_EINTERNAL (the graph or
@@ -502,7 +506,8 @@ HICP_API void hicp_model_options_init_sized(hicp_model_options *opts, size_t siz
 HICP_API int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t stride,
                               const hicp_model_options *opts, hicp_model **out);
 
-/** Builds a model from a cloud (keeps the cloud's origin). */
+/** Builds a model from a cloud (keeps the cloud's origin, to which the
+ *  model adds its own for a far float cloud, as hicp_model_build()). */
 HICP_API int hicp_model_build_cloud(hicp_context *ctx, const hicp_cloud *cloud,
                                     const hicp_model_options *opts, hicp_model **out);
 

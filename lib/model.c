@@ -141,8 +141,10 @@ int hicp_model_build_cloud(hicp_context *ctx, const hicp_cloud *cloud,
   if (cloud == NULL || out == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_model_build_cloud: NULL argument");
   int rc = hicp_model_build(ctx, cloud->xyz, cloud->n, 0, opts, out);
-  if (rc == HICP_OK)
-    memcpy((*out)->origin, cloud->origin, sizeof cloud->origin);
+  /* The model's own origin is 0 but for far float points (model_build.c,
+   * far_origin), which a cloud holding an origin does not have */
+  for (int d = 0; rc == HICP_OK && d < 3; d++)
+    (*out)->origin[d] += cloud->origin[d];
   return rc;
 }
 

@@ -155,6 +155,48 @@ static int spatial_order(hicp_context *ctx, hicp_model *m)
 }
 
 /* Bounding box, diagonal, and the vertex nearest the centroid. */
+/* A float model far from the origin next to its size (a float cloud in
+ * UTM coordinates, or any float array) is kept relative to an origin of
+ * its own, as the readers keep data held in double (docs/design.md,
+ * "Coordinates far from the origin"): queries and scans given with more
+ * detail than its floats (doubles, clouds with their own origin) are then
+ * searched at the model's scale, not rounded to floats 4e6 from zero, a
+ * quarter unit apart (stop 49: `hicp nn` answered with a farther vertex).
+ * On an axis whose values all lie within a factor two of a float o
+ * (o/2 <= v <= 2o), v - o is exact (Sterbenz), so the vertices keep every
+ * bit; other axes keep 0.  The condition is the readers'. */
+static void far_origin(hicp_model *m)
+{
+  double lo[3] = {HUGE_VAL, HUGE_VAL, HUGE_VAL}, hi[3] = {-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
+  for (uint32_t i = 0; i < m->nv; i++) {
+    const double p[3] = {m->vtx[i].x, m->vtx[i].y, m->vtx[i].z};
+    for (int d = 0; d < 3; d++) {
+      lo[d] = p[d] < lo[d] ? p[d] : lo[d];
+      hi[d] = p[d] > hi[d] ? p[d] : hi[d];
+    }
+  }
+  double ext = 0.0, mag = 0.0;
+  for (int d = 0; d < 3; d++) {
+    ext += (hi[d] - lo[d]) * (hi[d] - lo[d]);
+    mag = fmax(mag, fmax(fabs(lo[d]), fabs(hi[d])));
+  }
+  if (m->nv == 0 || !(mag > 16.0 * sqrt(ext)))
+    return;
+  float o[3];
+  for (int d = 0; d < 3; d++) {
+    o[d] = (float)(0.5 * (lo[d] + hi[d]));
+    const double h = 0.5 * (double)o[d], t = 2.0 * (double)o[d];
+    const int exact = o[d] > 0.0f ? lo[d] >= h && hi[d] <= t : o[d] < 0.0f && hi[d] <= h && lo[d] >= t;
+    o[d] = exact ? o[d] : 0.0f;
+    m->origin[d] = o[d];
+  }
+  for (uint32_t i = 0; i < m->nv; i++) {
+    m->vtx[i].x -= o[0];
+    m->vtx[i].y -= o[1];
+    m->vtx[i].z -= o[2];
+  }
+}
+
 static void geometry(hicp_model *m)
 {
   double c[3] = {0, 0, 0};
@@ -330,6 +372,7 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
   rc = dedup(ctx, m, xyz, n, stride);
   if (rc == HICP_OK) {
+    far_origin(m);
     geometry(m);
     rc = spatial_order(ctx, m);
   }

@@ -303,6 +303,90 @@ Test(nn, ulp_lattices_far_from_the_origin)
   free(q);
 }
 
+/* A float model far from the origin (a PCL PointXYZ map in UTM) queried
+ * with points held in double: the answers are brute force's in double,
+ * but for near-ties that the queries' rounding to float at the model's
+ * scale may decide either way.  The model keeps its floats exactly, about
+ * an origin of its own (model_build.c, far_origin).  Stop 49: the model
+ * kept a zero origin, each query was rounded to floats 4e6 from zero (a
+ * quarter unit, for a model 20 units across) and 140 of 2,000 answers
+ * were farther vertices, exit 0. */
+Test(nn, far_float_model_double_queries)
+{
+  th_rng r;
+  th_rng_seed(&r, 4904);
+  const size_t n = 3000, nq = 2000;
+  const double at[3] = {500000.0, 4100000.0, 50.0};
+  float *p = malloc(sizeof(float) * 3 * n);
+  double *q = malloc(sizeof(double) * 3 * nq);
+  cr_assert(p != NULL && q != NULL);
+  float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+  for (size_t i = 0; i < 3 * n; i++) {
+    p[i] = (float)(at[i % 3] + 20.0 * th_uniform(&r));
+    lo[i % 3] = fminf(lo[i % 3], p[i]);
+    hi[i % 3] = fmaxf(hi[i % 3], p[i]);
+  }
+  for (size_t i = 0; i < 3 * nq; i++)
+    q[i] = at[i % 3] - 1.0 + 22.0 * th_uniform(&r);
+  hicp_model *m = build(p, n, 1);
+  hicp_model_info info;
+  hicp_model_info_init(&info);
+  cr_assert_eq(hicp_model_get_info(m, &info), 0);
+  for (int d = 0; d < 3; d++) /* the vertices' floats, exactly */
+    cr_assert(info.bbox_min[d] == lo[d] && info.bbox_max[d] == hi[d],
+              "axis %d: box %.17g .. %.17g, points %.17g .. %.17g", d, info.bbox_min[d],
+              info.bbox_max[d], (double)lo[d], (double)hi[d]);
+  cr_assert(info.origin[0] != 0.0 && info.origin[1] != 0.0, "origin %g %g %g", info.origin[0],
+            info.origin[1], info.origin[2]);
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  hicp_cloud *qc;
+  cr_assert_eq(hicp_cloud_from_xyz_double(ctx, q, nq, 0, &qc), 0, "%s", hicp_context_error(ctx));
+  uint32_t *got = malloc(sizeof *got * nq);
+  float *got_d = malloc(sizeof *got_d * nq);
+  for (size_t k = 0; k < NMETHODS; k++) {
+    hicp_nn_options o;
+    hicp_nn_options_init(&o);
+    o.method = all_methods[k];
+    cr_assert_eq(hicp_nn_query_cloud(ctx, m, qc, &o, got, got_d, NULL), 0, "%s",
+                 hicp_context_error(ctx));
+    size_t ties = 0;
+    for (size_t j = 0; j < nq; j++) {
+      double best = INFINITY, mine = 0.0;
+      uint32_t bi = 0;
+      for (size_t i = 0; i < n; i++) {
+        double d2 = 0.0;
+        for (int d = 0; d < 3; d++)
+          d2 += ((double)p[3 * i + d] - q[3 * j + d]) * ((double)p[3 * i + d] - q[3 * j + d]);
+        if (d2 < best) {
+          best = d2;
+          bi = (uint32_t)i;
+        }
+        if (i == got[j])
+          mine = d2;
+      }
+      /* within float rounding of the query's coordinates (about 1e-6 at
+       * 20 units) of the nearest: a near-tie */
+      const int near_tie = got[j] != bi && mine - best <= 1e-5 * (sqrt(best) + 1e-3);
+      ties += (size_t)near_tie;
+      cr_assert(got[j] == bi || near_tie,
+                "%s: query %zu (%.17g %.17g %.17g): vertex %u at d2 %.9g, brute force %u at %.9g",
+                hicp_nn_method_name(all_methods[k]), j, q[3 * j], q[3 * j + 1], q[3 * j + 2],
+                got[j], mine, bi, best);
+      cr_assert(fabs((double)got_d[j] - mine) <= 1e-5 * (mine + 1e-3), "%s: query %zu: d2 %.9g, %.9g",
+                hicp_nn_method_name(all_methods[k]), j, (double)got_d[j], mine);
+    }
+    cr_assert(ties <= 2, "%s: %zu near-ties of %zu", hicp_nn_method_name(all_methods[k]), ties, nq);
+  }
+  free(got);
+  free(got_d);
+  hicp_cloud_destroy(qc);
+  hicp_context_destroy(ctx);
+  hicp_model_destroy(m);
+  free(p);
+  free(q);
+}
+
 Test(nn, sphere_cospherical)
 {
   th_rng r;
