@@ -501,6 +501,21 @@ cmp -s "$o/in.xyz" "$g" && cmp -s "$o/s.ply" "$o/ref.ply" && [ "$(cat "$o/t.txt"
   ok "the inputs are as they were" || notok "the inputs are as they were"
 ls "$o" | grep -q '\.tmp' && notok "no temporary files left behind in $o" || ok "no temporary files left behind in $o"
 
+# An output named as another format than the one written is refused before
+# any work, exit 2 (stop 49: perturb -o scan.pcd wrote PLY that PCL and
+# Open3D could not read); other names are taken as they are.
+for cmd in "perturb $g -o $o/named.pcd" "perturb $g --truth $o/named-truth.txt -o $o/named.XYZ" \
+           "register $g $g --output $o/named.csv" "model build $g -o $o/named.ply"; do
+  # shellcheck disable=SC2086
+  check "hicp ${cmd%% *}, output ${cmd##*named}: exits 2" 2 "$bin" $cmd
+  one_line_error "is written as"
+done
+ls "$o" | grep -q '^named' && notok "nothing written for them" || ok "nothing written for them"
+check "perturb -o NAME.PLY is taken" 0 "$bin" perturb "$g" -o "$o/named.PLY"
+check "perturb -o NAME without an extension is taken" 0 "$bin" perturb "$g" -o "$o/named"
+check "model build -o NAME.model is taken" 0 "$bin" model build "$g" -o "$o/named.model"
+rm -f "$o"/named*
+
 # Standard output that cannot be written: exit 1, one line saying so.
 if [ -c /dev/full ]; then
   for cmd in "register $g $g" "register $g $g --json" "nn $g $g" "model info $g" "model build $g -o $o/m.hicpm" \
@@ -520,13 +535,13 @@ fi
 # Outputs are put in place only once everything else succeeded, the report
 # on standard output included: a command that fails replaces nothing.
 if [ -c /dev/full ]; then
-  for cmd in "register $g $g --output $o/k1.txt" "perturb $g -o $o/k1.txt --truth $o/k2.txt" \
-             "model build $g -o $o/k1.txt" "register $g $g --output $o/k3.ply"; do
-    echo precious >"$o/k1.txt"
+  for cmd in "register $g $g --output $o/k1.out" "perturb $g -o $o/k1.out --truth $o/k2.txt" \
+             "model build $g -o $o/k1.out" "register $g $g --output $o/k3.ply"; do
+    echo precious >"$o/k1.out"
     echo precious >"$o/k2.txt"
     # shellcheck disable=SC2086
     "$bin" $cmd >/dev/full 2>"$tmp/err"; st=$?
-    if [ $st -eq 1 ] && [ "$(cat "$o/k1.txt")" = precious ] && [ "$(cat "$o/k2.txt")" = precious ] &&
+    if [ $st -eq 1 ] && [ "$(cat "$o/k1.out")" = precious ] && [ "$(cat "$o/k2.txt")" = precious ] &&
        [ ! -e "$o/k3.ply" ]; then
       ok "hicp $cmd >/dev/full leaves the outputs as they were"
     else

@@ -48,6 +48,12 @@ typedef struct cli_file {
  * another file of the list (an input it would destroy, or another output):
  * compared by device and inode, so hard links and other spellings count. */
 int cli_check_outputs(const cli_file *files, int n);
+/* Refuses, with one line and -1, an output file whose name ends in the
+ * extension of a format it is not written in (`writes`: "PLY" or "model"):
+ * `perturb -o scan.pcd` wrote binary PLY that PCL and Open3D, going by
+ * the name, could not read.  Any other name (none, ".ply" for PLY,
+ * ".hicpm" for a model, "-") is taken. */
+int cli_check_output_name(const char *what, const char *path, const char *writes);
 
 /* Strict number parsing of option values; on error prints
  * "hicp: OPTION: ..." and returns -1.  Decimal only: no blanks, no '+', no

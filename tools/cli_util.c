@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -238,6 +239,29 @@ int cli_check_outputs(const cli_file *files, int n)
       return -1;
     }
   }
+  return 0;
+}
+
+int cli_check_output_name(const char *what, const char *path, const char *writes)
+{
+  /* the formats hicp reads or a user may mean, but for the one written */
+  static const char *const kinds[] = {"ply", "pcd", "xyz", "txt", "csv", "asc", "pts", "off",
+                                      "obj", "stl", "las", "laz", "e57", "hicpm"};
+  const char *mine = strcmp(writes, "PLY") == 0 ? "ply" : "hicpm";
+  if (path == NULL)
+    return 0;
+  const char *base = strrchr(path, '/');
+  base = base != NULL ? base + 1 : path;
+  const char *dot = strrchr(base, '.');
+  if (dot == NULL || dot == base)
+    return 0;
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+    if (strcasecmp(dot + 1, kinds[i]) == 0 && strcmp(kinds[i], mine) != 0) {
+      cli_error("%s '%s': the file is written as %s, not as its name's .%s says; name it .%s",
+                what, path, strcmp(writes, "PLY") == 0 ? "PLY" : "an hicp model file", dot + 1,
+                mine);
+      return -1;
+    }
   return 0;
 }
 

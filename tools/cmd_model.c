@@ -179,7 +179,7 @@ int cmd_model(int argc, char **argv)
     return CLI_USAGE;
   }
   const cli_file files[] = {{"MODEL", path, 0}, {"-o", out, 1}};
-  if (cli_check_outputs(files, 2) != 0)
+  if (cli_check_outputs(files, 2) != 0 || cli_check_output_name("-o", out, "model") != 0)
     return CLI_USAGE;
   cli_output saved;
   if (cli_output_open(&saved, out) != 0)

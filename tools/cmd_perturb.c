@@ -129,7 +129,7 @@ int cmd_perturb(int argc, char **argv)
   }
   const char *in = argv[optind];
   const cli_file files[] = {{"INPUT", in, 0}, {"-o", out, 1}, {"--truth", truth_path, 1}};
-  if (cli_check_outputs(files, 3) != 0)
+  if (cli_check_outputs(files, 3) != 0 || cli_check_output_name("-o", out, "PLY") != 0)
     return CLI_USAGE;
   /* outs[0] the truth, outs[1] the scan: opened before the work, put in
    * place only once all of it has succeeded */

@@ -309,7 +309,8 @@ int cmd_register(int argc, char **argv)
   const cli_file files[] = {{"MODEL", model_path, 0},    {"SCAN", scan_path, 0},
                             {"--init", init_path, 0},    {"--truth", truth_path, 0},
                             {"--output", out_path, 1}};
-  if (cli_check_outputs(files, (int)(sizeof files / sizeof files[0])) != 0)
+  if (cli_check_outputs(files, (int)(sizeof files / sizeof files[0])) != 0 ||
+      cli_check_output_name("--output", out_path, "PLY") != 0)
     return CLI_USAGE;
   hicp_transform init, truth;
   if (init_path != NULL && cli_read_transform(init_path, &init) != 0)
