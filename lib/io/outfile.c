@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,17 +38,52 @@ static char *directory_of(const char *path)
   return slash == NULL ? strdup(".") : strndup(path, slash == path ? 1 : (size_t)(slash - path));
 }
 
-/* A stream on a copy of fd (close-on-exec), so that closing the stream
- * leaves fd open; NULL with errno set if not. */
-static FILE *stream_on_copy(int fd)
+/* The stream's writes: every byte, retried where a signal interrupts the
+ * write.  An application's timer whose handler does not restart system
+ * calls (no SA_RESTART) interrupts a write into a pipe that waits for its
+ * reader, and stdio on a plain descriptor (fdopen) takes that EINTR for a
+ * failure (stop 49: a PLY or a model written into a FIFO failed with
+ * "Interrupted system call", part of it written). */
+static ssize_t write_all(void *cookie, const char *buf, size_t n)
 {
-  const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (copy < 0)
+  const int fd = (int)(intptr_t)cookie;
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t w = write(fd, buf + done, n - done);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return done > 0 ? (ssize_t)done : -1; /* stdio: short, then fails */
+    done += (size_t)w;
+  }
+  return (ssize_t)done;
+}
+
+static int close_fd(void *cookie)
+{
+  /* not retried on EINTR: on Linux the descriptor is gone either way */
+  return close((int)(intptr_t)cookie) == 0 ? 0 : EOF;
+}
+
+/* A buffered stream that owns fd and writes through write_all; NULL with
+ * errno set if not (fd is then still open). */
+static FILE *stream_on(int fd)
+{
+  const cookie_io_functions_t io = {NULL, write_all, NULL, close_fd};
+  return fopencookie((void *)(intptr_t)fd, "w", io);
+}
+
+/* A stream on a copy of fd (close-on-exec), so that closing the stream
+ * leaves fd open; NULL with errno set if not.  *copy: the copy's. */
+static FILE *stream_on_copy(int fd, int *copy)
+{
+  *copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (*copy < 0)
     return NULL;
-  FILE *f = fdopen(copy, "wb");
+  FILE *f = stream_on(*copy);
   if (f == NULL) {
     const int e = errno;
-    close(copy);
+    close(*copy);
     errno = e;
   }
   return f;
@@ -93,7 +129,7 @@ static const char *open_nameless_temporary(hicp__outfile *o, int keep_mode)
       return strerror(e2);
     }
   }
-  o->f = stream_on_copy(fd);
+  o->f = stream_on_copy(fd, &o->f_fd);
   if (o->f == NULL) {
     const int e2 = errno;
     close(fd);
@@ -151,7 +187,8 @@ static const char *open_temporary(hicp__outfile *o, const char *target, int keep
     hicp__outfile_abort(o);
     return strerror(e);
   }
-  o->f = fdopen(fd, "wb");
+  o->f = stream_on(fd);
+  o->f_fd = fd;
   if (o->f == NULL) {
     const int e = errno;
     close(fd);
@@ -173,7 +210,8 @@ static const char *open_in_place(hicp__outfile *o, const char *path, int truncat
   while (fd < 0 && errno == EINTR);
   if (fd < 0)
     return strerror(errno);
-  o->f = fdopen(fd, "wb");
+  o->f = stream_on(fd);
+  o->f_fd = fd;
   if (o->f == NULL) {
     const int e = errno;
     close(fd);
@@ -248,7 +286,7 @@ static const char *open_regular(hicp__outfile *o, const char *path, const struct
   /* Its group too (a shared file of a project's group stays the group's),
    * and as root its owner: where the system refuses (a group the user is
    * not in), the new file keeps the user's, as any new file has. */
-  if (why == NULL && fchown(fileno(o->f), geteuid() == 0 ? st->st_uid : (uid_t)-1, st->st_gid) != 0)
+  if (why == NULL && fchown(o->f_fd, geteuid() == 0 ? st->st_uid : (uid_t)-1, st->st_gid) != 0)
     errno = 0;
   return why;
 }
@@ -302,7 +340,7 @@ static const char *open_descriptor(hicp__outfile *o, const char *path, int fd, i
     return strerror(errno);
   if ((mode & O_ACCMODE) == O_RDONLY)
     return "a file descriptor open only for reading";
-  o->f = stream_on_copy(fd);
+  o->f = stream_on_copy(fd, &o->f_fd);
   return o->f != NULL ? NULL : strerror(errno);
 }
 
@@ -351,7 +389,7 @@ const char *hicp__outfile_close(hicp__outfile *o)
     e = EIO; /* an earlier write failed, and its errno is gone */
   /* Only a temporary file is synced: the rename promises complete data.
    * A FIFO or a character device cannot be (EINVAL). */
-  else if ((o->tmp != NULL || o->nameless) && fsync(fileno(o->f)) != 0)
+  else if ((o->tmp != NULL || o->nameless) && fsync(o->f_fd) != 0)
     e = errno;
   if (fclose(o->f) != 0 && e == 0)
     e = errno;

@@ -33,6 +33,7 @@
 
 typedef struct hicp__outfile {
   FILE *f;      /* where to write; NULL once closed */
+  int f_fd;     /* the descriptor f writes to (fileno() does not know it) */
   char *tmp;    /* the named temporary file; NULL when there is none */
   char *target; /* what the temporary file replaces: the name, or what its link names;
                    NULL when writing in place */
