@@ -64,8 +64,9 @@ static void pass_a_piece(const hicp__mview *view, hicp__frame *f, const hicp__xf
   hicp__walkpart w;
   memset(&w, 0, sizeof w);
   correspond(view, f, T, method, i0, i1, &w);
-#pragma omp critical(hicp_walkpart)
+  hicp__spin_lock(&f->walk_lock);
   walkpart_add(&f->walk[c], &w);
+  hicp__spin_unlock(&f->walk_lock);
   /* The thread that completes a chunk sums it at once, while the others go
    * on with later pieces: no barrier between the correspondences and the
    * sums, and on small scans (a 2,000-point scan is one chunk) no thread
@@ -92,6 +93,17 @@ static int halt_now(hicp__frame *f)
   return 0;
 }
 
+/* Thread `me`'s share of pass A: pieces of its own segment, then of the
+ * others', until none is left or the pass is to stop. */
+static void pass_a_pieces(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int method,
+                          const hicp__select *sel, hicp__chunk_fn correspond, hicp__sum_fn sum,
+                          hicp__segments *segs, uint32_t p0, uint32_t me)
+{
+  uint32_t at = 0;
+  for (uint64_t i0, i1; !halt_now(f) && hicp__segments_take(segs, me, &at, &i0, &i1);)
+    pass_a_piece(view, f, T, method, sel, correspond, sum, p0 + (uint32_t)i0, p0 + (uint32_t)i1);
+}
+
 void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T, int method,
                       const hicp__select *sel, uint32_t c0, uint32_t c1, int threads)
 {
@@ -105,13 +117,15 @@ void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T
   /* one segment of points per thread, the same in every pass */
   hicp__segments segs;
   hicp__segments_init(&segs, p1 - p0, threads, HICP_CPU_WAVE, HICP_CPU_HELP, f->chunk);
-#pragma omp parallel num_threads(threads)
-  {
-    uint32_t at = 0;
-    for (uint64_t i0, i1; !halt_now(f) && hicp__segments_take(&segs, &at, &i0, &i1);)
-      pass_a_piece(view, f, T, method, sel, correspond, sum, p0 + (uint32_t)i0,
-                   p0 + (uint32_t)i1);
+  /* One thread works without a parallel region: a region of one thread
+   * still costs libgomp a team's set-up in every pass, 1-2.5% of a small
+   * registration on one thread (boeing, docs/cpu-engine.md). */
+  if (threads <= 1) {
+    pass_a_pieces(view, f, T, method, sel, correspond, sum, &segs, p0, 0);
+    return;
   }
+#pragma omp parallel num_threads(threads)
+  pass_a_pieces(view, f, T, method, sel, correspond, sum, &segs, p0, hicp__segments_me());
 }
 
 void hicp__cpu_pass_b(const hicp__mview *view, hicp__frame *f, const hicp__select *sel,
@@ -119,6 +133,11 @@ void hicp__cpu_pass_b(const hicp__mview *view, hicp__frame *f, const hicp__selec
 {
   const long long first = c0, last = c1;
   const hicp__sum_fn sum = hicp__cpu_simd_sum();
+  if (threads <= 1) {
+    for (long long c = first; c < last; c++)
+      sum(view, f, sel, (uint32_t)c, &f->part[c]);
+    return;
+  }
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (long long c = first; c < last; c++)
     sum(view, f, sel, (uint32_t)c, &f->part[c]);

@@ -25,7 +25,6 @@
 #define HICP_CPU_SEGMENTS_H
 
 #include <sched.h>
-#include <stdatomic.h>
 #include <stdint.h>
 
 #if defined(_OPENMP)
@@ -40,7 +39,7 @@
  * double-width compare-and-swap, which not every target has).  A cache
  * line each: the owner's takes then stay in its own cache. */
 typedef struct hicp__segment {
-  _Alignas(64) atomic_int lock;
+  _Alignas(64) int lock; /* hicp__spin_lock */
   uint64_t lo, hi;
 } hicp__segment;
 
@@ -70,19 +69,22 @@ static inline void hicp__segments_init(hicp__segments *s, uint64_t nitems, int t
   /* equal shares, rounded down to whole blocks of `small` (n <= nitems /
    * small, so none is empty) */
   for (uint64_t k = 0; k < n; k++) {
-    atomic_init(&s->seg[k].lock, 0);
+    s->seg[k].lock = 0;
     s->seg[k].lo = nitems * k / n / small * small;
     s->seg[k].hi = k + 1 < n ? nitems * (k + 1) / n / small * small : nitems;
   }
 }
 
-/* The lock is held for a few instructions, so a waiter spins; past a few
+/* A lock held for a few instructions, so a waiter spins; past a few
  * thousand spins the holder has lost its core (more threads than cores),
- * and the waiter gives its own up. */
-static inline void hicp__segment_lock(hicp__segment *g)
+ * and the waiter gives its own up.  hicp's own, in the data it guards,
+ * rather than an OpenMP critical section: libgomp's named locks are the
+ * process's, and one that another thread holds when the process forks
+ * stays held in the child for ever (stop 49). */
+static inline void hicp__spin_lock(int *lock)
 {
-  while (atomic_exchange_explicit(&g->lock, 1, memory_order_acquire))
-    for (unsigned spins = 0; atomic_load_explicit(&g->lock, memory_order_relaxed); spins++) {
+  while (__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE))
+    for (unsigned spins = 0; __atomic_load_n(lock, __ATOMIC_RELAXED); spins++) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
@@ -93,21 +95,40 @@ static inline void hicp__segment_lock(hicp__segment *g)
     }
 }
 
-static inline void hicp__segment_unlock(hicp__segment *g)
+static inline void hicp__spin_unlock(int *lock)
 {
-  atomic_store_explicit(&g->lock, 0, memory_order_release);
+  __atomic_store_n(lock, 0, __ATOMIC_RELEASE);
 }
 
-/* Inside the parallel region: the calling thread's next piece, items
- * *i0 .. *i1-1, and 1; or 0 when every item is taken.  *at starts at 0:
- * how many segments this thread has emptied (its own first). */
-static inline int hicp__segments_take(hicp__segments *s, uint32_t *at, uint64_t *i0,
+static inline void hicp__segment_lock(hicp__segment *g)
+{
+  hicp__spin_lock(&g->lock);
+}
+
+static inline void hicp__segment_unlock(hicp__segment *g)
+{
+  hicp__spin_unlock(&g->lock);
+}
+
+/* The calling thread's number in the team that shares the segments:
+ * omp_get_thread_num() inside the parallel region, 0 outside one. */
+static inline uint32_t hicp__segments_me(void)
+{
+#if defined(_OPENMP)
+  return (uint32_t)omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+/* Thread `me`'s next piece (hicp__segments_me() inside the parallel
+ * region; 0 for a caller working alone, without a region, whose own
+ * OpenMP thread number may be anything), items *i0 .. *i1-1, and 1; or 0
+ * when every item is taken.  *at starts at 0: how many segments this
+ * thread has emptied (its own first). */
+static inline int hicp__segments_take(hicp__segments *s, uint32_t me, uint32_t *at, uint64_t *i0,
                                       uint64_t *i1)
 {
-  uint32_t me = 0;
-#if defined(_OPENMP)
-  me = (uint32_t)omp_get_thread_num();
-#endif
   for (; *at < s->n; (*at)++) {
     hicp__segment *g = &s->seg[(me + *at) % s->n];
     /* a thread beyond the segments only helps */

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +28,52 @@ void hicp_context_options_init_sized(hicp_context_options *opts, size_t size)
  * team is the parent's, whose threads the child does not have. */
 static _Thread_local int forked_here;
 
+/* The process's threads when it last forked, from /proc/self/status
+ * ("Threads:"); -1 when unknown.  Read with system calls alone: a fork may
+ * come from a signal handler. */
+static volatile int threads_at_fork = -1;
+
+static int process_threads(void)
+{
+  const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  char buf[4096];
+  size_t len = 0;
+  for (ssize_t k; len < sizeof buf - 1 && ((k = read(fd, buf + len, sizeof buf - 1 - len)) > 0 ||
+                                           (k < 0 && errno == EINTR));)
+    len += k > 0 ? (size_t)k : 0;
+  close(fd);
+  buf[len] = '\0';
+  const char *at = strstr(buf, "\nThreads:");
+  if (at == NULL)
+    return -1;
+  at += 9;
+  while (*at == ' ' || *at == '\t')
+    at++;
+  int n = 0;
+  for (; *at >= '0' && *at <= '9' && n < 1000000; at++)
+    n = 10 * n + (*at - '0');
+  return n > 0 ? n : -1;
+}
+
+static void note_threads_before_fork(void)
+{
+  const int saved = errno;
+  threads_at_fork = process_threads();
+  errno = saved;
+}
+
+/* A process that had no other thread when it forked has no OpenMP team
+ * either (a team's threads outlive its regions): its child starts teams
+ * as any process does (a pre-fork server whose master never ran a team
+ * keeps its workers' threads).  With other threads, or not knowing, the
+ * forking thread's team may be among them, and the child works on one
+ * thread.  So does the child of a thread already marked: its libgomp
+ * still counts the threads of the team it had before its own fork. */
 static void note_fork_in_child(void)
 {
-  forked_here = 1;
+  forked_here = forked_here || threads_at_fork != 1;
 }
 
 /* Cores, not hardware threads: the walk is latency-bound and two hyperthreads
@@ -57,8 +101,18 @@ static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 static void watch_forks(void)
 {
-  (void)pthread_atfork(NULL, NULL, note_fork_in_child);
+  (void)pthread_atfork(note_threads_before_fork, NULL, note_fork_in_child);
   hicp__error_watch_forks();
+}
+
+/* Watching from the library's load, not from the first context: an
+ * application that runs OpenMP of its own and forks before it first
+ * creates a context has a child whose libgomp cannot start a team, and
+ * that child must know it was forked (stop 49: its first registration on
+ * two threads waited for ever). */
+__attribute__((constructor)) static void watch_forks_from_load(void)
+{
+  pthread_once(&fork_once, watch_forks);
 }
 
 int hicp__team_threads(const hicp_context *ctx)

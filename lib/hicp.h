@@ -237,8 +237,13 @@ HICP_API int hicp_context_threads(const hicp_context *ctx);
  * sleeping, until its next registration.  A team does not survive
  * fork(): in a child process, the thread that called fork() runs hicp's
  * work on one thread, whatever its contexts say (the same bits, slower),
- * where a team would wait for ever on the parent's threads; threads the
- * child starts, such as a stream's workers, use all of theirs.  Cheap when
+ * where a team would wait for ever on the parent's threads, whenever the
+ * parent had other threads at the fork (its team, hicp's or the
+ * application's own OpenMP, may be among them; so also the children of
+ * such a child).  The child of a process that had no other thread, such
+ * as a pre-fork server's master that loaded a model but ran no team, keeps
+ * its threads, and threads a child starts, such as a stream's workers,
+ * use all of theirs.  Cheap when
  * they are already running.
  * Returns the number of threads running (1 for a one-thread context, and
  * for a ::HICP_BACKEND_CUDA one, which starts none: its registrations run on
@@ -619,8 +624,10 @@ typedef struct hicp_walk_stats {
 } hicp_walk_stats;
 
 /**
- * For each of @p n queries (coordinates relative to the model's origin, see
- * hicp_model_get_info()), finds the nearest model point: @p index receives the
+ * For each of @p n queries (absolute coordinates, as hicp_register()'s
+ * scan points: the origin of a model that has one, see
+ * hicp_model_get_info(), is taken off each query in double), finds the
+ * nearest model point: @p index receives the
  * smallest original index among the nearest points, @p d2 (may be NULL) the
  * squared distance computed in float as ((dx*dx + dy*dy) + dz*dz).  Results
  * are the same for every method and thread count.

@@ -54,6 +54,7 @@ typedef struct hicp__frame {
   hicp__partial *part;  /* per chunk */
   hicp__walkpart *walk; /* per chunk */
   uint32_t *points_done; /* per chunk: pass A's points finished (cpu/cpu_backend.c) */
+  int walk_lock;        /* pass A's additions to walk (hicp__spin_lock, cpu/segments.h) */
   double s_noise;       /* Horn's solve: the cross-covariance's rounding floor (pp/solve.h) */
   /* What stops the CPU's pass A between two of its pieces (a few hundred
    * points), rather than at the iteration's end: the time budget's end on

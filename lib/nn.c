@@ -35,6 +35,13 @@ static void walk_stats_add(hicp_walk_stats *s, uint32_t steps)
   s->hist[hicp__walk_bin(steps)]++;
 }
 
+static void atomic_min_ll(long long *a, long long v)
+{
+  long long cur = __atomic_load_n(a, __ATOMIC_RELAXED);
+  while (v < cur && !__atomic_compare_exchange_n(a, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+}
+
 static void walk_stats_merge(hicp_walk_stats *a, const hicp_walk_stats *b)
 {
   a->queries += b->queries;
@@ -133,18 +140,27 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
   long long bad_q = (long long)n, bad_w = (long long)n;
   const long long nq = (long long)n;
   const int warm = o.warm_start;
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(min : bad_q, bad_w)
-  for (long long i = 0; i < nq; i++) {
-    float p[3];
-    memcpy(p, base + (size_t)i * stride, sizeof p);
-    /* finite, and within HICP_COORD_MAX as every point hicp takes (the
-     * squared distances of farther ones overflow to inf) */
-    if (!(fabsf(p[0]) <= HICP_COORD_MAX && fabsf(p[1]) <= HICP_COORD_MAX &&
-          fabsf(p[2]) <= HICP_COORD_MAX) &&
-        i < bad_q)
-      bad_q = i;
-    if (warm && index[i] != UINT32_MAX && index[i] >= model->npoints && i < bad_w)
-      bad_w = i;
+  /* Each thread's first, then the least of them by atomic minimum: a
+   * reduction of two variables is, in GCC's code, libgomp's one lock of
+   * the process, which a fork can leave held (hicp__spin_lock). */
+#pragma omp parallel num_threads(threads)
+  {
+    long long my_q = nq, my_w = nq;
+#pragma omp for schedule(static)
+    for (long long i = 0; i < nq; i++) {
+      float p[3];
+      memcpy(p, base + (size_t)i * stride, sizeof p);
+      /* finite, and within HICP_COORD_MAX as every point hicp takes (the
+       * squared distances of farther ones overflow to inf) */
+      if (!(fabsf(p[0]) <= HICP_COORD_MAX && fabsf(p[1]) <= HICP_COORD_MAX &&
+            fabsf(p[2]) <= HICP_COORD_MAX) &&
+          i < my_q)
+        my_q = i;
+      if (warm && index[i] != UINT32_MAX && index[i] >= model->npoints && i < my_w)
+        my_w = i;
+    }
+    atomic_min_ll(&bad_q, my_q);
+    atomic_min_ll(&bad_w, my_w);
   }
   if (bad_q < nq) {
     float p[3];
@@ -166,6 +182,7 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
     shift[k] = qorigin[k] - model->origin[k];
   const int origin_zero = shift[0] == 0 && shift[1] == 0 && shift[2] == 0;
   hicp_walk_stats total;
+  int total_lock = 0;
   memset(&total, 0, sizeof total);
   qorder ord;
   qorder_make(ctx, model, base, n, stride, shift, threads, &ord);
@@ -189,7 +206,7 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
     uint32_t prev[BLOCK];
     hicp__nn_res res[BLOCK];
     uint32_t at = 0;
-    for (uint64_t b0, b1; hicp__segments_take(&segs, &at, &b0, &b1);) {
+    for (uint64_t b0, b1; hicp__segments_take(&segs, hicp__segments_me(), &at, &b0, &b1);) {
       const long long j0 = (long long)b0, j1 = (long long)b1;
       for (long long j = j0; j < j1; j++) {
         const long long i = ord.order != NULL ? (long long)ord.order[j] : j;
@@ -210,8 +227,9 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
           walk_stats_add(&mine, r->steps);
       }
     }
-#pragma omp critical(hicp_nn_stats)
+    hicp__spin_lock(&total_lock); /* not an OpenMP critical: see hicp__spin_lock */
     walk_stats_merge(&total, &mine);
+    hicp__spin_unlock(&total_lock);
   }
   if (ord.order != NULL) {
 #pragma omp parallel for num_threads(threads) schedule(static)

@@ -1091,7 +1091,10 @@ Test(nn, pass_a_keeps_the_reference_state)
  * items and threads (also more threads than items), with the threads
  * taking pieces concurrently; and, when `big` and `align` are multiples of
  * `small`, in whole blocks of `small` items (pass A's first-pass starts,
- * cpu/chunk.h, need every block in one piece). */
+ * cpu/chunk.h, need every block in one piece).  Also when the team is
+ * smaller than the segments (a caller's own parallel region leaves a
+ * nested one a single thread) and for one thread working without a
+ * region, as pass A does on one thread. */
 Test(nn, segments_hand_out_every_item_once)
 {
   static const uint64_t sizes[] = {0, 1, 7, 8, 15, 16, 17, 63, 64, 65, 1000, 2192, 4099, 20000};
@@ -1103,27 +1106,33 @@ Test(nn, segments_hand_out_every_item_once)
         const uint64_t n = sizes[z], big = shapes[h][0], small = shapes[h][1];
         const uint64_t align = shapes[h][2];
         const int blocks = big % small == 0 && (align == UINT64_MAX || align % small == 0);
-        unsigned *seen = calloc(n + 1, sizeof *seen), bad = 0;
-        hicp__segments segs;
-        hicp__segments_init(&segs, n, threads, big, small, align);
-#pragma omp parallel num_threads(threads)
-        {
-          uint32_t at = 0;
-          for (uint64_t i0, i1; hicp__segments_take(&segs, &at, &i0, &i1);) {
-            const int ok = i0 < i1 && i1 <= n && i1 - i0 <= big && (i1 - 1) / align == i0 / align &&
-                           (!blocks || (i0 % small == 0 && (i1 % small == 0 || i1 == n)));
-            if (!ok)
-              __atomic_add_fetch(&bad, 1u, __ATOMIC_RELAXED);
-            for (uint64_t i = i0; ok && i < i1; i++)
-              __atomic_add_fetch(&seen[i], 1u, __ATOMIC_RELAXED);
+        /* team 0: the caller alone, taking as thread 0 (an inactive region) */
+        for (int team = 0; team <= threads; team++) {
+          unsigned *seen = calloc(n + 1, sizeof *seen), bad = 0;
+          hicp__segments segs;
+          hicp__segments_init(&segs, n, threads, big, small, align);
+#pragma omp parallel num_threads(team > 0 ? team : 1) if (team > 0)
+          {
+            const uint32_t me = team > 0 ? hicp__segments_me() : 0;
+            uint32_t at = 0;
+            for (uint64_t i0, i1; hicp__segments_take(&segs, me, &at, &i0, &i1);) {
+              const int ok = i0 < i1 && i1 <= n && i1 - i0 <= big &&
+                             (i1 - 1) / align == i0 / align &&
+                             (!blocks || (i0 % small == 0 && (i1 % small == 0 || i1 == n)));
+              if (!ok)
+                __atomic_add_fetch(&bad, 1u, __ATOMIC_RELAXED);
+              for (uint64_t i = i0; ok && i < i1; i++)
+                __atomic_add_fetch(&seen[i], 1u, __ATOMIC_RELAXED);
+            }
           }
+          cr_assert_eq(bad, 0u, "%d threads (team %d), %llu items, shape %zu: %u bad pieces",
+                       threads, team, (unsigned long long)n, h, bad);
+          for (uint64_t i = 0; i < n; i++)
+            cr_assert_eq(seen[i], 1u,
+                         "%d threads (team %d), %llu items, shape %zu: item %llu taken %u times",
+                         threads, team, (unsigned long long)n, h, (unsigned long long)i, seen[i]);
+          free(seen);
         }
-        cr_assert_eq(bad, 0u, "%d threads, %llu items, shape %zu: %u bad pieces", threads,
-                     (unsigned long long)n, h, bad);
-        for (uint64_t i = 0; i < n; i++)
-          cr_assert_eq(seen[i], 1u, "%d threads, %llu items, shape %zu: item %llu taken %u times",
-                       threads, (unsigned long long)n, h, (unsigned long long)i, seen[i]);
-        free(seen);
       }
     }
   }

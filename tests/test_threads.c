@@ -16,7 +16,9 @@
  *     accounts for every frame exactly once;
  *  5. workers of one pass failing at once on the same context (a "hybrid"
  *     team's devices) leave one of their messages whole, not two mixed
- *     (a mix is rare in a plain build; ThreadSanitizer sees every race).
+ *     (a mix is rare in a plain build; ThreadSanitizer sees every race);
+ *  0. first, while this process has one thread: a child it forks (a
+ *     pre-fork server's worker) starts its two threads and registers.
  *
  * Accepts and ignores --tap=- (the test driver passes it to every suite). */
 #include "config.h"
@@ -29,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "hicp.h"
 #include "internal.h"
@@ -454,6 +458,45 @@ static void test_failing_at_once(void)
   hicp_context_destroy(ctx);
 }
 
+/* A process without other threads has no OpenMP team, so its child
+ * starts its own (stop 49: any child of a process that had created a
+ * context worked on one thread; now only the child of a process with other
+ * threads, which may hold its team, does).  Run first, while this process
+ * has one thread: the model is built on one thread, which starts none. */
+static void test_prefork_child_keeps_threads(void)
+{
+#if !defined(HICP_HAVE_OPENMP)
+  report(1, "# SKIP built without OpenMP", "");
+#else
+  const size_t n = 3000;
+  float *p = surface(n, 7);
+  hicp_context *one = context(1);
+  hicp_model *m = NULL;
+  if (hicp_model_build(one, p, n, 0, NULL, &m) != HICP_OK)
+    abort();
+  fflush(NULL);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20);
+    hicp_context *two = context(2);
+    hicp_result r;
+    hicp_result_init(&r);
+    const int started = hicp_context_start_threads(two);
+    _exit(started != 2 ? 3 : hicp_register(two, m, p, n, NULL, NULL, &r) != HICP_OK ? 4 : 0);
+  }
+  int status = -1;
+  const int ok = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+                 WEXITSTATUS(status) == 0;
+  char why[96];
+  snprintf(why, sizeof why, "the child's status %#x (3: it had one thread, 4: its registration failed)",
+           (unsigned)status);
+  report(ok, "the child of a process with one thread starts its two threads", why);
+  hicp_model_destroy(m);
+  hicp_context_destroy(one);
+  free(p);
+#endif
+}
+
 int main(int argc, char **argv)
 {
   for (int i = 1; i < argc; i++)
@@ -461,7 +504,8 @@ int main(int argc, char **argv)
       fprintf(stderr, "usage: test_threads [--tap=-]\n");
       return 2;
     }
-  printf("1..6\n");
+  printf("1..7\n");
+  test_prefork_child_keeps_threads();
   test_shared_model();
   test_cancel_registration();
   test_stream_two_threads();
