@@ -395,9 +395,9 @@ typedef enum hicp_ply_encoding {
 
 /**
  * Reads a point cloud (or mesh vertices and faces) from @p path.  In a PCD
- * file a point whose x, y and z are all NaN (how organised clouds mark a
- * pixel without a measurement) is skipped, so the cloud may hold fewer
- * points than the file's POINTS; any other NaN or infinity is
+ * file, or a PLY file without faces, a point whose x, y and z are all NaN
+ * (how organised clouds mark a pixel without a measurement) is skipped, so
+ * the cloud may hold fewer points than the file declares; any other NaN or infinity is
  * ::HICP_ENONFINITE.
  * @param fmt ::HICP_FORMAT_AUTO to detect.
  * @return 0; ::HICP_EINVAL (a NULL @p path or @p out, an unknown @p fmt),

@@ -781,6 +781,50 @@ Test(io, accepted_line_ends_and_endings)
   hicp_cloud_destroy(c);
 }
 
+/* PCL writes an organised cloud's pixels without a measurement into a PLY
+ * (savePLYFile) as vertices with x, y and z NaN, as in a PCD: in a file
+ * without faces they are dropped, in ascii ("nan", "-nan") as in binary;
+ * in a mesh, or with only some coordinates NaN, they are refused (stop
+ * 49's interoperability review: refused in every PLY). */
+Test(io, ply_pixels_without_a_measurement)
+{
+  const char *dir = th_tmpdir();
+  static const double want[6] = {1, 2, 3, 4, 5, 6};
+  const char *hdr = "ply\nformat ascii 1.0\nelement vertex 4\nproperty float x\nproperty float y\n"
+                    "property float z\nproperty float intensity\nend_header\n";
+  char text[512];
+  snprintf(text, sizeof text, "%s1 2 3 0.5\nnan nan nan 0\n-nan NaN nan nan\n4 5 6 1\n", hdr);
+  hicp_cloud_destroy(read_ok(write_text(dir, "org.ply", text), want, 2));
+  /* binary, little endian: the same four vertices */
+  unsigned char b[512];
+  const char *bh = "ply\nformat binary_little_endian 1.0\nelement vertex 4\nproperty float x\n"
+                   "property float y\nproperty float z\nend_header\n";
+  size_t at = strlen(bh);
+  memcpy(b, bh, at);
+  const float v[12] = {1, 2, 3, NAN, NAN, NAN, NAN, NAN, NAN, 4, 5, 6};
+  for (int i = 0; i < 12; i++)
+    at = put(b, at, &v[i], 4, 0);
+  const char *bp = th_path(dir, "org_bin.ply");
+  th_write(bp, b, at);
+  hicp_cloud_destroy(read_ok(bp, want, 2));
+  /* only some coordinates NaN: refused, naming the line */
+  snprintf(text, sizeof text, "%s1 2 3 0.5\nnan 7 nan 0\nnan nan nan 0\n4 5 6 1\n", hdr);
+  read_fails(write_text(dir, "part.ply", text), HICP_ENONFINITE, "line 10: vertex 1");
+  /* a mesh's vertex: refused */
+  const char *mesh = "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
+                     "property float z\nelement face 1\nproperty list uchar int vertex_indices\n"
+                     "end_header\n0 0 0\nnan nan nan\n1 1 0\n3 0 1 2\n";
+  read_fails(write_text(dir, "mesh.ply", mesh), HICP_ENONFINITE, "a mesh's vertex");
+  /* every pixel unmeasured: no points */
+  snprintf(text, sizeof text,
+           "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\n"
+           "property float z\nend_header\nnan nan nan\nnan nan nan\n");
+  read_fails(write_text(dir, "none.ply", text), HICP_EEMPTY, NULL);
+  /* an infinity is no pixel: refused */
+  snprintf(text, sizeof text, "%s1 2 3 0.5\ninf inf inf 0\nnan nan nan 0\n4 5 6 1\n", hdr);
+  read_fails(write_text(dir, "inf.ply", text), HICP_ENONFINITE, NULL);
+}
+
 /* Older PCL versions wrote binary and binary_compressed PCD files
  * getpagesize() + the data's size long: header, data, then zeros that pad
  * the header to a page; newer ones round binary_compressed PCLPointCloud2

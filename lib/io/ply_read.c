@@ -8,7 +8,9 @@
  * checked against the bytes that remain.  An ascii record is one line with
  * exactly the values its properties call for (blank lines between records
  * pass); nothing but blanks and line ends (ascii), nothing at all (binary),
- * may follow the last record. */
+ * may follow the last record.  A vertex whose x, y and z are all NaN, in a
+ * file without faces, is an organised cloud's pixel without a measurement
+ * and is dropped (check_vertex). */
 #include "config.h"
 
 #include <math.h>
@@ -196,11 +198,24 @@ typedef struct reader {
  * which knows the record, reports it); not a HICP_E* code. */
 #define SHORT_LINE 1
 
-/* Reads one value of type `t` (ascii or binary).  `used`: 0 for a value
- * hicp does not use, which may then be nan or inf in ascii as in binary
- * (normals of points without one, say).  An ascii value must be on the
- * record's line: SHORT_LINE at its end. */
-static int read_value(reader *r, ptype t, const char *what, int used, double *v)
+/* How read_value takes a value: one hicp does not use (which may then be
+ * nan or inf in ascii as in binary: normals of points without one, say),
+ * one it uses, or a vertex coordinate, which may be NaN (a pixel without a
+ * measurement, checked with the record's other two: check_vertex). */
+enum { UNUSED = 0, USED = 1, COORDINATE = 2 };
+
+/* 1 if tok spells a NaN ("nan", "NaN", "-nan", ...), as printf writes one. */
+static int is_nan_token(const char *tok)
+{
+  if (*tok == '-' || *tok == '+')
+    tok++;
+  return (tok[0] == 'n' || tok[0] == 'N') && (tok[1] == 'a' || tok[1] == 'A') &&
+         (tok[2] == 'n' || tok[2] == 'N') && tok[3] == '\0';
+}
+
+/* Reads one value of type `t` (ascii or binary), taken as `use` says.  An
+ * ascii value must be on the record's line: SHORT_LINE at its end. */
+static int read_value(reader *r, ptype t, const char *what, int use, double *v)
 {
   if (r->f->enc == ASCII) {
     hicp__text_skip_blanks(&r->t);
@@ -209,12 +224,15 @@ static int read_value(reader *r, ptype t, const char *what, int used, double *v)
       return rc;
     if (hicp__text_at_eol(&r->t, 0))
       return SHORT_LINE;
-    if (!used) {
+    if (use != USED) {
       const unsigned char *at = r->t.p;
       char tok[128];
       size_t n = hicp__text_token(&r->t, NULL, tok, sizeof tok);
-      if (n > 0 && n < sizeof tok && hicp__parse_double(tok, v) == HICP_ENONFINITE)
+      if (n > 0 && n < sizeof tok && hicp__parse_double(tok, v) == HICP_ENONFINITE &&
+          (use == UNUSED || is_nan_token(tok))) {
+        *v = NAN;
         return HICP_OK;
+      }
       r->t.p = at; /* not a non-finite number: reported as usual below */
     }
     return hicp__text_number(&r->t, 0, 0, what, v);
@@ -254,6 +272,49 @@ static int bad_record(reader *r, const element *e, uint64_t rec, const unsigned 
                     r->f->name, r->t.line, e->name, (unsigned long long)rec, have,
                     have == 1 ? "" : "s", e->nprops, e->nprops == 1 ? "y" : "ies",
                     e->nprops == 1 ? "s" : "", open ? "at least " : "", (unsigned long long)want);
+}
+
+/* 1 if the file has faces: its vertices are a mesh's, not a sensor's
+ * pixels. */
+static int has_faces(const ply *f)
+{
+  for (int i = 0; i < f->nel; i++)
+    if (strcmp(f->el[i].name, "face") == 0 && f->el[i].count > 0)
+      return 1;
+  return 0;
+}
+
+/* A vertex with all three coordinates NaN is a pixel without a measurement,
+ * as PCL writes an organised cloud (savePLYFile), dropped after reading
+ * (drop_unmeasured) as the PCD reader drops it; in a mesh it is refused.
+ * Some but not all NaN, or any infinity, is refused (cloud.c checks
+ * binary values; an ascii infinity never reaches here). */
+static int check_vertex(reader *r, uint64_t rec, const double v[3])
+{
+  const int nans = isnan(v[0]) + isnan(v[1]) + isnan(v[2]);
+  if (nans == 0 || (nans == 3 && !has_faces(r->f)))
+    return HICP_OK;
+  if (r->f->enc == ASCII)
+    return hicp__fail(r->f->ctx, HICP_ENONFINITE, "%s line %zu: vertex %llu has a NaN coordinate%s",
+                      r->f->name, r->t.line, (unsigned long long)rec,
+                      nans == 3 ? " (a mesh's vertex must have one)" : "");
+  return hicp__fail(r->f->ctx, HICP_ENONFINITE, "%s: vertex %llu has a NaN coordinate%s", r->f->name,
+                    (unsigned long long)rec, nans == 3 ? " (a mesh's vertex must have one)" : "");
+}
+
+/* Drops the vertices check_vertex let through with x, y and z NaN. */
+static void drop_unmeasured(hicp__raw_cloud *out)
+{
+  size_t kept = 0;
+  for (size_t i = 0; i < out->n; i++) {
+    const double *v = &out->xyz[3 * i];
+    if (isnan(v[0]) && isnan(v[1]) && isnan(v[2]))
+      continue;
+    if (kept != i)
+      memmove(&out->xyz[3 * kept], v, 3 * sizeof(double));
+    kept++;
+  }
+  out->n = kept;
 }
 
 /* 1 if a property after the k-th is a list (which calls for its length
@@ -343,7 +404,7 @@ static int read_element(reader *r, const element *e, hicp__raw_cloud *out, size_
       want++;
       if (p->count_type == T_NONE) {
         const int used = is_vertex && (k == ix || k == iy || k == iz);
-        rc = read_value(r, p->type, "a number", used, &v);
+        rc = read_value(r, p->type, "a number", used ? COORDINATE : UNUSED, &v);
         if (rc == SHORT_LINE)
           return bad_record(r, e, rec, line, want + rest, list_after(e, k));
         if (rc != HICP_OK)
@@ -353,7 +414,7 @@ static int read_element(reader *r, const element *e, hicp__raw_cloud *out, size_
         continue;
       }
       double len;
-      rc = read_value(r, p->count_type, "a list length", 1, &len);
+      rc = read_value(r, p->count_type, "a list length", USED, &len);
       if (rc == SHORT_LINE)
         return bad_record(r, e, rec, line, want + rest, 1);
       if (rc != HICP_OK)
@@ -363,7 +424,7 @@ static int read_element(reader *r, const element *e, hicp__raw_cloud *out, size_
                           f->name, e->name, (unsigned long long)rec, len);
       want += (uint64_t)len;
       for (uint32_t j = 0; j < (uint32_t)len; j++) {
-        rc = read_value(r, p->type, "a list item", k == ifc, &v);
+        rc = read_value(r, p->type, "a list item", k == ifc ? USED : UNUSED, &v);
         if (rc == SHORT_LINE)
           return bad_record(r, e, rec, line, want + rest, list_after(e, k));
         if (rc != HICP_OK)
@@ -398,6 +459,11 @@ static int read_element(reader *r, const element *e, hicp__raw_cloud *out, size_
         return rc;
       if (!hicp__text_at_eol(&r->t, 0))
         return bad_record(r, e, rec, line, want, 0);
+    }
+    if (is_vertex) {
+      int rc = check_vertex(r, rec, &out->xyz[3 * rec]);
+      if (rc != HICP_OK)
+        return rc;
     }
   }
   return HICP_OK;
@@ -461,6 +527,8 @@ int hicp__parse_ply(hicp_context *ctx, const char *name, const unsigned char *bu
       rc = hicp__fail(ctx, HICP_EFORMAT, "%s: no vertex element", name);
     if (rc == HICP_OK)
       rc = check_end(&r);
+    if (rc == HICP_OK && !has_faces(f))
+      drop_unmeasured(out);
     if (rc == HICP_OK)
       rc = hicp__raw_check_triangles(ctx, name, out);
   }
