@@ -439,6 +439,36 @@ Test(io, xyz_variants)
   hicp_cloud_destroy(c);
 }
 
+/* A header that names x, y and z has them read from those columns, where
+ * they are: an id or a label first ("id,x,y,z" read the id as x, exit 0,
+ * before stop 49), pandas' unnamed index column (",x,y,z" was refused),
+ * ParaView's Points:0..2 after an attribute, another order, any case and
+ * quotes.  A header naming some but not all is refused; one naming none
+ * leaves the first three columns; a data line too short for the named
+ * columns is refused, saying where they are. */
+Test(io, xyz_columns_named_by_the_header)
+{
+  const char *dir = th_tmpdir();
+  const double want[6] = {1.5, -2, 3, 4, 5, 6};
+  static const char *const ok[][2] = {
+      {"id.csv", "id,x,y,z\n7,1.5,-2,3\n8,4,5,6\n"},
+      {"pandas.csv", ",x,y,z\n0,1.5,-2,3\n1,4,5,6\n"},
+      {"label.txt", "label;X;Y;Z;r\nfoo;1.5;-2;3;9\nbar;4;5;6;9\n"},
+      {"paraview.csv", "\"intensity\",\"Points:0\",\"Points:1\",\"Points:2\"\n9,1.5,-2,3\n9,4,5,6\n"},
+      {"order.csv", "z,y,x\n3,-2,1.5\n6,5,4\n"},
+      {"blanks.xyz", "id x y z nx\n7 1.5 -2 3 0\n8 4 5 6 0\n"},
+      {"unnamed.csv", "a,b,c,d\n1.5,-2,3,0\n4,5,6,0\n"},
+  };
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+    hicp_cloud_destroy(read_ok(write_text(dir, ok[i][0], ok[i][1]), want, 2));
+  read_fails(write_text(dir, "some.csv", "x,y,height\n1,2,3\n"), HICP_EFORMAT,
+             "line 1: the header names columns x and y but not all of x, y and z");
+  read_fails(write_text(dir, "short.csv", "id,x,y,z\n7,1.5,-2,3\n8,4,5\n"), HICP_EFORMAT,
+             "line 3: expected 4 fields (x, y and z in columns 2, 3 and 4");
+  read_fails(write_text(dir, "nonnum.csv", "id,x,y,z\n7,1.5,oops,3\n"), HICP_EFORMAT,
+             "line 2: expected a number, got 'oops'");
+}
+
 Test(io, real_files)
 {
   const char *bunny = th_data("meshes/bunny00.off");

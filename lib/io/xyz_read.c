@@ -8,7 +8,11 @@
  * lines starting with '#' or '//' are skipped; one header line of names
  * ("x,y,z") is allowed before the first point, a line whose first word is
  * not a number (a line that starts with one and then fails is an error,
- * as it is anywhere else).  A UTF-8 byte order mark at the start (which
+ * as it is anywhere else).  A header that names columns x, y and z (any
+ * case, quoted or not; ParaView's Points:0, :1, :2) has them read wherever
+ * they are, "id,x,y,z" or pandas' ",x,y,z" (its index column unnamed);
+ * one that names some of them but not all is refused; one that names
+ * none leaves the first three.  A UTF-8 byte order mark at the start (which
  * spreadsheets write into CSV files) is skipped.  In a .pts file (Leica's
  * format) a line holding one whole number is the count of the points that
  * follow, up to the next such line, and is checked.  A NUL byte anywhere in
@@ -68,6 +72,87 @@ static int check_separator(hicp__text *t, char *sep, char kind)
                     t->name, t->line, kind_name(*sep), kind_name(kind));
 }
 
+/* 1 if the line's first field (after any empty ones) reads as a number;
+ * the cursor is not moved. */
+static int starts_with_a_number(hicp__text *t)
+{
+  const unsigned char *at = t->p;
+  char kind, tok[128];
+  double v;
+  skip_separator(t, &kind);
+  const int number = hicp__text_token(t, ",;", tok, sizeof tok) > 0 &&
+                     hicp__parse_double(tok, &v) != HICP_EFORMAT;
+  t->p = at;
+  return number;
+}
+
+/* The axis (0, 1, 2) a header's column name stands for, or -1. */
+static int axis_of(const char *tok)
+{
+  char n[32];
+  size_t len = strlen(tok);
+  if (len >= 2 && (tok[0] == '"' || tok[0] == '\'') && tok[len - 1] == tok[0]) {
+    tok++;
+    len -= 2;
+  }
+  if (len == 0 || len >= sizeof n)
+    return -1;
+  memcpy(n, tok, len);
+  n[len] = '\0';
+  static const char *const names[3][2] = {{"x", "points:0"}, {"y", "points:1"}, {"z", "points:2"}};
+  for (int a = 0; a < 3; a++)
+    for (int k = 0; k < 2; k++)
+      if (strcasecmp(n, names[a][k]) == 0)
+        return a;
+  return -1;
+}
+
+/* The header line at t (its first word not a number): the columns of x, y
+ * and z when it names all three (col[]), the first three when it names
+ * none; one that names some is refused.  Leaves t at the line's end. */
+static int read_header(hicp__text *t, int col[3])
+{
+  int found[3] = {-1, -1, -1}, named = 0;
+  char tok[128];
+  for (int c = -1, first = 1; c < 4096; first = 0) {
+    char kind;
+    const int marks = skip_separator(t, &kind);
+    int rc = hicp__text_check_nul(t);
+    if (rc != HICP_OK)
+      return rc;
+    if (hicp__text_at_eol(t, 0))
+      break;
+    /* the column: an empty name (pandas' unnamed index column, ",x,y,z")
+     * is one too, so each comma or semicolon moves one column on */
+    c += first ? marks + 1 : marks > 0 ? marks : 1;
+    hicp__text_token(t, ",;", tok, sizeof tok);
+    const int a = axis_of(tok);
+    if (a >= 0 && found[a] < 0) {
+      found[a] = c;
+      named++;
+    }
+  }
+  if (named == 3) {
+    for (int a = 0; a < 3; a++)
+      col[a] = found[a];
+    return HICP_OK;
+  }
+  if (named > 0) {
+    static const char *const axes = "xyz";
+    char list[16] = "";
+    for (int a = 0, n = 0; a < 3; a++)
+      if (found[a] >= 0) {
+        const size_t at = strlen(list);
+        snprintf(list + at, sizeof list - at, "%s%c", n++ == 0 ? "" : named == 2 ? " and " : ", ",
+                 axes[a]);
+      }
+    return hicp__fail(t->ctx, HICP_EFORMAT,
+                      "%s line %zu: the header names column%s %s but not all of x, y and z",
+                      t->name, t->line, named == 1 ? "" : "s", list);
+  }
+  return HICP_OK;
+}
+
 int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,
                     hicp__raw_cloud *out)
 {
@@ -90,6 +175,11 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
   hicp__text t;
   hicp__text_init(&t, ctx, name, buf, buf + len, 1);
   int seen_data = 0, seen_header = 0;
+  /* the columns of x, y and z (a header may name others), the last one
+   * read, and each column's axis (-1: a column between them, read past) */
+  int col[3] = {0, 1, 2}, last = 2, axis_at[4096];
+  for (int c = 0; c < 3; c++)
+    axis_at[c] = c;
   while (t.p < t.end) {
     hicp__text_skip_blanks(&t);
     if (hicp__text_at_eol(&t, 0) || comment_line(&t)) {
@@ -97,11 +187,24 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
         return rc;
       continue;
     }
+    if (!seen_data && !seen_header && count == SIZE_MAX && !starts_with_a_number(&t)) {
+      /* a header of column names */
+      seen_header = 1;
+      if ((rc = read_header(&t, col)) != HICP_OK)
+        return rc;
+      last = col[0] > col[1] ? col[0] : col[1];
+      last = col[2] > last ? col[2] : last;
+      for (int c = 0; c <= last; c++)
+        axis_at[c] = c == col[0] ? 0 : c == col[1] ? 1 : c == col[2] ? 2 : -1;
+      if ((rc = hicp__text_skip_line(&t)) != HICP_OK)
+        return rc;
+      continue;
+    }
     double v[3];
     char tok[128];
     char sep = 0; /* the line's separator kind, from its second field */
-    int k = 0;
-    for (; k < 3; k++) {
+    int k = 0;    /* fields read */
+    for (; k <= last; k++) {
       char kind;
       const int marks = skip_separator(&t, &kind);
       if ((rc = hicp__text_check_nul(&t)) != HICP_OK)
@@ -113,24 +216,21 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
                           k + 1);
       if (k > 0 && (rc = check_separator(&t, &sep, kind)) != HICP_OK)
         return rc;
+      if (axis_at[k] < 0) { /* a column the header names otherwise: any text */
+        hicp__text_token(&t, ",;", tok, sizeof tok);
+        continue;
+      }
       if ((rc = hicp__text_number_token(&t, ",;", "a number", tok, sizeof tok)) != HICP_OK)
         return rc;
-      int prc = hicp__parse_double(tok, &v[k]);
+      int prc = hicp__parse_double(tok, &v[axis_at[k]]);
       if (prc == HICP_ENONFINITE)
         return hicp__fail(ctx, prc, "%s line %zu: non-finite coordinate '%.24s'", name, t.line, tok);
-      if (prc != HICP_OK) {
-        if (!seen_data && !seen_header && k == 0 && count == SIZE_MAX) {
-          /* a header of column names */
-          seen_header = 1;
-          k = -1;
-          break;
-        }
+      if (prc != HICP_OK)
         return hicp__fail(ctx, HICP_EFORMAT, "%s line %zu: expected a number, got '%.24s'", name,
                           t.line, tok);
-      }
     }
-    if (k == 1 && pts && v[0] >= 0 && v[0] <= 4e18 && v[0] == (double)(uint64_t)v[0] &&
-        strpbrk(tok, ".eE") == NULL) {
+    if (k == 1 && pts && axis_at[0] == 0 && v[0] >= 0 && v[0] <= 4e18 &&
+        v[0] == (double)(uint64_t)v[0] && strpbrk(tok, ".eE") == NULL) {
       if (count != SIZE_MAX && since != count)
         return hicp__fail(ctx, HICP_EFORMAT, "%s line %zu: a count of %zu points, but %zu follow",
                           name, count_line, count, since);
@@ -139,11 +239,16 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
       since = 0;
       k = -1;
     }
-    if (k >= 0 && k < 3)
+    if (k >= 0 && k <= last && last == 2)
       return hicp__fail(ctx, HICP_EFORMAT, "%s line %zu: expected 3 coordinates, found %d", name,
                         t.line, k);
-    if (k == 3) {
-      /* a fourth column after a comma or semicolon of another kind:
+    if (k >= 0 && k <= last)
+      return hicp__fail(ctx, HICP_EFORMAT,
+                        "%s line %zu: expected %d fields (x, y and z in columns %d, %d and %d, as "
+                        "the header names them), found %d",
+                        name, t.line, last + 1, col[0] + 1, col[1] + 1, col[2] + 1, k);
+    if (k == last + 1) {
+      /* a further column after a comma or semicolon of another kind:
        * "1;2;3,5" is z = 3.5 with a decimal comma, not 3 and a column to
        * ignore (blanks before a comment or a label are not checked) */
       char kind;
