@@ -25,6 +25,8 @@
 
 #include "io/text.h"
 
+#define MAX_COLUMNS 4096 /* a header's columns looked at for x, y and z */
+
 static int comment_line(const hicp__text *t)
 {
   return t->p < t->end && (*t->p == '#' || (*t->p == '/' && t->p + 1 < t->end && t->p[1] == '/'));
@@ -114,7 +116,7 @@ static int read_header(hicp__text *t, int col[3])
 {
   int found[3] = {-1, -1, -1}, named = 0;
   char tok[128];
-  for (int c = -1, first = 1; c < 4096; first = 0) {
+  for (int c = -1, first = 1;; first = 0) {
     char kind;
     const int marks = skip_separator(t, &kind);
     int rc = hicp__text_check_nul(t);
@@ -125,6 +127,8 @@ static int read_header(hicp__text *t, int col[3])
     /* the column: an empty name (pandas' unnamed index column, ",x,y,z")
      * is one too, so each comma or semicolon moves one column on */
     c += first ? marks + 1 : marks > 0 ? marks : 1;
+    if (c >= MAX_COLUMNS)
+      break; /* x, y and z are read among the first MAX_COLUMNS columns */
     hicp__text_token(t, ",;", tok, sizeof tok);
     const int a = axis_of(tok);
     if (a >= 0 && found[a] < 0) {
@@ -177,7 +181,7 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
   int seen_data = 0, seen_header = 0;
   /* the columns of x, y and z (a header may name others), the last one
    * read, and each column's axis (-1: a column between them, read past) */
-  int col[3] = {0, 1, 2}, last = 2, axis_at[4096];
+  int col[3] = {0, 1, 2}, last = 2, axis_at[MAX_COLUMNS];
   for (int c = 0; c < 3; c++)
     axis_at[c] = c;
   while (t.p < t.end) {
