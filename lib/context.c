@@ -38,23 +38,35 @@ static int process_threads(void)
   const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return -1;
-  char buf[4096];
-  size_t len = 0;
-  for (ssize_t k; len < sizeof buf - 1 && ((k = read(fd, buf + len, sizeof buf - 1 - len)) > 0 ||
-                                           (k < 0 && errno == EINTR));)
-    len += k > 0 ? (size_t)k : 0;
+  /* "\nThreads:" matched a byte at a time (the Groups line before it may
+   * be long), then its number */
+  static const char key[] = "\nThreads:";
+  size_t matched = 1; /* the file begins a line */
+  int n = -1, digits = 0;
+  char buf[256];
+  for (;;) {
+    const ssize_t k = read(fd, buf, sizeof buf);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      break;
+    for (ssize_t i = 0; i < k; i++) {
+      const char c = buf[i];
+      if (n < 0) { /* looking for the key */
+        matched = c == key[matched] ? matched + 1 : c == '\n' ? 1 : 0;
+        if (key[matched] == '\0')
+          n = 0;
+      } else if (c >= '0' && c <= '9' && n < 1000000) {
+        n = 10 * n + (c - '0');
+        digits = 1;
+      } else if (digits || (c != ' ' && c != '\t')) {
+        close(fd);
+        return digits && n > 0 ? n : -1;
+      }
+    }
+  }
   close(fd);
-  buf[len] = '\0';
-  const char *at = strstr(buf, "\nThreads:");
-  if (at == NULL)
-    return -1;
-  at += 9;
-  while (*at == ' ' || *at == '\t')
-    at++;
-  int n = 0;
-  for (; *at >= '0' && *at <= '9' && n < 1000000; at++)
-    n = 10 * n + (*at - '0');
-  return n > 0 ? n : -1;
+  return digits && n > 0 ? n : -1;
 }
 
 static void note_threads_before_fork(void)

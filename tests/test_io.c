@@ -1571,6 +1571,28 @@ Test(io, writes_through_interrupting_signals)
   free(pts);
 }
 
+/* A write that fails (here /dev/full's ENOSPC) reaches stdio as the short
+ * count it is: fwrite of a block larger than its buffer, written directly,
+ * says nothing was written, the stream's error is set, and the close fails.  Stop 49's diff review: the stream's write function returned -1,
+ * which glibc's fwrite took for SIZE_MAX bytes written; it returned 8,191
+ * and copied from before the caller's buffer (valgrind). */
+Test(io, failed_write_reaches_stdio)
+{
+  struct stat st;
+  if (stat("/dev/full", &st) != 0 || !S_ISCHR(st.st_mode))
+    cr_skip_test("no /dev/full");
+  hicp__outfile o;
+  const char *why = hicp__outfile_open(&o, "/dev/full");
+  cr_assert_null(why, "%s", why);
+  static char big[65536];
+  memset(big, 7, sizeof big);
+  const size_t w = fwrite(big, 1, sizeof big, o.f);
+  cr_assert_eq(w, 0, "fwrite says %zu of %zu bytes were written to /dev/full", w, sizeof big);
+  cr_assert(ferror(o.f));
+  why = hicp__outfile_close(&o);
+  cr_assert_not_null(why, "the close says nothing of the failed write");
+}
+
 /* A replaced file keeps its group (a file shared by a project's group
  * stays writable by the group) and, written as root, its owner (stop 44:
  * both became the writer's).  As another user, the test takes one of its

@@ -52,8 +52,12 @@ static ssize_t write_all(void *cookie, const char *buf, size_t n)
     const ssize_t w = write(fd, buf + done, n - done);
     if (w < 0 && errno == EINTR)
       continue;
+    /* stdio takes a short count for the error (errno is write's); a
+     * negative one it may not be given (fopencookie(3)): glibc's fwrite
+     * then counted it as SIZE_MAX bytes written and copied from before
+     * its buffer (the stop's diff review, under valgrind) */
     if (w <= 0)
-      return done > 0 ? (ssize_t)done : -1; /* stdio: short, then fails */
+      return (ssize_t)done;
     done += (size_t)w;
   }
   return (ssize_t)done;
