@@ -630,7 +630,11 @@ typedef struct hicp_walk_stats {
  * hicp_model_get_info(), is taken off each query in double), finds the
  * nearest model point: @p index receives the
  * smallest original index among the nearest points, @p d2 (may be NULL) the
- * squared distance computed in float as ((dx*dx + dy*dy) + dz*dz).  Results
+ * squared distance computed in float as ((dx*dx + dy*dy) + dz*dz), in the
+ * model's frame: each difference is the query less the origin (rounded to
+ * float) less the vertex's stored coordinate, which for a model without an
+ * origin, or a query within a factor two of it on each axis, is the
+ * absolute coordinates' difference, rounded.  Results
  * are the same for every method and thread count.
  * @param stats may be NULL.
  * @return 0, ::HICP_EINVAL (a NULL argument, bad options, a previous match
