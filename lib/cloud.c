@@ -55,13 +55,7 @@ int hicp__cloud_from_raw(hicp_context *ctx, hicp__raw_cloud *raw, const char *na
   if (rc == HICP_OK) {
     /* Origin policy (docs/design.md): keep float-exact data as it is; centre
      * data whose magnitude dwarfs its extent, where floats would lose detail. */
-    double ext = 0.0, mag = 0.0;
-    for (int d = 0; d < 3; d++) {
-      ext += (hi[d] - lo[d]) * (hi[d] - lo[d]);
-      mag = fmax(mag, fmax(fabs(lo[d]), fabs(hi[d])));
-    }
-    ext = sqrt(ext);
-    int centre = !all_float && mag > 16.0 * ext && mag > 0.0;
+    const int centre = !all_float && hicp__far_from_origin(lo, hi);
     for (int d = 0; d < 3; d++)
       c->origin[d] = centre ? 0.5 * (lo[d] + hi[d]) : 0.0;
     for (size_t i = 0; i < 3 * raw->n; i++)

@@ -83,6 +83,12 @@ void hicp__init_sized(void *dst, size_t size, const void *defaults, size_t dsize
  * HICP_ERANGE with the message "WHAT point I has ..." set on ctx. */
 int hicp__check_point(hicp_context *ctx, const char *what, size_t i, double x, double y, double z);
 void hicp__clear_error(hicp_context *ctx);
+/* Whether points in the box lo .. hi lie far from the origin next to their
+ * extent (UTM coordinates): their largest magnitude is over 16 times the
+ * box's diagonal.  Floats there lose detail a point held relative to the
+ * box keeps: the readers centre such data held in double (cloud.c), a
+ * model such float points (model_build.c, far_origin). */
+int hicp__far_from_origin(const double lo[3], const double hi[3]);
 /* Installs the fork handlers that keep the message lock usable in a child
  * process (error.c); called once, with the first context. */
 void hicp__error_watch_forks(void);

@@ -175,12 +175,7 @@ static void far_origin(hicp_model *m)
       hi[d] = p[d] > hi[d] ? p[d] : hi[d];
     }
   }
-  double ext = 0.0, mag = 0.0;
-  for (int d = 0; d < 3; d++) {
-    ext += (hi[d] - lo[d]) * (hi[d] - lo[d]);
-    mag = fmax(mag, fmax(fabs(lo[d]), fabs(hi[d])));
-  }
-  if (m->nv == 0 || !(mag > 16.0 * sqrt(ext)))
+  if (m->nv == 0 || !hicp__far_from_origin(lo, hi))
     return;
   float o[3];
   for (int d = 0; d < 3; d++) {

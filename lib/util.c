@@ -101,6 +101,16 @@ int hicp__copy_sized(void *dst, size_t dst_size, const void *src, size_t min_siz
   return 0;
 }
 
+int hicp__far_from_origin(const double lo[3], const double hi[3])
+{
+  double ext = 0.0, mag = 0.0;
+  for (int d = 0; d < 3; d++) {
+    ext += (hi[d] - lo[d]) * (hi[d] - lo[d]);
+    mag = fmax(mag, fmax(fabs(lo[d]), fabs(hi[d])));
+  }
+  return mag > 16.0 * sqrt(ext) && mag > 0.0;
+}
+
 int hicp__check_point(hicp_context *ctx, const char *what, size_t i, double x, double y, double z)
 {
   if (!isfinite(x) || !isfinite(y) || !isfinite(z))
