@@ -58,6 +58,8 @@ typedef struct ply {
   encoding enc;
   element el[MAX_ELEMENTS];
   int nel;
+  int faces;             /* the header declares faces: the vertices are a mesh's */
+  uint64_t unmeasured;   /* vertices read with x, y and z NaN (check_vertex) */
 } ply;
 
 static ptype parse_type(const char *s)
@@ -274,8 +276,8 @@ static int bad_record(reader *r, const element *e, uint64_t rec, const unsigned 
                     e->nprops == 1 ? "s" : "", open ? "at least " : "", (unsigned long long)want);
 }
 
-/* 1 if the file has faces: its vertices are a mesh's, not a sensor's
- * pixels. */
+/* 1 if the header declares faces: the vertices are a mesh's, not a
+ * sensor's pixels. */
 static int has_faces(const ply *f)
 {
   for (int i = 0; i < f->nel; i++)
@@ -292,8 +294,12 @@ static int has_faces(const ply *f)
 static int check_vertex(reader *r, uint64_t rec, const double v[3])
 {
   const int nans = isnan(v[0]) + isnan(v[1]) + isnan(v[2]);
-  if (nans == 0 || (nans == 3 && !has_faces(r->f)))
+  if (nans == 0)
     return HICP_OK;
+  if (nans == 3 && !r->f->faces) {
+    r->f->unmeasured++;
+    return HICP_OK;
+  }
   if (r->f->enc == ASCII)
     return hicp__fail(r->f->ctx, HICP_ENONFINITE, "%s line %zu: vertex %llu has a NaN coordinate%s",
                       r->f->name, r->t.line, (unsigned long long)rec,
@@ -519,6 +525,7 @@ int hicp__parse_ply(hicp_context *ctx, const char *name, const unsigned char *bu
     r.f = f;
     r.p = r.t.p;
     r.end = buf + len;
+    f->faces = has_faces(f);
     size_t tri_cap = 0;
     int have_vertex = 0;
     for (int i = 0; i < f->nel && rc == HICP_OK; i++)
@@ -527,7 +534,7 @@ int hicp__parse_ply(hicp_context *ctx, const char *name, const unsigned char *bu
       rc = hicp__fail(ctx, HICP_EFORMAT, "%s: no vertex element", name);
     if (rc == HICP_OK)
       rc = check_end(&r);
-    if (rc == HICP_OK && !has_faces(f))
+    if (rc == HICP_OK && f->unmeasured > 0)
       drop_unmeasured(out);
     if (rc == HICP_OK)
       rc = hicp__raw_check_triangles(ctx, name, out);
