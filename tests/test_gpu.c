@@ -5,7 +5,8 @@
  * Bitwise: matches of every nearest-neighbour method, and registrations on
  * real models, degenerate sets, random inputs (a new seed each run, printed),
  * several chunk sizes, thread counts, filters; the hybrid split (GPU and CPU
- * workers in one iteration) and batches over a device listed twice.  Faults:
+ * workers in one iteration), a hybrid team stopped part way through a pass,
+ * and batches over a device listed twice.  Faults:
  * out of memory, kernel failure, device lost (HICP_GPU_FAULT), each a clean
  * error with "cuda" and a CPU fallback with "auto". */
 #include "config.h"
@@ -465,6 +466,15 @@ Test(gpu, degenerate_sets_bitwise)
   hicp_model_destroy(m);
 }
 
+/* A random point of the ellipsoid with half-axes 2, 1 and 0.5. */
+static void ellipsoid_point(th_rng *r, float *p)
+{
+  double u = th_uniform(r) * 6.283, v = th_uniform(r) * 3.1416;
+  p[0] = (float)(2 * sin(v) * cos(u));
+  p[1] = (float)(sin(v) * sin(u));
+  p[2] = (float)(0.5 * cos(v));
+}
+
 /* One iteration split between a GPU worker and CPU workers: same bits. */
 Test(gpu, hybrid_split_bitwise)
 {
@@ -474,10 +484,7 @@ Test(gpu, hybrid_split_bitwise)
   size_t n = 30000;
   float *p = malloc(sizeof(float) * 3 * n), *s = malloc(sizeof(float) * 3 * n);
   for (size_t i = 0; i < n; i++) {
-    double u = th_uniform(&r) * 6.283, v = th_uniform(&r) * 3.1416;
-    p[3 * i] = (float)(2 * sin(v) * cos(u));
-    p[3 * i + 1] = (float)(sin(v) * sin(u));
-    p[3 * i + 2] = (float)(0.5 * cos(v));
+    ellipsoid_point(&r, &p[3 * i]);
     s[3 * i] = p[3 * i] + 0.02f;
     s[3 * i + 1] = p[3 * i + 1] - 0.01f;
     s[3 * i + 2] = p[3 * i + 2] + (float)(1e-3 * th_normal(&r));
@@ -517,6 +524,133 @@ Test(gpu, hybrid_split_bitwise)
     g0.ops->destroy(&g0);
     g1.ops->destroy(&g1);
   }
+  hicp_context_destroy(ctx);
+  hicp_model_destroy(m);
+  free(p);
+  free(s);
+}
+
+struct halt_case {
+  hicp_context *ctx;
+  unsigned delay_us;
+};
+
+static void *cancel_after(void *arg)
+{
+  const struct halt_case *h = arg;
+  usleep(h->delay_us);
+  hicp_context_cancel(h->ctx);
+  return NULL;
+}
+
+/* A hybrid team stopped by its time budget or a cancel, which the CPU
+ * worker hears before each piece of pass A while the device finishes its
+ * share (stop 48): the pass is dropped, and the result is the CPU's after
+ * as many whole iterations, with the right stop.  Budgets from 0.25 to 20
+ * ms land in every part of a pass of 200,000 points (about 8 ms on two
+ * threads); the team then registers again, unstopped, to the CPU's bits. */
+Test(gpu, hybrid_team_stops_part_way, .timeout = 300)
+{
+  need_gpu();
+  th_rng r;
+  th_rng_seed(&r, 61);
+  enum { NM = 30000, NS = 200000, MAX_IT = 40 };
+  float *p = malloc(sizeof(float) * 3 * NM), *s = malloc(sizeof(float) * 3 * NS);
+  cr_assert(p != NULL && s != NULL);
+  for (size_t i = 0; i < NM; i++)
+    ellipsoid_point(&r, &p[3 * i]);
+  double R[9];
+  th_rotation(3, -2, 4, R);
+  for (size_t i = 0; i < NS; i++) {
+    float q[3];
+    ellipsoid_point(&r, q);
+    for (int d = 0; d < 3; d++)
+      s[3 * i + d] = (float)(R[3 * d] * q[0] + R[3 * d + 1] * q[1] + R[3 * d + 2] * q[2] +
+                             0.03 + 1e-3 * th_normal(&r));
+  }
+  hicp_model *m = model_of(p, NM);
+  hicp_context *ctx = th_context(2, HICP_BACKEND_HYBRID);
+  static const double zero[3] = {0, 0, 0};
+
+  /* the CPU alone, capped at k iterations, for every k a stop gives */
+  hicp_result ref[MAX_IT + 1];
+  int have[MAX_IT + 1] = {0};
+  hicp__worker cpu_only;
+  hicp__team solo = {{&cpu_only}, 1, -1.0};
+  hicp__cpu_worker_init(&cpu_only, ctx, 2);
+
+  hicp__worker g, c;
+  cr_assert_eq(hicp__gpu_worker_init(&g, ctx, 0), 0, "%s", hicp_context_error(ctx));
+  hicp__cpu_worker_init(&c, ctx, 2);
+  hicp__team team = {{&g, &c}, 2, 0.5};
+
+  int stopped = 0, part_way = 0;
+  for (int trial = 0; trial < 2 * 40 + 1; trial++) {
+    const int cancel = trial % 2, last = trial == 2 * 40;
+    hicp_reg_options o;
+    hicp_reg_options_init(&o);
+    o.max_iter = last ? 12 : MAX_IT;
+    o.tol = 0;
+    if (!cancel && !last)
+      o.time_budget_ms = 0.25 + 0.5 * (trial / 2);
+    hicp__plan plan;
+    cr_assert_eq(hicp__make_plan(ctx, m, &o, &plan, NULL), 0);
+    struct halt_case h = {ctx, 250u + 500u * (unsigned)(trial / 2)};
+    pthread_t t;
+    hicp__cancel_begin(ctx);
+    if (cancel && !last)
+      cr_assert_eq(pthread_create(&t, NULL, cancel_after, &h), 0);
+    hicp_result rr;
+    hicp_result_init(&rr);
+    double t0 = hicp__now_ms();
+    cr_assert_eq(hicp__register_frame(ctx, m, s, NS, zero, &plan, NULL, &team, NULL, NULL, &rr,
+                                      t0),
+                 0, "%s", hicp_context_error(ctx));
+    double took = hicp__now_ms() - t0;
+    if (cancel && !last)
+      pthread_join(t, NULL);
+    const int k = rr.iterations;
+    cr_assert(k >= 0 && k <= o.max_iter, "trial %d: %d iterations", trial, k);
+    if (k < o.max_iter) {
+      cr_assert(!last, "the unstopped run ended after %d iterations", k);
+      cr_assert_eq(rr.stop, cancel ? HICP_STOP_CANCELED : HICP_STOP_TIMEOUT,
+                   "trial %d: stopped by %s", trial, hicp_stop_name(rr.stop));
+      stopped++;
+      /* a stop at an iteration's end leaves no pass behind it; one part
+       * way through a pass returns before the next iteration could end */
+      if (took < (o.time_budget_ms > 0 ? o.time_budget_ms : h.delay_us / 1e3) + 1.0)
+        part_way++;
+    }
+    if (!have[k]) {
+      hicp_reg_options oc = o;
+      oc.max_iter = k;
+      oc.time_budget_ms = 0;
+      hicp__plan pc;
+      cr_assert_eq(hicp__make_plan(ctx, m, &oc, &pc, NULL), 0);
+      hicp_result_init(&ref[k]);
+      hicp__cancel_begin(ctx);
+      cr_assert_eq(hicp__register_frame(ctx, m, s, NS, zero, &pc, NULL, &solo, NULL, NULL,
+                                        &ref[k], hicp__now_ms()),
+                   0);
+      cr_assert_eq(ref[k].iterations, k);
+      have[k] = 1;
+    }
+    cr_assert(memcmp(&rr.transform, &ref[k].transform, sizeof rr.transform) == 0,
+              "trial %d (%s): after %d iterations, not the CPU's transform", trial,
+              cancel ? "cancel" : "budget", k);
+    /* NaN: stopped in the first pass, before any sums */
+    if (!isnan(rr.rmse)) {
+      cr_assert(memcmp(&rr.rmse, &ref[k].rmse, sizeof rr.rmse) == 0, "trial %d: rmse %.17g, "
+                "the CPU's %.17g", trial, rr.rmse, ref[k].rmse);
+      cr_assert_eq(rr.inliers, ref[k].inliers, "trial %d", trial);
+    } else {
+      cr_assert_eq(k, 0, "trial %d: rmse NaN after %d iterations", trial, k);
+    }
+  }
+  cr_log_info("%d of 80 stopped runs, %d of them within 1 ms of the stop's time", stopped,
+              part_way);
+  cr_assert_gt(stopped, 40, "only %d of 80 runs stopped early: the test shows little", stopped);
+  g.ops->destroy(&g);
   hicp_context_destroy(ctx);
   hicp_model_destroy(m);
   free(p);
