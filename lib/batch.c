@@ -60,6 +60,7 @@ typedef struct crew_member {
   hicp_context *ctx; /* own context: own errors, own device state */
   int gpu;           /* 1: runs frames on its device */
   int core;          /* a CPU worker's core (bind_member); -1: unbound */
+  const char *note;  /* the crew's note for each result, or "" */
 } crew_member;
 
 /* At most this many device workers in a crew (of its 64 members). */
@@ -69,6 +70,7 @@ typedef struct crew {
   crew_member m[64];
   int n;
   int ngpu;
+  char note[120]; /* "hybrid" or "auto" without a listed device */
 } crew;
 
 /* A child context: the parent's settings, its own threads and devices
@@ -114,10 +116,18 @@ static int device_streams(const hicp_model *m, int dev)
 
 /* The workers the context's backend calls for: its devices ("cuda", or
  * "auto" when a device is usable), its CPU threads ("cpu", or "auto"
- * without a device), or both ("hybrid"). */
-static int crew_make(hicp_context *ctx, const hicp_model *m, int cpu_threads_each, crew *c)
+ * without a device), or both ("hybrid"), for at most `frames` frames
+ * (SIZE_MAX: a stream's, not known).  A worker takes one frame at a time,
+ * so a batch of fewer frames than workers has no use for the others: each
+ * device worker's context uploads its own copy of the model (4.7 ms a
+ * call for the eight of a one-frame batch on an H200, stop 50), and a CPU
+ * worker would sit idle.  CPU workers without devices then share the
+ * threads instead: the bits are the same for any thread count. */
+static int crew_make(hicp_context *ctx, const hicp_model *m, size_t frames, crew *c)
 {
   memset(c, 0, sizeof *c);
+  if (frames == 0)
+    frames = 1;
   char why[256];
   int ngpu = ctx->backend == HICP_BACKEND_CPU ? 0 : hicp__gpu_count(why, sizeof why);
   if (ctx->backend == HICP_BACKEND_CUDA && ngpu == 0)
@@ -125,26 +135,40 @@ static int crew_make(hicp_context *ctx, const hicp_model *m, int cpu_threads_eac
   int use_gpu = ngpu > 0;
   int use_cpu = ctx->backend == HICP_BACKEND_CPU || ctx->backend == HICP_BACKEND_HYBRID || !use_gpu;
   int nlog = 0;
+  int streams[CREW_GPU_MAX]; /* each logical device's workers, asked of it once */
   if (use_gpu) {
     nlog = ctx->ndevices > 0 ? ctx->ndevices : ngpu;
-    int streams[CREW_GPU_MAX]; /* each logical device's workers, asked of it once */
+    int usable = 0;
     for (int i = 0; i < nlog; i++) {
       int dev = ctx->ndevices > 0 ? ctx->devices[i] : i;
-      if (dev >= ngpu) {
-        crew_free(c);
+      if (dev >= ngpu && ctx->backend == HICP_BACKEND_CUDA)
         return hicp__fail(ctx, HICP_ENODEVICE, "no CUDA device %d (this host has %d)", dev, ngpu);
+      /* "hybrid" and "auto" carry on without it, as a registration does
+       * (a device gone from the bus), and say so in every result */
+      if (dev >= ngpu && c->note[0] == '\0')
+        snprintf(c->note, sizeof c->note, "no CUDA device %d (this host has %d); ran without it",
+                 dev, ngpu);
+      if (i < CREW_GPU_MAX) {
+        streams[i] = dev < ngpu ? device_streams(m, dev) : 0;
+        usable += streams[i] > 0;
       }
-      if (i < CREW_GPU_MAX)
-        streams[i] = device_streams(m, dev);
     }
+    if (usable == 0) {
+      use_gpu = 0;
+      use_cpu = 1;
+      nlog = 0;
+    }
+  }
+  if (use_gpu) {
     /* Up to HICP_GPU_STREAMS workers per logical device, each with its
      * own stream: one frame's registration is mostly waits (barriers, the
      * solve on one thread), so several frames share a device at once */
     for (int k = 0; k < HICP_GPU_STREAMS; k++) {
-      for (int i = 0; i < nlog && i < CREW_GPU_MAX && c->n < CREW_GPU_MAX; i++) {
+      for (int i = 0; i < nlog && i < CREW_GPU_MAX && c->n < CREW_GPU_MAX && (size_t)c->n < frames;
+           i++) {
         int dev = ctx->ndevices > 0 ? ctx->devices[i] : i;
         if (k >= streams[i])
-          continue;
+          continue; /* enough workers for its memory, or no such device */
         int rc = child_context(ctx, 1, HICP_BACKEND_CUDA, &dev, 1, &c->m[c->n].ctx);
         if (rc != HICP_OK) {
           crew_free(c);
@@ -160,11 +184,22 @@ static int crew_make(hicp_context *ctx, const hicp_model *m, int cpu_threads_eac
     /* Device workers sleep while their device works, but prepare each
      * frame on the host (about 0.5 ms of a core for 30k points): two cores
      * per device are left for them. */
-    int ncpu = ctx->threads / cpu_threads_each - 2 * nlog;
+    int ncpu = ctx->threads - 2 * nlog, each = 1, more = 0;
     if (ncpu < 1)
       ncpu = 1;
+    if (c->ngpu > 0 && (size_t)c->ngpu >= frames)
+      ncpu = 0; /* the devices take every frame at once */
+    else if (c->ngpu > 0 && frames - (size_t)c->ngpu < (size_t)ncpu)
+      ncpu = (int)(frames - (size_t)c->ngpu);
+    else if (c->ngpu == 0 && frames < (size_t)ncpu) {
+      /* fewer frames than threads: a worker a frame, the threads shared
+       * out (`more` workers with one thread more) */
+      each = ncpu / (int)frames;
+      more = ncpu % (int)frames;
+      ncpu = (int)frames;
+    }
     for (int i = 0; i < ncpu && c->n < 64; i++) {
-      int rc = child_context(ctx, cpu_threads_each, HICP_BACKEND_CPU, NULL, 0, &c->m[c->n].ctx);
+      int rc = child_context(ctx, each + (i < more), HICP_BACKEND_CPU, NULL, 0, &c->m[c->n].ctx);
       if (rc != HICP_OK) {
         crew_free(c);
         return rc;
@@ -179,6 +214,8 @@ static int crew_make(hicp_context *ctx, const hicp_model *m, int cpu_threads_eac
       c->m[c->n++].gpu = 0;
     }
   }
+  for (int i = 0; i < c->n; i++)
+    c->m[i].note = c->note;
   return HICP_OK;
 }
 
@@ -207,6 +244,9 @@ static int run_frame(hicp_context *parent, crew_member *cm, const hicp_model *m,
     if (rc == HICP_OK && r->struct_size >= offsetof(hicp_result, error))
       snprintf(r->note, sizeof r->note, "%.159s", note);
   }
+  if (rc == HICP_OK && cm->note[0] != '\0' && r->struct_size >= offsetof(hicp_result, error) &&
+      r->note[0] == '\0')
+    snprintf(r->note, sizeof r->note, "%s", cm->note);
   return rc;
 }
 
@@ -353,7 +393,7 @@ static int batch_independent(hicp_context *ctx, const hicp_model *m, const float
                              hicp_result *results, size_t rstride)
 {
   crew c;
-  int rc = crew_make(ctx, m, 1, &c);
+  int rc = crew_make(ctx, m, nframes, &c);
   if (rc != HICP_OK)
     return rc;
   atomic_size_t next;
@@ -762,7 +802,7 @@ int hicp_stream_create(hicp_context *ctx, const hicp_model *m, const hicp_reg_op
   if (rc == HICP_OK)
     rc = s->bo.track ? child_context(ctx, ctx->threads, ctx->backend, ctx->devices,
                                      ctx->ndevices, &s->crew.m[0].ctx)
-                     : crew_make(ctx, m, 1, &s->crew);
+                     : crew_make(ctx, m, SIZE_MAX, &s->crew);
   if (rc == HICP_OK && s->bo.track) {
     s->crew.n = 1;
     s->crew.m[0].core = -1; /* one worker: where the system puts it */

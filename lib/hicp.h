@@ -827,7 +827,10 @@ HICP_API void hicp_batch_options_init_sized(hicp_batch_options *opts, size_t siz
  * its devices (each listed device runs up to eight frames at once, fewer
  * when the model takes more than 1/32 of its memory; a device listed twice
  * counts twice), "hybrid" both, "auto" the devices when present, else
- * the CPU.  With tracking (hicp_batch_options.track) the frames run one
+ * the CPU.  Each worker runs one frame at a time, on one CPU thread, so a
+ * batch of fewer frames than that makes only the workers it can use: the
+ * devices' first, and on the CPU alone its frames share out the threads
+ * (one frame on a context of 16 threads runs on all 16).  With tracking (hicp_batch_options.track) the frames run one
  * after another: on "hybrid" each frame's iterations are spread over the
  * CPU and every device, on "cuda" each frame runs on the context's first
  * device.

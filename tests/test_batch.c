@@ -113,6 +113,21 @@ Test(batch, independent_frames_match_single_registrations)
     }
     hicp_context_destroy(ctx);
   }
+  /* fewer frames than threads: the workers share the threads out (5 for
+   * one frame, 2 and 3 for two, 1, 2 and 2 for three) */
+  hicp_context *five = th_context(5, HICP_BACKEND_CPU);
+  for (size_t nf = 1; nf <= 3; nf++) {
+    hicp_result res[3];
+    for (size_t k = 0; k < nf; k++)
+      hicp_result_init(&res[k]);
+    cr_assert_eq(hicp_register_batch(five, m, frames, counts, nf, &o, NULL, NULL, res), 0, "%s",
+                 hicp_context_error(five));
+    for (size_t k = 0; k < nf; k++)
+      cr_assert(memcmp(&res[k].transform, &solo[k].transform, sizeof solo[k].transform) == 0 &&
+                    res[k].iterations == solo[k].iterations,
+                "%zu frames on 5 threads: frame %zu differs", nf, k);
+  }
+  hicp_context_destroy(five);
   for (int k = 0; k < NF; k++)
     free((void *)frames[k]);
   hicp_model_destroy(m);

@@ -712,6 +712,80 @@ Test(gpu, batch_two_logical_devices)
   hicp_model_destroy(m);
 }
 
+/* A device list naming a device the host lacks (one gone from the bus):
+ * "cuda" refuses the batch; "hybrid" and "auto" run it without that
+ * device, as hicp_register() does, and say so in every result (until stop
+ * 50 their batches failed with HICP_ENODEVICE while a registration ran). */
+Test(gpu, batch_without_a_listed_device)
+{
+  need_gpu();
+  char why[256];
+  const int ngpu = hicp__gpu_count(why, sizeof why);
+  th_rng r;
+  th_rng_seed(&r, 12);
+  size_t n = 4000;
+  float *p = malloc(sizeof(float) * 3 * n);
+  for (size_t i = 0; i < 3 * n; i++)
+    p[i] = (float)th_normal(&r);
+  hicp_model *m = model_of(p, n);
+  enum { NF = 5 };
+  const float *frames[NF];
+  size_t counts[NF];
+  for (int k = 0; k < NF; k++) {
+    counts[k] = 1500;
+    float *f = malloc(sizeof(float) * 3 * counts[k]);
+    for (size_t i = 0; i < 3 * counts[k]; i++)
+      f[i] = p[i] + 0.01f * (float)k + (float)(1e-3 * th_normal(&r));
+    frames[k] = f;
+  }
+  hicp_result cpu[NF], res[NF];
+  hicp_context *cc = th_context(2, HICP_BACKEND_CPU);
+  for (int k = 0; k < NF; k++)
+    hicp_result_init(&cpu[k]);
+  cr_assert_eq(hicp_register_batch(cc, m, frames, counts, NF, NULL, NULL, NULL, cpu), 0);
+  hicp_context_destroy(cc);
+  static const hicp_backend backends[] = {HICP_BACKEND_CUDA, HICP_BACKEND_HYBRID,
+                                          HICP_BACKEND_AUTO};
+  for (int b = 0; b < 3; b++) {
+    for (int first = 0; first <= 1; first++) {
+      /* {missing} alone, and {0, missing} */
+      int devs[2] = {0, ngpu};
+      hicp_context_options o;
+      hicp_context_options_init(&o);
+      o.backend = backends[b];
+      o.threads = 2;
+      o.devices = first ? devs : devs + 1;
+      o.ndevices = first ? 2 : 1;
+      hicp_context *ctx;
+      cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+      for (int k = 0; k < NF; k++)
+        hicp_result_init(&res[k]);
+      int rc = hicp_register_batch(ctx, m, frames, counts, NF, NULL, NULL, NULL, res);
+      if (backends[b] == HICP_BACKEND_CUDA) {
+        cr_assert_eq(rc, HICP_ENODEVICE, "cuda: %d", rc);
+        cr_assert(strstr(hicp_context_error(ctx), "no CUDA device") != NULL, "%s",
+                  hicp_context_error(ctx));
+      } else {
+        cr_assert_eq(rc, 0, "%s: %s", hicp_backend_name(backends[b]), hicp_context_error(ctx));
+        for (int k = 0; k < NF; k++) {
+          cr_assert(memcmp(&res[k].transform, &cpu[k].transform, sizeof cpu[k].transform) == 0,
+                    "%s frame %d", hicp_backend_name(backends[b]), k);
+          cr_assert(strstr(res[k].note, "no CUDA device") != NULL, "%s frame %d: note '%s'",
+                    hicp_backend_name(backends[b]), k, res[k].note);
+          if (first && backends[b] == HICP_BACKEND_AUTO)
+            cr_assert_eq(res[k].backend, HICP_BACKEND_CUDA, "frame %d on %s", k,
+                         hicp_backend_name(res[k].backend));
+        }
+      }
+      hicp_context_destroy(ctx);
+    }
+  }
+  for (int k = 0; k < NF; k++)
+    free((void *)frames[k]);
+  free(p);
+  hicp_model_destroy(m);
+}
+
 static void *cancel_after_100ms(void *ctx)
 {
   usleep(100000);
