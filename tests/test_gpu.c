@@ -657,35 +657,55 @@ Test(gpu, hybrid_team_stops_part_way, .timeout = 300)
   free(s);
 }
 
-/* A batch over a device listed twice, and hybrid batches: the CPU's bits
- * frame by frame, every frame once. */
-Test(gpu, batch_two_logical_devices)
+/* A batch's case: a model of 8,000 normal points (seed), nf frames of
+ * 1,000 to 2,500 of its points moved and noisy, and the CPU's results for
+ * them as a batch.  Free with batch_case_free. */
+static hicp_model *batch_case(unsigned seed, int nf, const float **frames, size_t *counts,
+                              hicp_result *cpu)
 {
-  need_gpu();
   th_rng r;
-  th_rng_seed(&r, 9);
+  th_rng_seed(&r, seed);
   size_t n = 8000;
   float *p = malloc(sizeof(float) * 3 * n);
+  cr_assert_not_null(p);
   for (size_t i = 0; i < 3 * n; i++)
     p[i] = (float)th_normal(&r);
   hicp_model *m = model_of(p, n);
-  enum { NF = 24 };
-  const float *frames[NF];
-  size_t counts[NF];
-  for (int k = 0; k < NF; k++) {
+  for (int k = 0; k < nf; k++) {
     counts[k] = 1000 + 250 * (size_t)(k % 7);
     float *f = malloc(sizeof(float) * 3 * counts[k]);
+    cr_assert_not_null(f);
     for (size_t i = 0; i < counts[k]; i++)
       for (int d = 0; d < 3; d++)
         f[3 * i + d] = p[3 * i + d] + 0.01f * (float)(k % 5) + (float)(1e-3 * th_normal(&r));
     frames[k] = f;
   }
-  hicp_result cpu[NF], res[NF];
+  free(p);
   hicp_context *cc = th_context(2, HICP_BACKEND_CPU);
-  for (int k = 0; k < NF; k++)
+  for (int k = 0; k < nf; k++)
     hicp_result_init(&cpu[k]);
-  cr_assert_eq(hicp_register_batch(cc, m, frames, counts, NF, NULL, NULL, NULL, cpu), 0);
+  cr_assert_eq(hicp_register_batch(cc, m, frames, counts, (size_t)nf, NULL, NULL, NULL, cpu), 0);
   hicp_context_destroy(cc);
+  return m;
+}
+
+static void batch_case_free(hicp_model *m, int nf, const float **frames)
+{
+  for (int k = 0; k < nf; k++)
+    free((void *)frames[k]);
+  hicp_model_destroy(m);
+}
+
+/* A batch over a device listed twice, and hybrid batches: the CPU's bits
+ * frame by frame, every frame once. */
+Test(gpu, batch_two_logical_devices)
+{
+  need_gpu();
+  enum { NF = 24 };
+  const float *frames[NF];
+  size_t counts[NF];
+  hicp_result cpu[NF], res[NF];
+  hicp_model *m = batch_case(9, NF, frames, counts, cpu);
   for (int b = 0; b < 2; b++) {
     int devs[2] = {0, 0};
     hicp_context_options o;
@@ -706,10 +726,7 @@ Test(gpu, batch_two_logical_devices)
     }
     hicp_context_destroy(ctx);
   }
-  for (int k = 0; k < NF; k++)
-    free((void *)frames[k]);
-  free(p);
-  hicp_model_destroy(m);
+  batch_case_free(m, NF, frames);
 }
 
 /* A device list naming a device the host lacks (one gone from the bus):
@@ -721,29 +738,11 @@ Test(gpu, batch_without_a_listed_device)
   need_gpu();
   char why[256];
   const int ngpu = hicp__gpu_count(why, sizeof why);
-  th_rng r;
-  th_rng_seed(&r, 12);
-  size_t n = 4000;
-  float *p = malloc(sizeof(float) * 3 * n);
-  for (size_t i = 0; i < 3 * n; i++)
-    p[i] = (float)th_normal(&r);
-  hicp_model *m = model_of(p, n);
   enum { NF = 5 };
   const float *frames[NF];
   size_t counts[NF];
-  for (int k = 0; k < NF; k++) {
-    counts[k] = 1500;
-    float *f = malloc(sizeof(float) * 3 * counts[k]);
-    for (size_t i = 0; i < 3 * counts[k]; i++)
-      f[i] = p[i] + 0.01f * (float)k + (float)(1e-3 * th_normal(&r));
-    frames[k] = f;
-  }
   hicp_result cpu[NF], res[NF];
-  hicp_context *cc = th_context(2, HICP_BACKEND_CPU);
-  for (int k = 0; k < NF; k++)
-    hicp_result_init(&cpu[k]);
-  cr_assert_eq(hicp_register_batch(cc, m, frames, counts, NF, NULL, NULL, NULL, cpu), 0);
-  hicp_context_destroy(cc);
+  hicp_model *m = batch_case(12, NF, frames, counts, cpu);
   static const hicp_backend backends[] = {HICP_BACKEND_CUDA, HICP_BACKEND_HYBRID,
                                           HICP_BACKEND_AUTO};
   for (int b = 0; b < 3; b++) {
@@ -780,10 +779,7 @@ Test(gpu, batch_without_a_listed_device)
       hicp_context_destroy(ctx);
     }
   }
-  for (int k = 0; k < NF; k++)
-    free((void *)frames[k]);
-  free(p);
-  hicp_model_destroy(m);
+  batch_case_free(m, NF, frames);
 }
 
 static void *cancel_after_100ms(void *ctx)
