@@ -60,7 +60,7 @@ typedef struct crew_member {
   hicp_context *ctx; /* own context: own errors, own device state */
   int gpu;           /* 1: runs frames on its device */
   int core;          /* a CPU worker's core (bind_member); -1: unbound */
-  const char *note;  /* the crew's note for each result, or "" */
+  const char *note;  /* the crew's note for each result: "" or NULL for none */
 } crew_member;
 
 /* At most this many device workers in a crew (of its 64 members). */
@@ -244,7 +244,8 @@ static int run_frame(hicp_context *parent, crew_member *cm, const hicp_model *m,
     if (rc == HICP_OK && r->struct_size >= offsetof(hicp_result, error))
       snprintf(r->note, sizeof r->note, "%.159s", note);
   }
-  if (rc == HICP_OK && cm->note[0] != '\0' && r->struct_size >= offsetof(hicp_result, error) &&
+  if (rc == HICP_OK && cm->note != NULL && cm->note[0] != '\0' &&
+      r->struct_size >= offsetof(hicp_result, error) &&
       r->note[0] == '\0')
     snprintf(r->note, sizeof r->note, "%s", cm->note);
   return rc;
