@@ -174,6 +174,7 @@ void hicp_context_destroy(hicp_context *ctx)
 {
   if (ctx == NULL)
     return;
+  hicp__batch_crew_free(ctx);
   hicp__gpu_release(ctx);
   free(ctx->scratch);
   free(ctx->devices);

@@ -27,10 +27,14 @@ struct hicp_context {
    * this context (hicp__scratch in util.c). */
   void *scratch;
   size_t scratch_size;
+  /* The workers of the last batch, kept for the next (batch.c). */
+  struct hicp__crew *batch_crew;
 };
 
 /* The checks hicp__team_ready has made (they start and join threads), for
  * the tests to count. */
 extern atomic_uint hicp__team_preflights;
+/* The batch crews made (batch.c), for the tests to count. */
+extern atomic_uint hicp__batch_crews_made;
 
 #endif /* HICP_CONTEXT_H */

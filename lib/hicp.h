@@ -830,7 +830,11 @@ HICP_API void hicp_batch_options_init_sized(hicp_batch_options *opts, size_t siz
  * the CPU.  Each worker runs one frame at a time, on one CPU thread, so a
  * batch of fewer frames than that makes only the workers it can use: the
  * devices' first, and on the CPU alone its frames share out the threads
- * (one frame on a context of 16 threads runs on all 16).  With tracking (hicp_batch_options.track) the frames run one
+ * (one frame on a context of 16 threads runs on all 16).  The context
+ * keeps a batch's workers for its next batch that would make the same ones
+ * (their threads' working memory and, on a device, their copies of the
+ * model; a batch of another size or another device set makes them anew)
+ * until hicp_context_destroy().  With tracking (hicp_batch_options.track) the frames run one
  * after another: on "hybrid" each frame's iterations are spread over the
  * CPU and every device, on "cuda" each frame runs on the context's first
  * device.

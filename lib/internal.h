@@ -44,6 +44,8 @@ void hicp__cancel_begin(hicp_context *ctx);
 /* A worker's frame begins: the parent's requests before `seen` (a value of
  * hicp__cancel_count(parent)) do not apply to it. */
 void hicp__cancel_begin_child(hicp_context *child, unsigned seen);
+/* Frees the workers a context kept from its last batch (batch.c). */
+void hicp__batch_crew_free(hicp_context *ctx);
 /* The number of cancel requests made on ctx so far. */
 unsigned hicp__cancel_count(const hicp_context *ctx);
 

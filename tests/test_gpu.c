@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "context.h"
 #include "model.h"
 #include "scheduler.h"
 #include "testhelp.h"
@@ -697,15 +698,17 @@ static void batch_case_free(hicp_model *m, int nf, const float **frames)
 }
 
 /* A batch over a device listed twice, and hybrid batches: the CPU's bits
- * frame by frame, every frame once. */
+ * frame by frame, every frame once; then a batch of another model on the
+ * same context, whose workers (their streams and model copies) it kept. */
 Test(gpu, batch_two_logical_devices)
 {
   need_gpu();
   enum { NF = 24 };
-  const float *frames[NF];
-  size_t counts[NF];
-  hicp_result cpu[NF], res[NF];
-  hicp_model *m = batch_case(9, NF, frames, counts, cpu);
+  const float *frames[2][NF];
+  size_t counts[2][NF];
+  hicp_result cpu[2][NF], res[NF];
+  hicp_model *m[2] = {batch_case(9, NF, frames[0], counts[0], cpu[0]),
+                      batch_case(10, NF, frames[1], counts[1], cpu[1])};
   for (int b = 0; b < 2; b++) {
     int devs[2] = {0, 0};
     hicp_context_options o;
@@ -715,18 +718,24 @@ Test(gpu, batch_two_logical_devices)
     o.ndevices = 2;
     hicp_context *ctx;
     cr_assert_eq(hicp_context_create(&o, &ctx), 0);
-    for (int k = 0; k < NF; k++)
-      hicp_result_init(&res[k]);
-    cr_assert_eq(hicp_register_batch(ctx, m, frames, counts, NF, NULL, NULL, NULL, res), 0, "%s",
-                 hicp_context_error(ctx));
-    for (int k = 0; k < NF; k++) {
-      cr_assert_eq(res[k].frame, (uint64_t)k);
-      cr_assert(memcmp(&res[k].transform, &cpu[k].transform, sizeof cpu[k].transform) == 0,
-                "backend %d frame %d", b, k);
+    const unsigned made = atomic_load(&hicp__batch_crews_made);
+    for (int c = 0; c < 2; c++) {
+      for (int k = 0; k < NF; k++)
+        hicp_result_init(&res[k]);
+      cr_assert_eq(hicp_register_batch(ctx, m[c], frames[c], counts[c], NF, NULL, NULL, NULL, res),
+                   0, "%s", hicp_context_error(ctx));
+      for (int k = 0; k < NF; k++) {
+        cr_assert_eq(res[k].frame, (uint64_t)k);
+        cr_assert(memcmp(&res[k].transform, &cpu[c][k].transform, sizeof res[k].transform) == 0,
+                  "backend %d, model %d, frame %d", b, c, k);
+      }
     }
+    cr_assert_eq(atomic_load(&hicp__batch_crews_made), made + 1, "backend %d: %u crews", b,
+                 atomic_load(&hicp__batch_crews_made) - made);
     hicp_context_destroy(ctx);
   }
-  batch_case_free(m, NF, frames);
+  for (int c = 0; c < 2; c++)
+    batch_case_free(m[c], NF, frames[c]);
 }
 
 /* A device list naming a device the host lacks (one gone from the bus):
