@@ -73,6 +73,7 @@ typedef struct hicp__crew {
   crew_member m[64];
   int n;
   int ngpu;
+  uint64_t model; /* with device workers: the uid of the model they hold */
   char note[120]; /* "hybrid" or "auto" without a listed device */
 } crew;
 
@@ -250,7 +251,8 @@ static int crew_make(hicp_context *ctx, const hicp_model *m, size_t frames, crew
  * places. */
 static int crew_same(const crew *a, const crew *b)
 {
-  if (a->n != b->n || a->ngpu != b->ngpu || strcmp(a->note, b->note) != 0)
+  if (a->n != b->n || a->ngpu != b->ngpu || a->model != b->model ||
+      strcmp(a->note, b->note) != 0)
     return 0;
   for (int i = 0; i < a->n; i++)
     if (a->m[i].gpu != b->m[i].gpu || a->m[i].dev != b->m[i].dev ||
@@ -271,7 +273,8 @@ void hicp__batch_crew_free(hicp_context *ctx)
 }
 
 /* A batch's crew: the one the context kept from its last batch when it is
- * the crew this batch plans, else a new one, kept in its place.  Making a
+ * the crew this batch plans (the same workers; with devices, for the same
+ * model), else a new one, kept in its place.  Making a
  * crew costs its contexts, each device worker's stream, buffers and copy
  * of the model (a one-frame CUDA batch on an H200: 7.2 ms a call against
  * a registration's 2.3, stop 50), and each CPU worker's scratch; kept, a
@@ -283,6 +286,11 @@ static int batch_crew(hicp_context *ctx, const hicp_model *m, size_t frames, cre
   int rc = crew_plan(ctx, m, frames, &want);
   if (rc != HICP_OK)
     return rc;
+  /* Device workers are sized for one copy of the model each (a quarter of
+   * the device for all of them, device_streams), but each worker's context
+   * would cache up to four: a crew with devices is kept for its model
+   * only.  CPU workers hold no copy. */
+  want.model = want.ngpu > 0 ? m->uid : 0;
   crew *k = ctx->batch_crew;
   if (k != NULL && crew_same(k, &want)) {
     for (int i = 0; i < k->n; i++) {
@@ -320,8 +328,11 @@ static int run_frame(hicp_context *parent, crew_member *cm, const hicp_model *m,
   const double t_start = hicp__now_ms(); /* the frame's start, for both tries */
   int rc =
       hicp__register_frame(cm->ctx, m, p0, n, origin, plan, init, NULL, NULL, NULL, r, t_start);
-  if (cm->gpu && (rc == HICP_EDEVICE || (r->struct_size >= offsetof(hicp_result, error) &&
-                                         strncmp(r->note, "GPU failed", 10) == 0)))
+  /* a device that failed, or ran out of memory, is not kept for the next
+   * batch (the note is the library's only on success) */
+  if (cm->gpu && (rc == HICP_EDEVICE || rc == HICP_ENOMEM ||
+                  (rc == HICP_OK && r->struct_size >= offsetof(hicp_result, error) &&
+                   strncmp(r->note, "GPU failed", 10) == 0)))
     cm->spoiled = 1;
   if (rc != HICP_OK && cm->gpu && parent->backend != HICP_BACKEND_CUDA &&
       (rc == HICP_EDEVICE || rc == HICP_ENOMEM || rc == HICP_ENODEVICE)) {
@@ -488,6 +499,8 @@ static int batch_independent(hicp_context *ctx, const hicp_model *m, const float
                              size_t stride, const hicp__plan *plan, const hicp_transform *inits,
                              hicp_result *results, size_t rstride)
 {
+  if (nframes == 0)
+    return HICP_OK; /* no workers to make, and the kept ones stay */
   crew *c = NULL;
   int rc = batch_crew(ctx, m, nframes, &c);
   if (rc != HICP_OK)

@@ -241,8 +241,9 @@ HICP_API int hicp_context_threads(const hicp_context *ctx);
  * parent had other threads at the fork (its team, hicp's or the
  * application's own OpenMP, may be among them; so also the children of
  * such a child).  The child of a process that had no other thread, such
- * as a pre-fork server's master that loaded a model but ran no team, keeps
- * its threads, and threads a child starts, such as a stream's workers,
+ * as a pre-fork server's master that loaded a model but ran no team (a
+ * registration on several threads runs one, as does a batch of fewer
+ * frames than threads), keeps its threads, and threads a child starts, such as a stream's workers,
  * use all of theirs.  Cheap when
  * they are already running.
  * Returns the number of threads running (1 for a one-thread context, and
@@ -830,11 +831,13 @@ HICP_API void hicp_batch_options_init_sized(hicp_batch_options *opts, size_t siz
  * the CPU.  Each worker runs one frame at a time, on one CPU thread, so a
  * batch of fewer frames than that makes only the workers it can use: the
  * devices' first, and on the CPU alone its frames share out the threads
- * (one frame on a context of 16 threads runs on all 16).  The context
- * keeps a batch's workers for its next batch that would make the same ones
- * (their threads' working memory and, on a device, their copies of the
- * model; a batch of another size or another device set makes them anew)
- * until hicp_context_destroy().  With tracking (hicp_batch_options.track) the frames run one
+ * (one frame on a context of 16 threads runs on all 16, the first frame
+ * on the calling thread's OpenMP team, as hicp_register() does).  The
+ * context keeps a batch's workers, with their working memory and, on a
+ * device, each one's copy of the model, for its next batch that plans the
+ * same workers (as many frames as workers or more, or the same number
+ * below that; on a device, the same model), until hicp_context_destroy()
+ * or a batch that plans others.  With tracking (hicp_batch_options.track) the frames run one
  * after another: on "hybrid" each frame's iterations are spread over the
  * CPU and every device, on "cuda" each frame runs on the context's first
  * device.

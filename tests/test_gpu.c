@@ -698,8 +698,10 @@ static void batch_case_free(hicp_model *m, int nf, const float **frames)
 }
 
 /* A batch over a device listed twice, and hybrid batches: the CPU's bits
- * frame by frame, every frame once; then a batch of another model on the
- * same context, whose workers (their streams and model copies) it kept. */
+ * frame by frame, every frame once; again on the same context, whose
+ * workers (their streams and model copies) it kept; then a batch of
+ * another model, for which it makes them anew (each device worker is
+ * sized for one copy of a model). */
 Test(gpu, batch_two_logical_devices)
 {
   need_gpu();
@@ -719,7 +721,10 @@ Test(gpu, batch_two_logical_devices)
     hicp_context *ctx;
     cr_assert_eq(hicp_context_create(&o, &ctx), 0);
     const unsigned made = atomic_load(&hicp__batch_crews_made);
-    for (int c = 0; c < 2; c++) {
+    static const int model_of_call[3] = {0, 0, 1};
+    static const unsigned crews_after[3] = {1, 1, 2};
+    for (int call = 0; call < 3; call++) {
+      const int c = model_of_call[call];
       for (int k = 0; k < NF; k++)
         hicp_result_init(&res[k]);
       cr_assert_eq(hicp_register_batch(ctx, m[c], frames[c], counts[c], NF, NULL, NULL, NULL, res),
@@ -727,11 +732,12 @@ Test(gpu, batch_two_logical_devices)
       for (int k = 0; k < NF; k++) {
         cr_assert_eq(res[k].frame, (uint64_t)k);
         cr_assert(memcmp(&res[k].transform, &cpu[c][k].transform, sizeof res[k].transform) == 0,
-                  "backend %d, model %d, frame %d", b, c, k);
+                  "backend %d, call %d (model %d), frame %d", b, call, c, k);
       }
+      cr_assert_eq(atomic_load(&hicp__batch_crews_made), made + crews_after[call],
+                   "backend %d, after call %d: %u crews", b, call,
+                   atomic_load(&hicp__batch_crews_made) - made);
     }
-    cr_assert_eq(atomic_load(&hicp__batch_crews_made), made + 1, "backend %d: %u crews", b,
-                 atomic_load(&hicp__batch_crews_made) - made);
     hicp_context_destroy(ctx);
   }
   for (int c = 0; c < 2; c++)
