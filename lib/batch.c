@@ -274,12 +274,11 @@ void hicp__batch_crew_free(hicp_context *ctx)
 
 /* A batch's crew: the one the context kept from its last batch when it is
  * the crew this batch plans (the same workers; with devices, for the same
- * model), else a new one, kept in its place.  Making a
- * crew costs its contexts, each device worker's stream, buffers and copy
- * of the model (a one-frame CUDA batch on an H200: 7.2 ms a call against
- * a registration's 2.3, stop 50), and each CPU worker's scratch; kept, a
- * small batch costs what its registrations do.  A crew whose device failed
- * a frame is made afresh at the next batch. */
+ * model), else a new one, kept in its place.  Making a crew costs its
+ * contexts, each device worker's stream, buffers and copy of the model,
+ * and each CPU worker's scratch: on an H200, 8 CUDA frames took 20.9 ms a
+ * call with a crew made each time and 5.0 ms kept (stop 50).  A crew whose
+ * device failed a frame is made afresh at the next batch. */
 static int batch_crew(hicp_context *ctx, const hicp_model *m, size_t frames, crew **out)
 {
   crew want;
@@ -316,8 +315,6 @@ static int batch_crew(hicp_context *ctx, const hicp_model *m, size_t frames, cre
   *out = k;
   return HICP_OK;
 }
-
-
 
 /* Runs one frame on a crew member; a device that fails hands the frame to
  * the CPU (same context, one thread) unless the user asked for "cuda". */
