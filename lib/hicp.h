@@ -803,7 +803,12 @@ typedef struct hicp_batch_options {
                             independent and run side by side. */
   int reuse_matches;   /**< with track: frames with as many points as the
                             previous one (the same sensor grid) start their
-                            searches from its matches.  Default 1. */
+                            searches from its matches.  Default 1.  On
+                            "cuda" a tracked batch's frames run on the
+                            device loop, which keeps its matches on the
+                            device: each starts from the model's start
+                            table, as with 0 (the same poses either way;
+                            only the walk statistics differ). */
   double cpu_share;    /**< hybrid tracking: the fraction of each iteration's
                             chunks given to the CPU; -1 (default) measures
                             the workers' throughput and adapts as it runs.
