@@ -515,6 +515,22 @@ Test(contract, defaults_follow_the_cgroup)
             status);
 }
 
+/* Forks a child that exits with body(arg), under alarm(alarm_s) so that a
+ * hang ends as SIGALRM; returns its wait status. */
+static int in_child(unsigned alarm_s, int (*body)(void *), void *arg)
+{
+  fflush(NULL);
+  const pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    alarm(alarm_s);
+    _exit(body(arg));
+  }
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  return status;
+}
+
 /* A one-thread context's model of the unit tetrahedron, tetra_pts. */
 static const float tetra_pts[12] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1};
 static hicp_model *tetrahedron(hicp_context *ctx)
@@ -544,6 +560,21 @@ static void *failing_calls(void *arg)
   return NULL;
 }
 
+typedef struct on_model {
+  hicp_context *ctx;
+  const hicp_model *m;
+  const float *p;
+  int n;
+} on_model;
+
+static int registers_tetrahedron(void *arg)
+{
+  const on_model *a = arg;
+  hicp_result r;
+  hicp_result_init(&r);
+  return hicp_register(a->ctx, a->m, tetra_pts, 4, NULL, NULL, &r) == 0 ? 0 : 1;
+}
+
 static void fork_while_another_thread_fails_a_call(void)
 {
   hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
@@ -553,18 +584,9 @@ static void fork_while_another_thread_fails_a_call(void)
   pthread_t t;
   cr_assert_eq(pthread_create(&t, NULL, failing_calls, busy), 0);
   int hung = 0, failed = 0;
+  on_model child = {ctx, m, NULL, 0};
   for (int k = 0; k < 200; k++) {
-    fflush(NULL);
-    const pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-      alarm(10);
-      hicp_result r;
-      hicp_result_init(&r);
-      _exit(hicp_register(ctx, m, tetra_pts, 4, NULL, NULL, &r) == 0 ? 0 : 1);
-    }
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    const int status = in_child(10, registers_tetrahedron, &child);
     hung += WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM;
     failed += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
   }
@@ -660,9 +682,15 @@ static float *fork_test_points(int n)
 }
 
 /* In a forked child, a registration and a query on a context of two
- * threads: 0 when both succeed (and so ran on one thread), 1 if not. */
-static int child_registers(hicp_context *ctx, const hicp_model *m, const float *p, int n)
+ * threads (an on_model): 0 when both succeed (and so ran on one thread),
+ * 1 if not. */
+static int child_registers(void *arg)
 {
+  const on_model *a = arg;
+  hicp_context *ctx = a->ctx;
+  const hicp_model *m = a->m;
+  const float *p = a->p;
+  const int n = a->n;
   hicp_transform init;
   hicp_transform_identity(&init);
   init.m[3] = 0.01;
@@ -680,6 +708,25 @@ static int child_registers(hicp_context *ctx, const hicp_model *m, const float *
  * still know it was forked (its libgomp cannot start the parent's team)
  * and work on one thread.  It watched forks from the first context on, so
  * the child's first registration on two threads waited for ever. */
+#if defined(_OPENMP)
+/* child_registers on the process's first context, of two threads, and a
+ * model of the points (an on_model without either) */
+static int first_context_registers(void *arg)
+{
+  on_model a = *(const on_model *)arg;
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.threads = 2;
+  o.backend = HICP_BACKEND_CPU;
+  hicp_model *m = NULL;
+  if (hicp_context_create(&o, &a.ctx) != 0 ||
+      hicp_model_build(a.ctx, a.p, (size_t)a.n, 0, NULL, &m) != 0)
+    return 2;
+  a.m = m;
+  return child_registers(&a);
+}
+#endif
+
 static void forked_child_of_an_openmp_application(void)
 {
 #if defined(_OPENMP)
@@ -692,23 +739,8 @@ static void forked_child_of_an_openmp_application(void)
   cr_assert_geq(ran, 1);
   enum { N = 3000 };
   float *p = fork_test_points(N);
-  fflush(NULL);
-  const pid_t pid = fork();
-  cr_assert_geq(pid, 0);
-  if (pid == 0) {
-    alarm(20);
-    hicp_context_options o;
-    hicp_context_options_init(&o);
-    o.threads = 2;
-    o.backend = HICP_BACKEND_CPU;
-    hicp_context *ctx = NULL;
-    hicp_model *m = NULL;
-    if (hicp_context_create(&o, &ctx) != 0 || hicp_model_build(ctx, p, N, 0, NULL, &m) != 0)
-      _exit(2);
-    _exit(child_registers(ctx, m, p, N));
-  }
-  int status;
-  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  on_model points = {NULL, NULL, p, N};
+  const int status = in_child(20, first_context_registers, &points);
   cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
             "the child: status %#x (SIGALRM: a hang; 1-2 a call failed)", status);
   free(p);
@@ -768,16 +800,9 @@ static void fork_while_other_threads_register(void)
    * threshold on the count alone failed once at load 23), within 60 s */
   int forks = 0, hung = 0, failed = 0;
   const double t0 = now_ms();
+  on_model child = {ctx, m, p, N};
   while ((now_ms() < t0 + 2000.0 || forks < 20) && now_ms() < t0 + 60000.0) {
-    fflush(NULL);
-    const pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-      alarm(10);
-      _exit(child_registers(ctx, m, p, N));
-    }
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    const int status = in_child(10, child_registers, &child);
     forks++;
     hung += WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM;
     failed += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
@@ -804,10 +829,7 @@ Test(contract, hicp_in_a_forked_child, .timeout = 240)
   /* first, while this process has created no context */
   forked_child_of_an_openmp_application();
   enum { N = 9000 };
-  float *p = malloc(sizeof(float) * 3 * N);
-  for (int i = 0; i < N; i++)
-    for (int d = 0; d < 3; d++)
-      p[3 * i + d] = (float)sin(0.37 * i + 1.3 * d) + 0.01f * (float)(i % 17);
+  float *p = fork_test_points(N);
   hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
   hicp_model *m = NULL;
   cr_assert_eq(hicp_model_build(ctx, p, N, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
