@@ -142,8 +142,8 @@ int hicp__check_count(hicp_context *ctx, const char *what, const void *xyz, size
   return HICP_OK;
 }
 
-int hicp__copy_points(hicp_context *ctx, const char *what, const float *xyz, size_t n,
-                      size_t stride, float **out)
+static int copy_points(hicp_context *ctx, const char *what, const float *xyz, size_t n,
+                       size_t stride, int kept, float **out)
 {
   *out = NULL;
   int rc = hicp__check_count(ctx, what, xyz, n);
@@ -154,7 +154,8 @@ int hicp__copy_points(hicp_context *ctx, const char *what, const float *xyz, siz
   rc = hicp__check_budget(ctx, (uint64_t)n * 12u, the);
   if (rc != HICP_OK)
     return rc;
-  float *p = malloc(sizeof(float) * 3 * n);
+  float *p = kept ? hicp__scratch(ctx, HICP_SCRATCH_SCAN, sizeof(float) * 3 * n)
+                  : malloc(sizeof(float) * 3 * n);
   if (p == NULL)
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory copying %zu %s points", n, what);
   const unsigned char *base = (const unsigned char *)xyz;
@@ -162,12 +163,25 @@ int hicp__copy_points(hicp_context *ctx, const char *what, const float *xyz, siz
     memcpy(&p[3 * i], base + i * stride, 3 * sizeof(float));
     rc = hicp__check_point(ctx, what, i, p[3 * i], p[3 * i + 1], p[3 * i + 2]);
     if (rc != HICP_OK) {
-      free(p);
+      if (!kept)
+        free(p);
       return rc;
     }
   }
   *out = p;
   return HICP_OK;
+}
+
+int hicp__copy_points(hicp_context *ctx, const char *what, const float *xyz, size_t n,
+                      size_t stride, float **out)
+{
+  return copy_points(ctx, what, xyz, n, stride, 0, out);
+}
+
+int hicp__copy_points_kept(hicp_context *ctx, const char *what, const float *xyz, size_t n,
+                           size_t stride, float **out)
+{
+  return copy_points(ctx, what, xyz, n, stride, 1, out);
 }
 
 size_t hicp_cloud_size(const hicp_cloud *c)

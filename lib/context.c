@@ -176,7 +176,8 @@ void hicp_context_destroy(hicp_context *ctx)
     return;
   hicp__batch_crew_free(ctx);
   hicp__gpu_release(ctx);
-  free(ctx->scratch);
+  for (int k = 0; k < HICP_SCRATCH_SLOTS; k++)
+    free(ctx->scratch[k]);
   free(ctx->devices);
   free(ctx);
 }

@@ -23,10 +23,10 @@ struct hicp_context {
   struct hicp_context *parent; /* a batch or stream worker's context: cancelled with it */
   int side_by_side;            /* one of a crew running frames side by side (batch.c) */
   unsigned parent_seen;        /* the parent's requests before this worker's frame */
-  /* A registration's working arrays, kept for the next registration on
-   * this context (hicp__scratch in util.c). */
-  void *scratch;
-  size_t scratch_size;
+  /* A registration's working arrays and its copy of the scan, kept for
+   * the next registration on this context (hicp__scratch in util.c). */
+  void *scratch[HICP_SCRATCH_SLOTS];
+  size_t scratch_size[HICP_SCRATCH_SLOTS];
   /* The workers of the last batch, kept for the next (batch.c). */
   struct hicp__crew *batch_crew;
 };

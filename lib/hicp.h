@@ -211,9 +211,14 @@ HICP_API int hicp_context_create(const hicp_context_options *opts, hicp_context 
 
 /**
  * Frees a context and everything it owns; NULL is a no-op.  What it owns
- * includes the working arrays of its last registration (about 60 bytes per
- * scan point; kept only up to 64 MiB), which it keeps for the next one:
- * arrays allocated afresh each time cost a page fault per page.
+ * includes the working arrays of its last registration (about 66 bytes per
+ * scan point, 8 more when trimming) and hicp_register()'s copy of its scan
+ * (12 bytes per point), each kept only up to 64 MiB, for the next one:
+ * arrays allocated afresh each time cost a page fault per page.  So on the
+ * CPU, once a context has registered a scan, its registrations of scans no
+ * larger, with the same options, allocate no memory (libgomp's included:
+ * its teams of two or more threads are reused), as a fixed-rate pose loop
+ * wants.
  */
 HICP_API void hicp_context_destroy(hicp_context *ctx);
 

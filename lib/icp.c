@@ -137,12 +137,13 @@ double hicp__select_kth(double *v, size_t n, size_t k)
   return v[k];
 }
 
-/* Combines the chunk partials by the fixed tree (pp/reduce.h). */
-static void combine(const hicp__frame *f, hicp__partial *scratch, hicp__partial *tot)
+/* Combines the chunk partials by the fixed tree (pp/reduce.h), in a copy:
+ * the tree overwrites what it adds. */
+static void combine(const hicp__frame *f, hicp__partial *tot)
 {
-  memcpy(scratch, f->part, sizeof *scratch * f->nchunks);
-  hicp__partial_tree(scratch, f->nchunks);
-  *tot = scratch[0];
+  memcpy(f->sums, f->part, sizeof *f->sums * f->nchunks);
+  hicp__partial_tree(f->sums, f->nchunks);
+  *tot = f->sums[0];
 }
 
 static void walk_add(hicp_walk_stats *s, const hicp__frame *f)
@@ -292,13 +293,6 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
     one.cpu_share = -1.0;
     team = &one;
   }
-  hicp__partial *scratch = malloc(sizeof *scratch * f->nchunks);
-  double *trim_buf = p->trim < 1.0 ? malloc(sizeof(double) * f->n) : NULL;
-  if (scratch == NULL || (p->trim < 1.0 && trim_buf == NULL)) {
-    free(scratch);
-    free(trim_buf);
-    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the registration");
-  }
   int rc = HICP_OK, begun = 0;
   for (; begun < team->nw && rc == HICP_OK; begun++)
     rc = team->w[begun]->ops->begin(team->w[begun], m, f);
@@ -346,7 +340,7 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
       break;
     }
     hicp__partial tot;
-    combine(f, scratch, &tot);
+    combine(f, &tot);
     if (sigma_now || p->trim < 1.0) {
       if (sigma_now) {
         hicp__sigma_bounds(&tot, p->filter_sigma, &sel);
@@ -357,17 +351,17 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
         size_t nc = 0;
         for (uint32_t i = 0; i < f->n; i++)
           if (f->e2[i] <= sel.max_d2)
-            trim_buf[nc++] = f->e2[i];
+            f->trim_e2[nc++] = f->e2[i];
         if (nc > 0) {
           const size_t keep = (size_t)hicp__trim_keep(p->trim, (double)nc);
-          sel.trim_e2 = hicp__select_kth(trim_buf, nc, keep - 1);
+          sel.trim_e2 = hicp__select_kth(f->trim_e2, nc, keep - 1);
           sel.trim_on = 1;
         }
       }
       rc = run_team_pass(ctx, team, m, f, &T, p->method, &sel, 1, cut);
       if (rc != HICP_OK)
         break;
-      combine(f, scratch, &tot);
+      combine(f, &tot);
     }
     walk_add(&out->walk, f);
     double t2 = hicp__now_ms();
@@ -400,8 +394,6 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
   }
   for (int i = 0; i < begun; i++)
     team->w[i]->ops->end(team->w[i]);
-  free(scratch);
-  free(trim_buf);
   return rc;
 }
 
@@ -473,15 +465,17 @@ static void fill_result(const hicp__icp_out *out, const hicp__plan *plan, size_t
   memcpy(result, &r, sz);
 }
 
-#if defined(_OPENMP)
 /* Threads for the frame's per-point copies and keys: one below 8,192
- * points, where starting the others costs more than they save.  Named only
- * in the pragmas, so a build without OpenMP leaves it out. */
+ * points, where starting the others costs more than they save. */
 static inline int copy_threads(const hicp_context *ctx, size_t n)
 {
   return n >= 8192 ? hicp__team_threads(ctx) : 1;
 }
-#endif
+
+static inline float max_f(float a, float b)
+{
+  return a > b ? a : b;
+}
 
 /* The scan in the model's Morton order (order.h), as placed by the initial
  * pose: consecutive points then search nearby vertices, in every iteration,
@@ -489,46 +483,73 @@ static inline int copy_threads(const hicp_context *ctx, size_t n)
  * from memory.  *sorted = the points in that order, *order[j] = the scan
  * index of point j.
  * The order depends only on the scan, the pose and the model, so results
- * stay reproducible to the bit. */
-static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, uint32_t n,
-                      const hicp__xf *T0, uint32_t *key, float *sorted, uint32_t *order,
-                      double *pmax)
+ * stay reproducible to the bit.
+ * The keys and the copies run in parallel on large scans (on 30k points
+ * one thread takes 0.24 ms on an H100's host, as long as five of the GPU's
+ * iterations), and without a parallel region on one thread: a region of
+ * one thread allocates its team in libgomp at every call.  The sort is the
+ * serial counting sort, so the order is the same for any thread count. */
+static inline float key_point(const hicp__zgrid *g, const hicp__xf *T0, const float *p,
+                              uint32_t *key)
 {
-  /* The keys and the copies in parallel (on 30k points one thread takes
-   * 0.24 ms on an H100's host, as long as five of the GPU's iterations);
-   * the sort is the serial counting sort, so the order is the same for any
-   * thread count. */
+  double q[3];
+  hicp__apply(T0, p, q);
+  *key = hicp__zkey21(g, q[0], q[1], q[2]);
+  return max_f(max_f(fabsf(p[0]), fabsf(p[1])), fabsf(p[2]));
+}
+
+static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, uint32_t n,
+                      const hicp__xf *T0, uint32_t *key, uint32_t *buckets, float *sorted,
+                      uint32_t *order, double *pmax)
+{
   const long long nn = (long long)n;
+  const int nt = copy_threads(ctx, n);
   hicp__zgrid g;
   hicp__zgrid_init(&g, m->bbox_min, m->bbox_max);
   float amax = 0.0f; /* the largest |coordinate|: exact, whatever the threads */
-#pragma omp parallel for num_threads(copy_threads(ctx, n)) schedule(static) reduction(max : amax)
-  for (long long i = 0; i < nn; i++) {
-    double q[3];
-    const float *p = &p0[3 * (size_t)i];
-    hicp__apply(T0, p, q);
-    key[i] = hicp__zkey21(&g, q[0], q[1], q[2]);
-    for (int d = 0; d < 3; d++)
-      amax = fabsf(p[d]) > amax ? fabsf(p[d]) : amax;
+  if (nt == 1) {
+    for (long long i = 0; i < nn; i++)
+      amax = max_f(amax, key_point(&g, T0, &p0[3 * (size_t)i], &key[i]));
+  } else {
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(max : amax)
+    for (long long i = 0; i < nn; i++)
+      amax = max_f(amax, key_point(&g, T0, &p0[3 * (size_t)i], &key[i]));
   }
   *pmax = amax;
-  if (hicp__zsort(key, n, order, NULL) != HICP_OK)
+  if (hicp__zsort(key, n, order, NULL, buckets) != HICP_OK)
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory for %u scan points", (unsigned)n);
-#pragma omp parallel for num_threads(copy_threads(ctx, n)) schedule(static)
-  for (long long j = 0; j < nn; j++)
-    memcpy(&sorted[3 * (size_t)j], &p0[3 * (size_t)order[j]], 3 * sizeof(float));
+  if (nt == 1) {
+    for (long long j = 0; j < nn; j++)
+      memcpy(&sorted[3 * (size_t)j], &p0[3 * (size_t)order[j]], 3 * sizeof(float));
+  } else {
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (long long j = 0; j < nn; j++)
+      memcpy(&sorted[3 * (size_t)j], &p0[3 * (size_t)order[j]], 3 * sizeof(float));
+  }
   return HICP_OK;
 }
 
 /* The CPU loop's copy of the sorted points by coordinate (hicp__frame.p0s):
- * n x, then n y, then n z.  The device loop does not read it. */
+ * n x, then n y, then n z, without a parallel region on one thread (as
+ * scan_order).  The device loop does not read it. */
+static inline void split_point(const float *sorted, size_t n, size_t j, float *b)
+{
+  for (size_t d = 0; d < 3; d++)
+    b[d * n + j] = sorted[3 * j + d];
+}
+
 static void by_coordinate(hicp_context *ctx, const float *sorted, size_t n, float *b)
 {
   const long long nn = (long long)n;
-#pragma omp parallel for num_threads(copy_threads(ctx, n)) schedule(static)
-  for (long long j = 0; j < nn; j++)
-    for (size_t d = 0; d < 3; d++)
-      b[d * n + (size_t)j] = sorted[3 * (size_t)j + d];
+  const int nt = copy_threads(ctx, n);
+  if (nt == 1) {
+    for (long long j = 0; j < nn; j++)
+      split_point(sorted, n, (size_t)j, b);
+  } else {
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (long long j = 0; j < nn; j++)
+      split_point(sorted, n, (size_t)j, b);
+  }
 }
 
 /* A frame's state before its first pass: no certificates, and each
@@ -570,9 +591,13 @@ static int team_has_gpu(const hicp__team *team)
  * latencies").  Each array starts a different number of cache lines past a
  * 64-byte boundary: laid end to end, arrays read side by side can share
  * their low address bits, and one-thread registrations were 1% slower that
- * way.  Fills at[] with each array's offset; returns the block's size. */
-enum { KEY, ORDER, SORTED, P0S, MATCH, E2, TRACK, PART, WALK, DONE, FRAME_ARRAYS };
-static size_t frame_layout(size_t n, uint32_t nchunks, size_t at[FRAME_ARRAYS])
+ * way.  The scan order's buckets, the loop's copy of the partials and
+ * trim's copy of the distances are here too, so that a registration after
+ * the first allocates nothing.  Fills at[] with each array's offset;
+ * returns the block's size. */
+enum { KEY, ORDER, SORTED, P0S, MATCH, E2, TRACK, PART, WALK, DONE, BUCKETS, SUMS, TRIM,
+       FRAME_ARRAYS };
+static size_t frame_layout(size_t n, uint32_t nchunks, int trim, size_t at[FRAME_ARRAYS])
 {
   const size_t bytes[FRAME_ARRAYS] = {
       [KEY] = sizeof(uint32_t) * n,
@@ -584,7 +609,10 @@ static size_t frame_layout(size_t n, uint32_t nchunks, size_t at[FRAME_ARRAYS])
       [TRACK] = sizeof(hicp__track) * n,
       [PART] = sizeof(hicp__partial) * nchunks,
       [WALK] = sizeof(hicp__walkpart) * nchunks,
-      [DONE] = sizeof(uint32_t) * nchunks};
+      [DONE] = sizeof(uint32_t) * nchunks,
+      [BUCKETS] = sizeof(uint32_t) * hicp__zsort_buckets((uint32_t)n),
+      [SUMS] = sizeof(hicp__partial) * nchunks,
+      [TRIM] = trim ? sizeof(double) * n : 0};
   size_t total = 0;
   for (int k = 0; k < FRAME_ARRAYS; k++) {
     at[k] = total;
@@ -597,11 +625,7 @@ uint64_t hicp__frame_bytes(const hicp__plan *plan, size_t n)
 {
   const uint32_t nchunks = (uint32_t)((n + plan->chunk - 1) / plan->chunk);
   size_t at[FRAME_ARRAYS];
-  /* beside the frame's block, one after the other: the scan order's
-   * buckets (hicp__zsort: fewer than 2n + 9 words) and trim's copy of the
-   * distances (8 bytes a point); and the loop's chunk partials */
-  return (uint64_t)frame_layout(n, nchunks, at) + 8u * (uint64_t)n + 64u +
-         (uint64_t)nchunks * sizeof(hicp__partial);
+  return (uint64_t)frame_layout(n, nchunks, plan->trim < 1.0, at);
 }
 
 int hicp__check_frame_budget(hicp_context *ctx, const hicp__plan *plan, size_t n,
@@ -664,8 +688,8 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   hicp__xf T0;
   to_internal(&init_pub, origin, m->origin, &T0);
   size_t at[FRAME_ARRAYS];
-  const size_t total = frame_layout(n, f.nchunks, at);
-  char *blk = hicp__scratch(ctx, total);
+  const size_t total = frame_layout(n, f.nchunks, plan->trim < 1.0, at);
+  char *blk = hicp__scratch(ctx, HICP_SCRATCH_FRAME, total);
   if (blk == NULL)
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu scan points", n);
   uint32_t *key = (uint32_t *)(void *)(blk + at[KEY]);
@@ -678,8 +702,11 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   f.part = (hicp__partial *)(void *)(blk + at[PART]);
   f.walk = (hicp__walkpart *)(void *)(blk + at[WALK]);
   f.points_done = (uint32_t *)(void *)(blk + at[DONE]);
+  uint32_t *buckets = (uint32_t *)(void *)(blk + at[BUCKETS]);
+  f.sums = (hicp__partial *)(void *)(blk + at[SUMS]);
+  f.trim_e2 = plan->trim < 1.0 ? (double *)(void *)(blk + at[TRIM]) : NULL;
   double pmax = 0.0;
-  rc = scan_order(ctx, m, p0, (uint32_t)n, &T0, key, sorted, order, &pmax);
+  rc = scan_order(ctx, m, p0, (uint32_t)n, &T0, key, buckets, sorted, order, &pmax);
   if (rc == HICP_OK) {
     f.p0 = sorted;
     f.s_noise = frame_s_noise(&f, m, pmax);
@@ -725,7 +752,7 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
           match_out[order[j]] = f.match[j];
     }
   }
-  hicp__scratch_done(ctx);
+  hicp__scratch_done(ctx, HICP_SCRATCH_FRAME);
   return rc;
 }
 
@@ -789,13 +816,13 @@ int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, siz
   rc = hicp__check_frame_budget(ctx, &plan, n, 12u * (uint64_t)n);
   float *p0 = NULL;
   if (rc == HICP_OK)
-    rc = hicp__copy_points(ctx, "scan", scan, n, stride, &p0);
+    rc = hicp__copy_points_kept(ctx, "scan", scan, n, stride, &p0);
   if (rc == HICP_OK) {
     static const double zero[3] = {0.0, 0.0, 0.0};
     rc = hicp__register_frame(ctx, m, p0, n, zero, &plan, init, NULL, NULL, NULL, result,
                               t_start);
   }
-  free(p0);
+  hicp__scratch_done(ctx, HICP_SCRATCH_SCAN);
   return failed(ctx, rc, result);
 }
 

@@ -54,6 +54,8 @@ typedef struct hicp__frame {
   hicp__partial *part;  /* per chunk */
   hicp__walkpart *walk; /* per chunk */
   uint32_t *points_done; /* per chunk: pass A's points finished (cpu/cpu_backend.c) */
+  hicp__partial *sums;  /* per chunk: the iteration loop's copy of part to combine */
+  double *trim_e2;      /* per point when trimming: the loop's copy of e2 to select in */
   int walk_lock;        /* pass A's additions to walk (hicp__spin_lock, cpu/segments.h) */
   double s_noise;       /* Horn's solve: the cross-covariance's rounding floor (pp/solve.h) */
   /* What stops the CPU's pass A between two of its pieces (a few hundred

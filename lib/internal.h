@@ -70,9 +70,13 @@ int hicp__check_count(hicp_context *ctx, const char *what, const void *xyz, size
 /* Copies n points, `stride` bytes apart, into a new packed float array,
  * refusing an empty or oversized set, one beyond the memory limit, and
  * points hicp__check_point refuses; `what` ("scan", "cloud") names them in
- * messages (cloud.c). */
+ * messages (cloud.c).  hicp__copy_points_kept copies into the context's
+ * HICP_SCRATCH_SCAN block instead (not to be freed; hicp__scratch_done
+ * after use), so that a registration after the first allocates nothing. */
 int hicp__copy_points(hicp_context *ctx, const char *what, const float *xyz, size_t n,
                       size_t stride, float **out);
+int hicp__copy_points_kept(hicp_context *ctx, const char *what, const float *xyz, size_t n,
+                           size_t stride, float **out);
 
 /* The body of every hicp_*_init_sized(): zeroes `size` bytes of `dst`,
  * copies as much of the defaults as fits (none: NULL, 0) and sets
@@ -105,11 +109,18 @@ int hicp__check_budget(hicp_context *ctx, uint64_t bytes, const char *what);
  * memory.  A registration's arrays, freshly allocated, are fresh pages
  * each time: a fault per page, and on two threads a TLB flush on every
  * core when a page was read before it was written (docs/cpu-engine.md,
- * "The AVX2 front begins the walks; pages and latencies").  One user at a
+ * "The AVX2 front begins the walks; pages and latencies"); and a pose loop
+ * that allocates nothing per frame has no allocator in its latency
+ * (docs/robustness.md, "Real-time use").  One user of each slot at a
  * time, as the context itself; hicp__scratch_done after each use lets go
  * of a block larger than HICP_SCRATCH_KEEP. */
-void *hicp__scratch(hicp_context *ctx, size_t bytes);
-void hicp__scratch_done(hicp_context *ctx);
+enum {
+  HICP_SCRATCH_FRAME, /* the frame's arrays (icp.c, frame_layout) */
+  HICP_SCRATCH_SCAN,  /* hicp_register's packed copy of the caller's scan */
+  HICP_SCRATCH_SLOTS
+};
+void *hicp__scratch(hicp_context *ctx, int slot, size_t bytes);
+void hicp__scratch_done(hicp_context *ctx, int slot);
 #define HICP_SCRATCH_KEEP ((size_t)64 << 20)
 /* Overflow-checked size arithmetic: 0 on success, -1 on overflow. */
 int hicp__mul_size(size_t a, size_t b, size_t *out);

@@ -106,7 +106,7 @@ static void qorder_make(hicp_context *ctx, const hicp_model *m, const unsigned c
     key[i] = hicp__zkey21(&g, (double)p[0] + shift[0], (double)p[1] + shift[1],
                           (double)p[2] + shift[2]);
   }
-  if (hicp__zsort(key, (uint32_t)n, o->order, o->inv) != HICP_OK)
+  if (hicp__zsort(key, (uint32_t)n, o->order, o->inv, NULL) != HICP_OK)
     qorder_free(o);
   free(key);
 }

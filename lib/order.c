@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "model.h"
 #include "order.h"
@@ -59,17 +60,30 @@ uint32_t hicp__zkey21(const hicp__zgrid *g, double x, double y, double z)
          spread7((uint32_t)(cell(g, 2, z) >> 14)) << 2;
 }
 
-int hicp__zsort(const uint32_t *key, uint32_t n, uint32_t *order, uint32_t *inv)
+/* about one bucket per item, at least 2^3 and at most 2^21 */
+static int zsort_bits(uint32_t n)
 {
-  /* about one bucket per item, at least 2^3 and at most 2^21 */
   int bits = 3;
   while (bits < 21 && ((uint32_t)1 << bits) < n)
     bits++;
+  return bits;
+}
+
+size_t hicp__zsort_buckets(uint32_t n)
+{
+  return ((size_t)1 << zsort_bits(n)) + 1;
+}
+
+int hicp__zsort(const uint32_t *key, uint32_t n, uint32_t *order, uint32_t *inv,
+                uint32_t *buckets)
+{
+  const int bits = zsort_bits(n);
   const int shift = 21 - bits;
   const size_t nb = (size_t)1 << bits;
-  uint32_t *start = calloc(nb + 1, sizeof *start);
+  uint32_t *start = buckets != NULL ? buckets : malloc(sizeof *start * (nb + 1));
   if (start == NULL)
     return HICP_ENOMEM;
+  memset(start, 0, sizeof *start * (nb + 1));
   for (uint32_t i = 0; i < n; i++)
     start[(key[i] >> shift) + 1]++;
   for (size_t b = 0; b < nb; b++)
@@ -80,7 +94,8 @@ int hicp__zsort(const uint32_t *key, uint32_t n, uint32_t *order, uint32_t *inv)
     if (inv != NULL)
       inv[i] = j;
   }
-  free(start);
+  if (buckets == NULL)
+    free(start);
   return HICP_OK;
 }
 

@@ -30,8 +30,11 @@ uint32_t hicp__zkey21(const hicp__zgrid *g, double x, double y, double z);
 /* order[0..n): the indices 0..n-1 in increasing order of the top bits of
  * their 21-bit keys, about one bucket per item (a stable counting sort, so
  * the result depends only on the keys); inv, if not NULL, the inverse
- * permutation.  Returns HICP_OK or HICP_ENOMEM. */
-int hicp__zsort(const uint32_t *key21, uint32_t n, uint32_t *order, uint32_t *inv);
+ * permutation.  buckets: hicp__zsort_buckets(n) words of the caller's, or
+ * NULL to allocate them here.  Returns HICP_OK or HICP_ENOMEM. */
+int hicp__zsort(const uint32_t *key21, uint32_t n, uint32_t *order, uint32_t *inv,
+                uint32_t *buckets);
+size_t hicp__zsort_buckets(uint32_t n);
 
 /* Whether answering n queries on model m in Morton order is likely to be
  * faster than in the given order: at least 4096 queries on a model whose

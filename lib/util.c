@@ -65,25 +65,25 @@ int hicp__check_budget(hicp_context *ctx, uint64_t bytes, const char *what)
   return 0;
 }
 
-void *hicp__scratch(hicp_context *ctx, size_t bytes)
+void *hicp__scratch(hicp_context *ctx, int slot, size_t bytes)
 {
-  if (bytes <= ctx->scratch_size)
-    return ctx->scratch;
-  free(ctx->scratch);
-  ctx->scratch_size = 0;
+  if (bytes <= ctx->scratch_size[slot])
+    return ctx->scratch[slot];
+  free(ctx->scratch[slot]);
+  ctx->scratch_size[slot] = 0;
   const size_t size = (bytes + 63) / 64 * 64;
-  ctx->scratch = aligned_alloc(64, size);
-  if (ctx->scratch != NULL)
-    ctx->scratch_size = size;
-  return ctx->scratch;
+  ctx->scratch[slot] = aligned_alloc(64, size);
+  if (ctx->scratch[slot] != NULL)
+    ctx->scratch_size[slot] = size;
+  return ctx->scratch[slot];
 }
 
-void hicp__scratch_done(hicp_context *ctx)
+void hicp__scratch_done(hicp_context *ctx, int slot)
 {
-  if (ctx->scratch_size > HICP_SCRATCH_KEEP) {
-    free(ctx->scratch);
-    ctx->scratch = NULL;
-    ctx->scratch_size = 0;
+  if (ctx->scratch_size[slot] > HICP_SCRATCH_KEEP) {
+    free(ctx->scratch[slot]);
+    ctx->scratch[slot] = NULL;
+    ctx->scratch_size[slot] = 0;
   }
 }
 

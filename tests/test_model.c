@@ -373,7 +373,7 @@ Test(model, spatial_order)
     const double at[3] = {q[0], q[1], q[2]};
     cr_assert_eq(key[i], (uint32_t)(morton_key(lo, ext, at) >> 42), "point %zu", i);
   }
-  cr_assert_eq(hicp__zsort(key, (uint32_t)n, order, inv), HICP_OK);
+  cr_assert_eq(hicp__zsort(key, (uint32_t)n, order, inv, NULL), HICP_OK);
   const int shift = 21 - 13; /* 2^13 buckets: the first power of two >= 5000 */
   for (size_t j = 0; j < n; j++) {
     cr_assert_eq(inv[order[j]], j);

@@ -1,0 +1,300 @@
+/* test_alloc.c: a pose loop's registrations allocate nothing after the
+ * first (docs/robustness.md, "Real-time use").  A plain program printing
+ * TAP: it counts every call to the C allocator in the process, its own
+ * definitions of malloc and its kin standing in front of glibc's (for the
+ * library and for libgomp alike), so it runs only where those can be
+ * replaced: glibc, and no sanitizer (each has its own allocator).
+ *
+ *  1. the count sees the library's allocations: a scan larger than any
+ *     before on a context grows the context's blocks;
+ *  2. on one thread and on two, with scans below and above the size from
+ *     which the frame's copies run in parallel (8,192 points), after one
+ *     registration of that size: hicp_register (packed and strided) and
+ *     hicp_register_cloud allocate nothing, for every nearest-neighbour
+ *     method, with the sigma filter, trimming and a distance cut-off.
+ *
+ * Accepts and ignores --tap=- (the test driver passes it to every suite). */
+#include "config.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hicp.h"
+#include "synth.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+
+#if defined(__GLIBC__) && !defined(SANITIZED)
+#define COUNTING 1
+/* glibc's allocator under its own names, which every definition below
+ * forwards to.  free is not counted and stays glibc's. */
+void *memalign(size_t a, size_t n);
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+
+static atomic_int counting;
+static atomic_long allocations;
+
+static void count(void)
+{
+  if (atomic_load_explicit(&counting, memory_order_relaxed))
+    atomic_fetch_add(&allocations, 1);
+}
+
+void *malloc(size_t n)
+{
+  count();
+  return __libc_malloc(n);
+}
+
+void *calloc(size_t k, size_t n)
+{
+  count();
+  return __libc_calloc(k, n);
+}
+
+void *realloc(void *p, size_t n)
+{
+  count();
+  return __libc_realloc(p, n);
+}
+
+void *aligned_alloc(size_t a, size_t n)
+{
+  count();
+  return __libc_memalign(a, n);
+}
+
+void *memalign(size_t a, size_t n)
+{
+  count();
+  return __libc_memalign(a, n);
+}
+
+int posix_memalign(void **p, size_t a, size_t n)
+{
+  count();
+  *p = __libc_memalign(a, n);
+  return *p != NULL ? 0 : 12; /* ENOMEM */
+}
+#endif
+
+static int ntests, nfailed;
+
+static void report(int ok, const char *name, const char *why)
+{
+  ntests++;
+  nfailed += !ok;
+  printf("%s %d - %s%s%s\n", ok ? "ok" : "not ok", ntests, name, ok ? "" : ": ", ok ? "" : why);
+  fflush(stdout);
+}
+
+/* A bumpy closed surface, n points, about 2 units across. */
+static float *surface(size_t n, uint64_t seed)
+{
+  float *p = malloc(sizeof(float) * 3 * n);
+  if (p == NULL)
+    abort();
+  synth_rng r;
+  synth_seed(&r, seed);
+  for (size_t i = 0; i < n; i++) {
+    double u = 2.0 * M_PI * synth_uniform(&r), v = acos(2.0 * synth_uniform(&r) - 1.0);
+    double rad = 1.0 + 0.08 * sin(5.0 * u) * sin(4.0 * v);
+    p[3 * i] = (float)(rad * cos(u) * sin(v));
+    p[3 * i + 1] = (float)(rad * 0.7 * sin(u) * sin(v));
+    p[3 * i + 2] = (float)(rad * 0.5 * cos(v));
+  }
+  return p;
+}
+
+/* n points of the surface turned 6 degrees about y and shifted, each
+ * followed by a float the registration must skip (stride 16 bytes). */
+static float *strided_scan(size_t n, uint64_t seed)
+{
+  float *p = surface(n, seed), *s = malloc(sizeof(float) * 4 * n);
+  if (s == NULL)
+    abort();
+  const double a = 6.0 * M_PI / 180.0;
+  for (size_t i = 0; i < n; i++) {
+    s[4 * i] = (float)(cos(a) * p[3 * i] - sin(a) * p[3 * i + 2] + 0.03);
+    s[4 * i + 1] = p[3 * i + 1];
+    s[4 * i + 2] = (float)(sin(a) * p[3 * i] + cos(a) * p[3 * i + 2]);
+    s[4 * i + 3] = -1.0f;
+  }
+  free(p);
+  return s;
+}
+
+/* What one kind of registration is asked. */
+typedef struct {
+  const char *name;
+  hicp_nn_method nn;
+  int filters; /* sigma filter from iteration 2, trim 0.9, max_dist */
+  int kind;    /* 0 hicp_register packed, 1 strided, 2 hicp_register_cloud */
+} reg_kind;
+
+typedef struct {
+  hicp_context *ctx;
+  const hicp_model *m;
+  const float *strided; /* n points, 16 bytes apart */
+  float *packed;        /* the same, packed */
+  hicp_cloud *cloud;    /* the same, as a cloud */
+  size_t n;
+} scan_set;
+
+/* One registration of the kind; 0 on success, else prints why. */
+static int register_once(const scan_set *s, const reg_kind *k)
+{
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.nn = k->nn;
+  o.max_iter = 6;
+  o.tol = 0.0;
+  if (k->filters) {
+    o.filter_start = 2;
+    o.filter_sigma = 3.0;
+    o.trim = 0.9;
+    o.max_dist = 0.2;
+  }
+  hicp_result r;
+  hicp_result_init(&r);
+  int rc;
+  if (k->kind == 2) {
+    rc = hicp_register_cloud(s->ctx, s->m, s->cloud, &o, NULL, &r);
+  } else {
+    o.scan_stride = k->kind == 1 ? 4 * sizeof(float) : 0;
+    rc = hicp_register(s->ctx, s->m, k->kind == 1 ? s->strided : s->packed, s->n, &o, NULL, &r);
+  }
+  if (rc != HICP_OK || r.iterations != 6) {
+    printf("# %s: rc %d, %d iterations: %s\n", k->name, rc, r.iterations,
+           hicp_context_error(s->ctx));
+    return -1;
+  }
+  return 0;
+}
+
+static int make_scan_set(hicp_context *ctx, const hicp_model *m, size_t n, uint64_t seed,
+                         scan_set *s)
+{
+  memset(s, 0, sizeof *s);
+  s->ctx = ctx;
+  s->m = m;
+  s->n = n;
+  s->strided = strided_scan(n, seed);
+  s->packed = malloc(sizeof(float) * 3 * n);
+  if (s->packed == NULL)
+    abort();
+  for (size_t i = 0; i < n; i++)
+    memcpy(&s->packed[3 * i], &s->strided[4 * i], 3 * sizeof(float));
+  return hicp_cloud_from_xyz(ctx, s->packed, n, 0, &s->cloud);
+}
+
+static void free_scan_set(scan_set *s)
+{
+  hicp_cloud_destroy(s->cloud);
+  free(s->packed);
+  free((void *)s->strided);
+}
+
+int main(void)
+{
+#if !defined(COUNTING)
+  printf("1..0 # SKIP the allocator cannot be counted here (not glibc, or a sanitizer's)\n");
+  return 0;
+#else
+  static const reg_kind kinds[] = {
+      {"hicp_register, pnn-opt", HICP_NN_PNN_OPT, 0, 0},
+      {"hicp_register, strided scan", HICP_NN_PNN_OPT, 0, 1},
+      {"hicp_register_cloud", HICP_NN_PNN_OPT, 0, 2},
+      {"sigma filter, trim, max_dist", HICP_NN_PNN_OPT, 1, 0},
+      {"brute force", HICP_NN_BRUTE, 0, 0},
+      {"kd-tree", HICP_NN_KDTREE, 1, 0},
+      {"zero", HICP_NN_ZERO, 0, 0},
+      {"kdann", HICP_NN_KDANN, 0, 0},
+      {"pnn", HICP_NN_PNN, 0, 0},
+  };
+  const size_t nkinds = sizeof kinds / sizeof kinds[0];
+  printf("1..%zu\n", 1 + 4 * nkinds);
+  float *model_pts = surface(6000, 7);
+  hicp_context *ctx0 = NULL;
+  hicp_model *m = NULL;
+  if (hicp_context_create(NULL, &ctx0) != HICP_OK ||
+      hicp_model_build(ctx0, model_pts, 6000, 0, NULL, &m) != HICP_OK) {
+    printf("Bail out! the model: %s\n", ctx0 != NULL ? hicp_context_error(ctx0) : "no context");
+    return 1;
+  }
+
+  /* 1: a larger scan than before makes the context grow its blocks */
+  {
+    hicp_context_options co;
+    hicp_context_options_init(&co);
+    co.threads = 1;
+    hicp_context *ctx = NULL;
+    scan_set small, large;
+    int ok = hicp_context_create(&co, &ctx) == HICP_OK &&
+             make_scan_set(ctx, m, 500, 11, &small) == HICP_OK &&
+             make_scan_set(ctx, m, 4000, 12, &large) == HICP_OK &&
+             register_once(&small, &kinds[0]) == 0;
+    atomic_store(&allocations, 0);
+    atomic_store(&counting, 1);
+    ok = ok && register_once(&large, &kinds[0]) == 0;
+    atomic_store(&counting, 0);
+    char why[96];
+    snprintf(why, sizeof why, "%ld allocations counted", atomic_load(&allocations));
+    report(ok && atomic_load(&allocations) > 0,
+           "the count sees a registration's allocations (a scan larger than the last)", why);
+    free_scan_set(&small);
+    free_scan_set(&large);
+    hicp_context_destroy(ctx);
+  }
+
+  /* 2: after the first registration of a size, none */
+  for (int threads = 1; threads <= 2; threads++)
+    for (int big = 0; big <= 1; big++) {
+      hicp_context_options co;
+      hicp_context_options_init(&co);
+      co.threads = threads;
+      hicp_context *ctx = NULL;
+      scan_set s;
+      const size_t n = big ? 9000 : 2000; /* the copies run in parallel from 8,192 */
+      if (hicp_context_create(&co, &ctx) != HICP_OK ||
+          make_scan_set(ctx, m, n, 20 + (uint64_t)big, &s) != HICP_OK) {
+        printf("Bail out! a context or scan\n");
+        return 1;
+      }
+      for (size_t k = 0; k < nkinds; k++) {
+        int ok = register_once(&s, &kinds[k]) == 0; /* the first of its kind may allocate */
+        atomic_store(&allocations, 0);
+        atomic_store(&counting, 1);
+        for (int rep = 0; ok && rep < 3; rep++)
+          ok = register_once(&s, &kinds[k]) == 0;
+        atomic_store(&counting, 0);
+        const long got = atomic_load(&allocations);
+        char name[160], why[96];
+        snprintf(name, sizeof name, "%s, %d thread%s, %zu points: no allocation after the first",
+                 kinds[k].name, threads, threads > 1 ? "s" : "", n);
+        snprintf(why, sizeof why, "%ld allocations in 3 registrations", got);
+        report(ok && got == 0, name, why);
+      }
+      free_scan_set(&s);
+      hicp_context_destroy(ctx);
+    }
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx0);
+  free(model_pts);
+  return nfailed > 0 ? 1 : 0;
+#endif
+}
