@@ -136,7 +136,8 @@ extern "C" int hicp__gpu_describe(int ordinal, hicp__gpu_info *info)
   }
   memset(info, 0, sizeof *info);
   info->ordinal = ordinal;
-  snprintf(info->name, sizeof info->name, "%s", p.name);
+  /* the driver's name field is 256 bytes; ours keeps the first 127 */
+  snprintf(info->name, sizeof info->name, "%.*s", (int)sizeof info->name - 1, p.name);
   info->cc_major = p.major;
   info->cc_minor = p.minor;
   info->sm_count = p.multiProcessorCount;
@@ -360,9 +361,9 @@ typedef double tree_sh[TREE_FIELDS][THREADS];
 __device__ void block_tree(const hicp__partial &acc, tree_sh &sh, hicp__partial *out)
 {
   const unsigned t = threadIdx.x, lane = t & 31u, warp = t >> 5;
-#pragma unroll
+  HICP_UNROLL
   for (int h = 0; h < HICP_PF_COUNT; h += TREE_FIELDS) {
-#pragma unroll
+    HICP_UNROLL
     for (int f = 0; f < TREE_FIELDS; f++)
       sh[f][t] = acc.v[h + f];
     __syncthreads();
@@ -834,7 +835,7 @@ extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
   rc = device_model(ctx, g, m, &view);
   if (rc != HICP_OK)
     return rc;
-  reg_buffers *r;
+  reg_buffers *r = NULL;
   rc = reg_buffers_get(ctx, g, f->n, f->nchunks, &r);
   if (rc != HICP_OK)
     return rc;
@@ -1042,7 +1043,7 @@ static int gw_begin(hicp__worker *w, const hicp_model *m, hicp__frame *f)
   hicp_context *ctx = w->ctx;
   int rc = HICP_OK;
   TRY(cudaSetDevice(s->g->device));
-  hicp__mview view;
+  hicp__mview view = {}; /* copied into P below even when the device failed */
   if (rc == HICP_OK)
     rc = device_model(ctx, s->g, m, &view);
   memset(&s->b, 0, sizeof s->b);

@@ -37,8 +37,10 @@
 /* Full unrolling of a short fixed loop: on the GPU it keeps small arrays
  * indexed by the loop (the 4x4 matrices of Horn's solve) in registers
  * instead of local memory; gcc unrolls these loops by itself.  It changes
- * no operation, so no bit. */
-#if defined(__CUDACC__)
+ * no operation, so no bit.  Only in nvcc's device pass: its host pass
+ * hands the pragma to the host compiler, which does not know it
+ * (-Wunknown-pragmas). */
+#if defined(__CUDA_ARCH__)
 #define HICP_UNROLL _Pragma("unroll")
 #else
 #define HICP_UNROLL
