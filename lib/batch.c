@@ -732,8 +732,11 @@ int hicp_register_batch_clouds(hicp_context *ctx, const hicp_model *m,
 /* ------------------------------------------------------------------------ */
 /* Streams */
 
+#define STREAM_SPARES 4
+
 typedef struct entry {
-  float *p0;
+  float *p0;        /* the frame's copy, until it has run */
+  size_t cap;       /* points p0 has room for */
   size_t n;
   double origin[3]; /* p0 is relative to it (hicp_stream_submit_cloud) */
   hicp_transform init;
@@ -763,10 +766,21 @@ struct hicp_stream {
   int stopping;
   int receivers;     /* threads inside hicp_stream_receive, which
                         hicp_stream_destroy wakes and waits for */
-  /* tracking */
+  /* What the stream keeps for its next frames, so that a caller at a
+   * fixed rate gets no allocation per frame once the stream has seen its
+   * largest frame (docs/robustness.md, "Real-time use"): entries received
+   * and copies whose frames have run, at most STREAM_SPARES of each, the
+   * copies up to HICP_SCRATCH_KEEP bytes; under mu. */
+  entry *spare_entry[STREAM_SPARES];
+  int nspare_entry;
+  float *spare_copy[STREAM_SPARES];
+  size_t spare_cap[STREAM_SPARES];
+  int nspare_copy;
+  /* tracking (the tracking worker's alone): the last frame's matches and
+   * a buffer for the next's, kept and swapped */
   hicp_transform pose;
-  uint32_t *prev;
-  size_t prev_n;
+  uint32_t *prev, *cur;
+  size_t prev_n, prev_cap, cur_cap;
   hicp__worker tw[HICP_TEAM_MAX]; /* "hybrid": the team of a tracked batch */
   hicp__team team;                /*   (track_team), made by the worker */
 };
@@ -775,6 +789,58 @@ struct hicp_stream {
 static uint64_t copy_bytes(size_t n)
 {
   return 12u * (uint64_t)n;
+}
+
+/* The kept copies and entries (under s->mu).  take_copy gives a kept copy
+ * with room for n points, or NULL; give_copy keeps or frees one. */
+static float *take_copy(hicp_stream *s, size_t n, size_t *cap)
+{
+  for (int k = 0; k < s->nspare_copy; k++)
+    if (s->spare_cap[k] >= n) {
+      float *p = s->spare_copy[k];
+      *cap = s->spare_cap[k];
+      s->nspare_copy--;
+      s->spare_copy[k] = s->spare_copy[s->nspare_copy];
+      s->spare_cap[k] = s->spare_cap[s->nspare_copy];
+      return p;
+    }
+  return NULL;
+}
+
+static void give_copy(hicp_stream *s, float *p, size_t cap)
+{
+  if (p == NULL)
+    return;
+  if (copy_bytes(cap) <= HICP_SCRATCH_KEEP) {
+    if (s->nspare_copy < STREAM_SPARES) {
+      s->spare_copy[s->nspare_copy] = p;
+      s->spare_cap[s->nspare_copy++] = cap;
+      return;
+    }
+    /* full: keep the larger, which serves more frames */
+    for (int k = 0; k < s->nspare_copy; k++)
+      if (s->spare_cap[k] < cap) {
+        float *t = s->spare_copy[k];
+        s->spare_copy[k] = p;
+        s->spare_cap[k] = cap;
+        p = t;
+        break;
+      }
+  }
+  free(p);
+}
+
+static entry *take_entry(hicp_stream *s)
+{
+  return s->nspare_entry > 0 ? s->spare_entry[--s->nspare_entry] : NULL;
+}
+
+static void give_entry(hicp_stream *s, entry *e)
+{
+  if (s->nspare_entry < STREAM_SPARES)
+    s->spare_entry[s->nspare_entry++] = e;
+  else
+    free(e);
 }
 
 typedef struct stream_worker {
@@ -805,7 +871,12 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
     const double t_start = hicp__now_ms();
     rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n,
                                   copy_bytes(e->n) + 4u * (uint64_t)e->n + 4u * (uint64_t)s->prev_n);
-    uint32_t *cur = rc == HICP_OK ? malloc(sizeof *cur * e->n) : NULL;
+    if (rc == HICP_OK && s->cur_cap < e->n) {
+      free(s->cur);
+      s->cur = malloc(sizeof *s->cur * e->n);
+      s->cur_cap = s->cur != NULL ? e->n : 0;
+    }
+    uint32_t *cur = rc == HICP_OK ? s->cur : NULL;
     const uint32_t *warm =
         s->bo.reuse_matches && s->prev != NULL && s->prev_n == e->n ? s->prev : NULL;
     const hicp_transform *init = e->has_init ? &e->init : &s->pose;
@@ -814,13 +885,14 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
                        : hicp__register_frame(cm->ctx, s->m, e->p0, e->n, e->origin, &s->plan, init,
                                             s->team.nw > 0 ? &s->team : NULL, warm, cur, r,
                                             t_start);
-    if (rc == HICP_OK) {
+    if (rc == HICP_OK) { /* this frame's matches become the last frame's */
+      const size_t cap = s->cur_cap;
       s->pose = r->transform;
-      free(s->prev);
+      s->cur = s->prev;
+      s->cur_cap = s->prev_cap;
       s->prev = cur;
+      s->prev_cap = cap;
       s->prev_n = e->n;
-    } else {
-      free(cur);
     }
   }
   if (rc != HICP_OK && s->bo.track) {
@@ -874,9 +946,9 @@ static void *stream_worker_main(void *arg)
     pthread_mutex_unlock(&s->mu);
     hicp__clear_error(w->cm->ctx);
     process_entry(s, w->cm, e, index);
-    free(e->p0);
-    e->p0 = NULL;
     pthread_mutex_lock(&s->mu);
+    give_copy(s, e->p0, e->cap);
+    e->p0 = NULL;
     s->held -= copy_bytes(e->n);
     e->done = 1;
     pthread_cond_broadcast(&s->done);
@@ -971,19 +1043,38 @@ static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
     snprintf(what, sizeof what, "the stream's %zu frames not yet run or received", frames);
     return hicp__check_budget(ctx, held + bytes, what);
   }
-  entry *e = calloc(1, sizeof *e);
-  /* the copy is what this call allocates; the frame's registration, with
-   * the copy it holds, is checked by the worker that runs it, and a frame
-   * over the limit fails in its result */
-  int rc = e == NULL ? hicp__fail(ctx, HICP_ENOMEM, "out of memory")
-                     : hicp__copy_points(ctx, "scan", xyz, n, stride, &e->p0);
+  /* The copy is what this call allocates, unless the stream kept an entry
+   * and a copy large enough; the frame's registration, with the copy it
+   * holds, is checked by the worker that runs it, and a frame over the
+   * limit fails in its result. */
+  pthread_mutex_lock(&s->mu);
+  entry *e = take_entry(s);
+  size_t cap = 0;
+  float *p = take_copy(s, n, &cap);
+  pthread_mutex_unlock(&s->mu);
+  if (e == NULL)
+    e = malloc(sizeof *e);
+  int rc;
+  if (e == NULL) {
+    rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+  } else if (p != NULL) {
+    rc = hicp__copy_points_to(ctx, "scan", xyz, n, stride, p);
+  } else {
+    rc = hicp__copy_points(ctx, "scan", xyz, n, stride, &p);
+    cap = n;
+  }
   if (rc != HICP_OK) {
-    free(e);
     pthread_mutex_lock(&s->mu);
+    give_copy(s, p, cap);
+    if (e != NULL)
+      give_entry(s, e);
     s->held -= bytes;
     pthread_mutex_unlock(&s->mu);
     return rc;
   }
+  memset(e, 0, sizeof *e);
+  e->p0 = p;
+  e->cap = cap;
   e->n = n;
   e->cancel_seen = hicp__cancel_count(ctx);
   memcpy(e->origin, origin, sizeof e->origin);
@@ -993,17 +1084,17 @@ static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
   }
   pthread_mutex_lock(&s->mu);
   if (s->len == s->cap) {
-    size_t cap = s->cap ? 2 * s->cap : 64;
-    entry **q = realloc(s->q, sizeof *q * cap);
+    const size_t qcap = s->cap ? 2 * s->cap : 64;
+    entry **q = realloc(s->q, sizeof *q * qcap);
     if (q == NULL) {
       s->held -= bytes;
+      give_copy(s, e->p0, e->cap);
+      give_entry(s, e);
       pthread_mutex_unlock(&s->mu);
-      free(e->p0);
-      free(e);
       return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
     }
     s->q = q;
-    s->cap = cap;
+    s->cap = qcap;
   }
   s->q[s->len++] = e;
   if (frame != NULL)
@@ -1074,11 +1165,11 @@ int hicp_stream_receive(hicp_stream *s, hicp_result *result, int wait)
   s->len--;
   s->base++;
   s->held -= sizeof(entry);
-  pthread_mutex_unlock(&s->mu);
   size_t size = result->struct_size;
   memcpy(result, &e->result, size < sizeof e->result ? size : sizeof e->result);
   result->struct_size = size;
-  free(e);
+  give_entry(s, e);
+  pthread_mutex_unlock(&s->mu);
   return HICP_OK;
 }
 
@@ -1109,8 +1200,13 @@ void hicp_stream_destroy(hicp_stream *s)
     free(s->q[k]->p0);
     free(s->q[k]);
   }
+  for (int k = 0; k < s->nspare_entry; k++)
+    free(s->spare_entry[k]);
+  for (int k = 0; k < s->nspare_copy; k++)
+    free(s->spare_copy[k]);
   free(s->q);
   free(s->prev);
+  free(s->cur);
   crew_free(&s->crew);
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->work);

@@ -142,6 +142,20 @@ int hicp__check_count(hicp_context *ctx, const char *what, const void *xyz, size
   return HICP_OK;
 }
 
+/* Copies n points, stride bytes apart, into p, checking each. */
+static int pack_points(hicp_context *ctx, const char *what, const float *xyz, size_t n,
+                       size_t stride, float *p)
+{
+  const unsigned char *base = (const unsigned char *)xyz;
+  for (size_t i = 0; i < n; i++) {
+    memcpy(&p[3 * i], base + i * stride, 3 * sizeof(float));
+    int rc = hicp__check_point(ctx, what, i, p[3 * i], p[3 * i + 1], p[3 * i + 2]);
+    if (rc != HICP_OK)
+      return rc;
+  }
+  return HICP_OK;
+}
+
 static int copy_points(hicp_context *ctx, const char *what, const float *xyz, size_t n,
                        size_t stride, int kept, float **out)
 {
@@ -158,18 +172,21 @@ static int copy_points(hicp_context *ctx, const char *what, const float *xyz, si
                   : malloc(sizeof(float) * 3 * n);
   if (p == NULL)
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory copying %zu %s points", n, what);
-  const unsigned char *base = (const unsigned char *)xyz;
-  for (size_t i = 0; i < n; i++) {
-    memcpy(&p[3 * i], base + i * stride, 3 * sizeof(float));
-    rc = hicp__check_point(ctx, what, i, p[3 * i], p[3 * i + 1], p[3 * i + 2]);
-    if (rc != HICP_OK) {
-      if (!kept)
-        free(p);
-      return rc;
-    }
+  rc = pack_points(ctx, what, xyz, n, stride, p);
+  if (rc != HICP_OK) {
+    if (!kept)
+      free(p);
+    return rc;
   }
   *out = p;
   return HICP_OK;
+}
+
+int hicp__copy_points_to(hicp_context *ctx, const char *what, const float *xyz, size_t n,
+                         size_t stride, float *dst)
+{
+  int rc = hicp__check_count(ctx, what, xyz, n);
+  return rc != HICP_OK ? rc : pack_points(ctx, what, xyz, n, stride, dst);
 }
 
 int hicp__copy_points(hicp_context *ctx, const char *what, const float *xyz, size_t n,

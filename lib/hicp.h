@@ -908,7 +908,12 @@ HICP_API int hicp_stream_create(hicp_context *ctx, const hicp_model *model,
  * Short of that limit, frames submitted faster than they run wait their
  * turn, and their latency grows: a real-time caller bounds it by counting
  * its frames outstanding (submitted less received) and skipping a sensor
- * frame at its bound.
+ * frame at its bound.  For the frames to come, the stream keeps up to four
+ * copies of frames that have run (each up to 64 MiB) and four received
+ * results' places, outside that count, and a tracked stream the matches
+ * of its last frame and a buffer for the next's: once a stream has seen
+ * its largest frame, submitting and receiving allocate no memory on the
+ * CPU (as hicp_context_destroy() says of registrations).
  * @return 0, ::HICP_EINVAL (a NULL argument, an initial transform that is
  *         not rigid), ::HICP_ENONFINITE, ::HICP_ERANGE, ::HICP_EEMPTY,
  *         ::HICP_ELIMIT, ::HICP_ENOMEM.

@@ -72,11 +72,15 @@ int hicp__check_count(hicp_context *ctx, const char *what, const void *xyz, size
  * points hicp__check_point refuses; `what` ("scan", "cloud") names them in
  * messages (cloud.c).  hicp__copy_points_kept copies into the context's
  * HICP_SCRATCH_SCAN block instead (not to be freed; hicp__scratch_done
- * after use), so that a registration after the first allocates nothing. */
+ * after use), so that a registration after the first allocates nothing;
+ * hicp__copy_points_to into the caller's dst, with room for n points (no
+ * memory-limit check: the caller holds it to the limit). */
 int hicp__copy_points(hicp_context *ctx, const char *what, const float *xyz, size_t n,
                       size_t stride, float **out);
 int hicp__copy_points_kept(hicp_context *ctx, const char *what, const float *xyz, size_t n,
                            size_t stride, float **out);
+int hicp__copy_points_to(hicp_context *ctx, const char *what, const float *xyz, size_t n,
+                         size_t stride, float *dst);
 
 /* The body of every hicp_*_init_sized(): zeroes `size` bytes of `dst`,
  * copies as much of the defaults as fits (none: NULL, 0) and sets

@@ -11,7 +11,11 @@
  *     which the frame's copies run in parallel (8,192 points), after one
  *     registration of that size: hicp_register (packed and strided) and
  *     hicp_register_cloud allocate nothing, for every nearest-neighbour
- *     method, with the sigma filter, trimming and a distance cut-off.
+ *     method, with the sigma filter, trimming and a distance cut-off;
+ *  3. a stream, tracked (on one thread and on two) or not (one worker),
+ *     fed frames of two sizes, one or three outstanding at a time: once it
+ *     has seen its largest frame, submitting and receiving allocate
+ *     nothing, in the caller's thread or the stream's.
  *
  * Accepts and ignores --tap=- (the test driver passes it to every suite). */
 #include "config.h"
@@ -202,6 +206,34 @@ static int make_scan_set(hicp_context *ctx, const hicp_model *m, size_t n, uint6
   return hicp_cloud_from_xyz(ctx, s->packed, n, 0, &s->cloud);
 }
 
+/* Submits the frames of s in turn (sizes n and n - n / 4 alternating), at
+ * most `ahead` outstanding, and receives them all: `frames` frames.  0 on
+ * success, else prints why. */
+static int stream_frames(hicp_stream *st, const scan_set *s, int frames, int ahead)
+{
+  int submitted = 0, received = 0;
+  while (received < frames) {
+    while (submitted < frames && submitted - received < ahead) {
+      const size_t n = submitted % 2 ? s->n - s->n / 4 : s->n;
+      const int rc = hicp_stream_submit(st, s->packed, n, NULL, NULL);
+      if (rc != HICP_OK) {
+        printf("# submit: rc %d: %s\n", rc, hicp_context_error(s->ctx));
+        return -1;
+      }
+      submitted++;
+    }
+    hicp_result r;
+    hicp_result_init(&r);
+    const int rc = hicp_stream_receive(st, &r, 1);
+    if (rc != HICP_OK || r.error != HICP_OK || r.iterations != 6) {
+      printf("# receive: rc %d, frame error %d, %d iterations\n", rc, r.error, r.iterations);
+      return -1;
+    }
+    received++;
+  }
+  return 0;
+}
+
 static void free_scan_set(scan_set *s)
 {
   hicp_cloud_destroy(s->cloud);
@@ -227,7 +259,7 @@ int main(void)
       {"pnn", HICP_NN_PNN, 0, 0},
   };
   const size_t nkinds = sizeof kinds / sizeof kinds[0];
-  printf("1..%zu\n", 1 + 4 * nkinds);
+  printf("1..%zu\n", 1 + 4 * nkinds + 6);
   float *model_pts = surface(6000, 7);
   hicp_context *ctx0 = NULL;
   hicp_model *m = NULL;
@@ -292,6 +324,45 @@ int main(void)
       free_scan_set(&s);
       hicp_context_destroy(ctx);
     }
+  /* 3: streams, after their first frames */
+  for (int track = 0; track <= 1; track++)
+    for (int threads = 1; threads <= 2 - !track; threads++)
+      for (int ahead = 1; ahead <= 3; ahead += 2) {
+        hicp_context_options co;
+        hicp_context_options_init(&co);
+        co.threads = threads; /* untracked: one thread, one worker, which ran every frame */
+        hicp_context *ctx = NULL;
+        hicp_stream *st = NULL;
+        scan_set s;
+        hicp_reg_options o;
+        hicp_reg_options_init(&o);
+        o.max_iter = 6;
+        o.tol = 0.0;
+        hicp_batch_options bo;
+        hicp_batch_options_init(&bo);
+        bo.track = track;
+        if (hicp_context_create(&co, &ctx) != HICP_OK ||
+            make_scan_set(ctx, m, 3000, 30, &s) != HICP_OK ||
+            hicp_stream_create(ctx, m, &o, &bo, &st) != HICP_OK) {
+          printf("Bail out! a stream\n");
+          return 1;
+        }
+        int ok = stream_frames(st, &s, 8, ahead) == 0;
+        atomic_store(&allocations, 0);
+        atomic_store(&counting, 1);
+        ok = ok && stream_frames(st, &s, 12, ahead) == 0;
+        atomic_store(&counting, 0);
+        const long got = atomic_load(&allocations);
+        char name[160], why[96];
+        snprintf(name, sizeof name,
+                 "%s stream, %d thread%s, %d outstanding: no allocation after the first frames",
+                 track ? "a tracked" : "an untracked", threads, threads > 1 ? "s" : "", ahead);
+        snprintf(why, sizeof why, "%ld allocations in 12 frames", got);
+        report(ok && got == 0, name, why);
+        hicp_stream_destroy(st);
+        free_scan_set(&s);
+        hicp_context_destroy(ctx);
+      }
   hicp_model_destroy(m);
   hicp_context_destroy(ctx0);
   free(model_pts);
