@@ -477,11 +477,11 @@ static void *batch_worker(void *arg)
     /* the frame with this worker's copy of it, before either */
     int rc = hicp__check_frame_budget(j->cm->ctx, j->plan, j->counts[i], 12u * (uint64_t)j->counts[i]);
     if (rc == HICP_OK)
-      rc = hicp__copy_points(j->cm->ctx, "scan", j->frames[i], j->counts[i], j->stride, &p0);
+      rc = hicp__copy_points_kept(j->cm->ctx, "scan", j->frames[i], j->counts[i], j->stride, &p0);
     if (rc == HICP_OK)
       rc = run_frame(j->ctx, j->cm, j->m, p0, j->counts[i], frame_origin(j->origins, i), j->plan,
                      j->inits != NULL ? &j->inits[i] : NULL, r);
-    free(p0);
+    hicp__scratch_done(j->cm->ctx, HICP_SCRATCH_SCAN);
     if (rc != HICP_OK)
       hicp__result_failed(r, i, rc, hicp_context_error(j->cm->ctx));
     else
@@ -620,8 +620,10 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
       team.nw = 0;
       hicp__clear_error(ctx);
     }
+    /* the last frame's matches and the next's, swapped, each grown only
+     * for a frame larger than it has held */
     uint32_t *prev = NULL, *cur = NULL;
-    size_t prev_n = 0;
+    size_t prev_n = 0, prev_cap = 0, cur_cap = 0;
     hicp_transform pose;
     hicp_transform_identity(&pose);
     if (inits != NULL && nframes > 0)
@@ -634,22 +636,24 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
       }
       const double t_start = hicp__now_ms(); /* the frame's start: its copy counts */
       float *p0 = NULL;
-      free(cur);
-      cur = NULL;
       /* the frame with its copy and the two frames' matches, before any */
       int frc = hicp__check_frame_budget(ctx, &plan, counts[i],
                                          16u * (uint64_t)counts[i] + 4u * (uint64_t)prev_n);
       if (frc == HICP_OK)
-        frc = hicp__copy_points(ctx, "scan", frames[i], counts[i], stride, &p0);
-      cur = frc == HICP_OK ? malloc(sizeof *cur * counts[i]) : NULL;
-      if (frc == HICP_OK && cur == NULL)
-        frc = hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+        frc = hicp__copy_points_kept(ctx, "scan", frames[i], counts[i], stride, &p0);
+      if (frc == HICP_OK && cur_cap < counts[i]) {
+        free(cur);
+        cur = malloc(sizeof *cur * counts[i]);
+        cur_cap = cur != NULL ? counts[i] : 0;
+        if (cur == NULL)
+          frc = hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+      }
       if (frc == HICP_OK) {
         const uint32_t *warm = bo.reuse_matches && prev != NULL && prev_n == counts[i] ? prev : NULL;
         frc = hicp__register_frame(ctx, m, p0, counts[i], frame_origin(origins, i), &plan, &pose,
                                    team.nw > 0 ? &team : NULL, warm, cur, r, t_start);
       }
-      free(p0);
+      hicp__scratch_done(ctx, HICP_SCRATCH_SCAN);
       if (frc != HICP_OK) {
         hicp__result_failed(r, i, frc, hicp_context_error(ctx));
         prev_n = 0; /* the next frame starts afresh from the last good pose */
@@ -657,8 +661,11 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
         r->frame = i;
         pose = r->transform;
         uint32_t *t = prev;
+        const size_t t_cap = prev_cap;
         prev = cur;
+        prev_cap = cur_cap;
         cur = t;
+        cur_cap = t_cap;
         prev_n = counts[i];
       }
     }

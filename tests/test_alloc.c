@@ -15,7 +15,10 @@
  *  3. a stream, tracked (on one thread and on two) or not (one worker),
  *     fed frames of two sizes, one or three outstanding at a time: once it
  *     has seen its largest frame, submitting and receiving allocate
- *     nothing, in the caller's thread or the stream's.
+ *     nothing, in the caller's thread or the stream's;
+ *  4. a batch, tracked or not, on one thread and on two: after a first
+ *     batch, a batch of 10 frames allocates no more than one of 2 (what a
+ *     batch allocates is per call, not per frame).
  *
  * Accepts and ignores --tap=- (the test driver passes it to every suite). */
 #include "config.h"
@@ -234,6 +237,37 @@ static int stream_frames(hicp_stream *st, const scan_set *s, int frames, int ahe
   return 0;
 }
 
+/* The allocations of a batch of `frames` frames of s (sizes n and n - n / 4
+ * alternating); -1 when it fails. */
+static long batch_allocations(const scan_set *s, int track, int frames)
+{
+  const float *fr[10];
+  size_t counts[10];
+  hicp_result res[10];
+  for (int i = 0; i < frames; i++) {
+    fr[i] = s->packed;
+    counts[i] = i % 2 ? s->n - s->n / 4 : s->n;
+    hicp_result_init(&res[i]);
+  }
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = 6;
+  o.tol = 0.0;
+  hicp_batch_options bo;
+  hicp_batch_options_init(&bo);
+  bo.track = track;
+  atomic_store(&allocations, 0);
+  atomic_store(&counting, 1);
+  const int rc =
+      hicp_register_batch(s->ctx, s->m, fr, counts, (size_t)frames, &o, &bo, NULL, res);
+  atomic_store(&counting, 0);
+  if (rc != HICP_OK) {
+    printf("# batch: rc %d: %s\n", rc, hicp_context_error(s->ctx));
+    return -1;
+  }
+  return atomic_load(&allocations);
+}
+
 static void free_scan_set(scan_set *s)
 {
   hicp_cloud_destroy(s->cloud);
@@ -259,7 +293,7 @@ int main(void)
       {"pnn", HICP_NN_PNN, 0, 0},
   };
   const size_t nkinds = sizeof kinds / sizeof kinds[0];
-  printf("1..%zu\n", 1 + 4 * nkinds + 6);
+  printf("1..%zu\n", 1 + 4 * nkinds + 6 + 4);
   float *model_pts = surface(6000, 7);
   hicp_context *ctx0 = NULL;
   hicp_model *m = NULL;
@@ -363,6 +397,31 @@ int main(void)
         free_scan_set(&s);
         hicp_context_destroy(ctx);
       }
+  /* 4: batches, per call and not per frame */
+  for (int track = 0; track <= 1; track++)
+    for (int threads = 1; threads <= 2; threads++) {
+      hicp_context_options co;
+      hicp_context_options_init(&co);
+      co.threads = threads;
+      hicp_context *ctx = NULL;
+      scan_set s;
+      if (hicp_context_create(&co, &ctx) != HICP_OK ||
+          make_scan_set(ctx, m, 3000, 40, &s) != HICP_OK) {
+        printf("Bail out! a context or scan\n");
+        return 1;
+      }
+      /* first batches of each size: the crew and its blocks */
+      const long warm = batch_allocations(&s, track, 10) < 0 ? -1 : batch_allocations(&s, track, 2);
+      const long two = batch_allocations(&s, track, 2), ten = batch_allocations(&s, track, 10);
+      char name[160], why[96];
+      snprintf(name, sizeof name,
+               "%s batch on %d thread%s: 10 frames allocate no more than 2 (%ld)",
+               track ? "a tracked" : "an independent", threads, threads > 1 ? "s" : "", two);
+      snprintf(why, sizeof why, "2 frames %ld allocations, 10 frames %ld", two, ten);
+      report(warm >= 0 && two >= 0 && ten == two, name, why);
+      free_scan_set(&s);
+      hicp_context_destroy(ctx);
+    }
   hicp_model_destroy(m);
   hicp_context_destroy(ctx0);
   free(model_pts);
