@@ -475,7 +475,8 @@ static void *batch_worker(void *arg)
     hicp__clear_error(j->cm->ctx);
     float *p0 = NULL;
     /* the frame with this worker's copy of it, before either */
-    int rc = hicp__check_frame_budget(j->cm->ctx, j->plan, j->counts[i], 12u * (uint64_t)j->counts[i]);
+    int rc = hicp__check_frame_budget(j->cm->ctx, j->plan, j->counts[i],
+                                      hicp__kept_copy_bytes(j->counts[i]));
     if (rc == HICP_OK)
       rc = hicp__copy_points_kept(j->cm->ctx, "scan", j->frames[i], j->counts[i], j->stride, &p0);
     if (rc == HICP_OK)
@@ -637,14 +638,17 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
       const double t_start = hicp__now_ms(); /* the frame's start: its copy counts */
       float *p0 = NULL;
       /* the frame with its copy and the two frames' matches, before any */
+      const uint64_t matches = 4u * (uint64_t)counts[i] + 4u * (uint64_t)prev_n;
       int frc = hicp__check_frame_budget(ctx, &plan, counts[i],
-                                         16u * (uint64_t)counts[i] + 4u * (uint64_t)prev_n);
+                                         hicp__kept_copy_bytes(counts[i]) + matches);
       if (frc == HICP_OK)
         frc = hicp__copy_points_kept(ctx, "scan", frames[i], counts[i], stride, &p0);
-      if (frc == HICP_OK && cur_cap < counts[i]) {
+      if (frc == HICP_OK && (cur_cap < counts[i] || cur_cap < prev_cap)) {
+        /* as a tracked stream's (process_entry) */
+        const size_t room = counts[i] > prev_cap ? counts[i] : prev_cap;
         free(cur);
-        cur = malloc(sizeof *cur * counts[i]);
-        cur_cap = cur != NULL ? counts[i] : 0;
+        cur = malloc(sizeof *cur * room);
+        cur_cap = cur != NULL ? room : 0;
         if (cur == NULL)
           frc = hicp__fail(ctx, HICP_ENOMEM, "out of memory");
       }
@@ -783,6 +787,7 @@ struct hicp_stream {
   float *spare_copy[STREAM_SPARES];
   size_t spare_cap[STREAM_SPARES];
   int nspare_copy;
+  size_t largest; /* the largest frame submitted: each new copy has room for it */
   /* tracking (the tracking worker's alone): the last frame's matches and
    * a buffer for the next's, kept and swapped */
   hicp_transform pose;
@@ -867,21 +872,25 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
     rc = hicp__fail(cm->ctx, HICP_ECANCELED, "canceled before it started");
   } else if (!s->bo.track) {
     /* the frame with the copy of it the stream holds */
-    rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n, copy_bytes(e->n));
+    rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n, copy_bytes(e->cap));
     if (rc == HICP_OK)
       rc = run_frame(s->ctx, cm, s->m, e->p0, e->n, e->origin, &s->plan,
                      e->has_init ? &e->init : NULL, r);
   } else {
     /* Tracking runs in order on the stream's one worker thread.  Poses
      * are absolute, so a frame may have another origin than the last. */
-    /* the frame with its copy and the two frames' matches */
     const double t_start = hicp__now_ms();
+    /* cur grows to the frame, and to prev's room, so that prev's room never
+     * shrinks: after the largest frame, neither grows again */
+    const int grow = s->cur_cap < e->n || s->cur_cap < s->prev_cap;
+    const size_t room = !grow ? s->cur_cap : e->n > s->prev_cap ? e->n : s->prev_cap;
+    /* the frame with its copy and the two frames' matches */
     rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n,
-                                  copy_bytes(e->n) + 4u * (uint64_t)e->n + 4u * (uint64_t)s->prev_n);
-    if (rc == HICP_OK && s->cur_cap < e->n) {
+                                  copy_bytes(e->cap) + 4u * ((uint64_t)room + s->prev_cap));
+    if (rc == HICP_OK && grow) {
       free(s->cur);
-      s->cur = malloc(sizeof *s->cur * e->n);
-      s->cur_cap = s->cur != NULL ? e->n : 0;
+      s->cur = malloc(sizeof *s->cur * room);
+      s->cur_cap = s->cur != NULL ? room : 0;
     }
     uint32_t *cur = rc == HICP_OK ? s->cur : NULL;
     const uint32_t *warm =
@@ -956,7 +965,7 @@ static void *stream_worker_main(void *arg)
     pthread_mutex_lock(&s->mu);
     give_copy(s, e->p0, e->cap);
     e->p0 = NULL;
-    s->held -= copy_bytes(e->n);
+    s->held -= copy_bytes(e->cap);
     e->done = 1;
     pthread_cond_broadcast(&s->done);
   }
@@ -1032,44 +1041,58 @@ static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
   hicp_context *ctx = s->ctx;
   if (init != NULL && hicp_transform_check(init) != HICP_OK)
     return hicp__fail(ctx, HICP_EINVAL, "the initial transform is not rigid");
+  int rc = hicp__check_count(ctx, "scan", xyz, n);
+  if (rc != HICP_OK)
+    return rc;
   /* What the stream holds, this frame's copy and entry included, is held
    * to the limit, so a caller submitting faster than the frames run (or
    * never receiving) is told, not left to exhaust the memory: the bytes are
    * reserved before anything is allocated and given back when a frame has
-   * run (its copy) and been received (its entry). */
-  const uint64_t bytes = n < SIZE_MAX / 16 ? copy_bytes(n) + sizeof(entry) : UINT64_MAX / 2;
+   * run (its copy, counted at its size: a kept one may be larger than the
+   * frame) and been received (its entry).
+   * The copy and entry are kept ones where the stream has them; a new copy
+   * has room for the largest frame so far (where the limit allows), so
+   * that once the largest has been seen any kept copy serves any frame. */
+  const uint64_t entry_bytes = sizeof(entry);
   pthread_mutex_lock(&s->mu);
   const uint64_t held = s->held;
   const size_t frames = s->len + 1;
-  const int over = held > ctx->memory_limit || bytes > ctx->memory_limit - held;
-  if (!over)
+  const uint64_t room_left = held < ctx->memory_limit ? ctx->memory_limit - held : 0;
+  size_t cap = 0;
+  float *p = n < SIZE_MAX / 16 ? take_copy(s, n, &cap) : NULL;
+  if (p != NULL && copy_bytes(cap) + entry_bytes > room_left) {
+    give_copy(s, p, cap); /* too large for the limit: a copy of this frame's size */
+    p = NULL;
+  }
+  if (p == NULL) {
+    cap = n > s->largest ? n : s->largest;
+    if (cap < SIZE_MAX / 16 && copy_bytes(cap) + entry_bytes > room_left)
+      cap = n;
+  }
+  const uint64_t bytes = cap < SIZE_MAX / 16 ? copy_bytes(cap) + entry_bytes : UINT64_MAX / 2;
+  const int over = bytes > room_left;
+  entry *e = NULL;
+  if (!over) {
     s->held += bytes;
+    e = take_entry(s);
+    if (n > s->largest)
+      s->largest = n;
+  }
   pthread_mutex_unlock(&s->mu);
   if (over) {
     char what[96];
     snprintf(what, sizeof what, "the stream's %zu frames not yet run or received", frames);
     return hicp__check_budget(ctx, held + bytes, what);
   }
-  /* The copy is what this call allocates, unless the stream kept an entry
-   * and a copy large enough; the frame's registration, with the copy it
-   * holds, is checked by the worker that runs it, and a frame over the
-   * limit fails in its result. */
-  pthread_mutex_lock(&s->mu);
-  entry *e = take_entry(s);
-  size_t cap = 0;
-  float *p = take_copy(s, n, &cap);
-  pthread_mutex_unlock(&s->mu);
+  /* The frame's registration, with the copy it holds, is checked by the
+   * worker that runs it, and a frame over the limit fails in its result. */
   if (e == NULL)
     e = malloc(sizeof *e);
-  int rc;
-  if (e == NULL) {
-    rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory");
-  } else if (p != NULL) {
-    rc = hicp__copy_points_to(ctx, "scan", xyz, n, stride, p);
-  } else {
-    rc = hicp__copy_points(ctx, "scan", xyz, n, stride, &p);
-    cap = n;
-  }
+  if (p == NULL && e != NULL)
+    p = malloc((size_t)copy_bytes(cap));
+  rc = e == NULL || p == NULL
+           ? hicp__fail(ctx, HICP_ENOMEM, "out of memory copying %zu scan points", n)
+           : hicp__copy_points_to(ctx, "scan", xyz, n, stride, p);
   if (rc != HICP_OK) {
     pthread_mutex_lock(&s->mu);
     give_copy(s, p, cap);

@@ -165,7 +165,7 @@ static int copy_points(hicp_context *ctx, const char *what, const float *xyz, si
     return rc;
   char the[32];
   snprintf(the, sizeof the, "the %s", what);
-  rc = hicp__check_budget(ctx, (uint64_t)n * 12u, the);
+  rc = hicp__check_budget(ctx, kept ? hicp__kept_copy_bytes(n) : (uint64_t)n * 12u, the);
   if (rc != HICP_OK)
     return rc;
   float *p = kept ? hicp__scratch(ctx, HICP_SCRATCH_SCAN, sizeof(float) * 3 * n)

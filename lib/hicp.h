@@ -216,9 +216,12 @@ HICP_API int hicp_context_create(const hicp_context_options *opts, hicp_context 
  * (12 bytes per point), each kept only up to 64 MiB, for the next one:
  * arrays allocated afresh each time cost a page fault per page.  So on the
  * CPU, once a context has registered a scan, its registrations of scans no
- * larger, with the same options, allocate no memory (libgomp's included:
- * its teams of two or more threads are reused), as a fixed-rate pose loop
- * wants.
+ * larger (up to about a million points, where the blocks reach 64 MiB),
+ * with the same options, allocate no memory, as a fixed-rate pose loop
+ * wants.  That includes libgomp's, which reuses its teams of two or more
+ * threads unless the call comes from inside a parallel region of the
+ * caller's own or OMP_DYNAMIC, OMP_THREAD_LIMIT=1 or
+ * OMP_MAX_ACTIVE_LEVELS=0 is set.
  */
 HICP_API void hicp_context_destroy(hicp_context *ctx);
 
@@ -911,9 +914,12 @@ HICP_API int hicp_stream_create(hicp_context *ctx, const hicp_model *model,
  * frame at its bound.  For the frames to come, the stream keeps up to four
  * copies of frames that have run (each up to 64 MiB) and four received
  * results' places, outside that count, and a tracked stream the matches
- * of its last frame and a buffer for the next's: once a stream has seen
- * its largest frame, submitting and receiving allocate no memory on the
- * CPU (as hicp_context_destroy() says of registrations).
+ * of its last frame and a buffer for the next's.  A frame may be given a
+ * kept copy larger than itself, counted at its size, and a new copy has
+ * room for the largest frame so far where the limit allows: once a stream
+ * has seen its largest frame, with up to four frames outstanding,
+ * submitting and receiving allocate no memory on the CPU (as
+ * hicp_context_destroy() says of registrations).
  * @return 0, ::HICP_EINVAL (a NULL argument, an initial transform that is
  *         not rigid), ::HICP_ENONFINITE, ::HICP_ERANGE, ::HICP_EEMPTY,
  *         ::HICP_ELIMIT, ::HICP_ENOMEM.

@@ -813,7 +813,7 @@ int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, siz
   if (rc != HICP_OK)
     return failed(ctx, rc, result);
   /* the registration with the copy of the scan it holds, before either */
-  rc = hicp__check_frame_budget(ctx, &plan, n, 12u * (uint64_t)n);
+  rc = hicp__check_frame_budget(ctx, &plan, n, hicp__kept_copy_bytes(n));
   float *p0 = NULL;
   if (rc == HICP_OK)
     rc = hicp__copy_points_kept(ctx, "scan", scan, n, stride, &p0);

@@ -125,6 +125,11 @@ enum {
 };
 void *hicp__scratch(hicp_context *ctx, int slot, size_t bytes);
 void hicp__scratch_done(hicp_context *ctx, int slot);
+/* What hicp__scratch allocates for a block of `bytes` (rounded up to 64):
+ * what a memory-limit check counts for it.  hicp__kept_copy_bytes: for
+ * hicp__copy_points_kept's copy of n points. */
+uint64_t hicp__scratch_bytes(uint64_t bytes);
+uint64_t hicp__kept_copy_bytes(size_t n);
 #define HICP_SCRATCH_KEEP ((size_t)64 << 20)
 /* Overflow-checked size arithmetic: 0 on success, -1 on overflow. */
 int hicp__mul_size(size_t a, size_t b, size_t *out);

@@ -65,13 +65,23 @@ int hicp__check_budget(hicp_context *ctx, uint64_t bytes, const char *what)
   return 0;
 }
 
+uint64_t hicp__scratch_bytes(uint64_t bytes)
+{
+  return (bytes + 63) / 64 * 64;
+}
+
+uint64_t hicp__kept_copy_bytes(size_t n)
+{
+  return hicp__scratch_bytes(12u * (uint64_t)n);
+}
+
 void *hicp__scratch(hicp_context *ctx, int slot, size_t bytes)
 {
   if (bytes <= ctx->scratch_size[slot])
     return ctx->scratch[slot];
   free(ctx->scratch[slot]);
   ctx->scratch_size[slot] = 0;
-  const size_t size = (bytes + 63) / 64 * 64;
+  const size_t size = (size_t)hicp__scratch_bytes(bytes);
   ctx->scratch[slot] = aligned_alloc(64, size);
   if (ctx->scratch[slot] != NULL)
     ctx->scratch_size[slot] = size;

@@ -3,7 +3,11 @@
  * TAP: it counts every call to the C allocator in the process, its own
  * definitions of malloc and its kin standing in front of glibc's (for the
  * library and for libgomp alike), so it runs only where those can be
- * replaced: glibc, and no sanitizer (each has its own allocator).
+ * replaced: glibc, no sanitizer and not under valgrind (each has its own
+ * allocator).  It also skips where the OpenMP settings keep libgomp from
+ * reusing its teams (OMP_DYNAMIC, OMP_THREAD_LIMIT=1,
+ * OMP_MAX_ACTIVE_LEVELS=0: a region then gets a new team at every call),
+ * as hicp.h says.
  *
  *  1. the count sees the library's allocations: a scan larger than any
  *     before on a context grows the context's blocks;
@@ -29,9 +33,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 #include "hicp.h"
-#include "synth.h"
+#include "tap.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SANITIZED 1
@@ -101,39 +108,11 @@ int posix_memalign(void **p, size_t a, size_t n)
 #define COUNTING 0
 #endif
 
-static int ntests, nfailed;
-
-static void report(int ok, const char *name, const char *why)
-{
-  ntests++;
-  nfailed += !ok;
-  printf("%s %d - %s%s%s\n", ok ? "ok" : "not ok", ntests, name, ok ? "" : ": ", ok ? "" : why);
-  fflush(stdout);
-}
-
-/* A bumpy closed surface, n points, about 2 units across. */
-static float *surface(size_t n, uint64_t seed)
-{
-  float *p = malloc(sizeof(float) * 3 * n);
-  if (p == NULL)
-    abort();
-  synth_rng r;
-  synth_seed(&r, seed);
-  for (size_t i = 0; i < n; i++) {
-    double u = 2.0 * M_PI * synth_uniform(&r), v = acos(2.0 * synth_uniform(&r) - 1.0);
-    double rad = 1.0 + 0.08 * sin(5.0 * u) * sin(4.0 * v);
-    p[3 * i] = (float)(rad * cos(u) * sin(v));
-    p[3 * i + 1] = (float)(rad * 0.7 * sin(u) * sin(v));
-    p[3 * i + 2] = (float)(rad * 0.5 * cos(v));
-  }
-  return p;
-}
-
 /* n points of the surface turned 6 degrees about y and shifted, each
  * followed by a float the registration must skip (stride 16 bytes). */
 static float *strided_scan(size_t n, uint64_t seed)
 {
-  float *p = surface(n, seed), *s = malloc(sizeof(float) * 4 * n);
+  float *p = tap_surface(n, seed), *s = malloc(sizeof(float) * 4 * n);
   if (s == NULL)
     abort();
   const double a = 6.0 * M_PI / 180.0;
@@ -164,14 +143,20 @@ typedef struct {
   size_t n;
 } scan_set;
 
+/* The options of every registration here: 6 iterations, no early stop. */
+static void six_iterations(hicp_reg_options *o)
+{
+  hicp_reg_options_init(o);
+  o->max_iter = 6;
+  o->tol = 0.0;
+}
+
 /* One registration of the kind; 0 on success, else prints why. */
 static int register_once(const scan_set *s, const reg_kind *k)
 {
   hicp_reg_options o;
-  hicp_reg_options_init(&o);
+  six_iterations(&o);
   o.nn = k->nn;
-  o.max_iter = 6;
-  o.tol = 0.0;
   if (k->filters) {
     o.filter_start = 2;
     o.filter_sigma = 3.0;
@@ -195,11 +180,14 @@ static int register_once(const scan_set *s, const reg_kind *k)
   return 0;
 }
 
-static int make_scan_set(hicp_context *ctx, const hicp_model *m, size_t n, uint64_t seed,
-                         scan_set *s)
+/* A context of `threads` threads and n scan points for it (sizes of the
+ * frames: n and n - n / 4); a TAP bail-out when either cannot be made. */
+static void open_scan_set(int threads, const hicp_model *m, size_t n, uint64_t seed, scan_set *s)
 {
   memset(s, 0, sizeof *s);
-  s->ctx = ctx;
+  hicp_context_options co;
+  hicp_context_options_init(&co);
+  co.threads = threads;
   s->m = m;
   s->n = n;
   s->strided = strided_scan(n, seed);
@@ -208,7 +196,19 @@ static int make_scan_set(hicp_context *ctx, const hicp_model *m, size_t n, uint6
     abort();
   for (size_t i = 0; i < n; i++)
     memcpy(&s->packed[3 * i], &s->strided[4 * i], 3 * sizeof(float));
-  return hicp_cloud_from_xyz(ctx, s->packed, n, 0, &s->cloud);
+  if (hicp_context_create(&co, &s->ctx) != HICP_OK ||
+      hicp_cloud_from_xyz(s->ctx, s->packed, n, 0, &s->cloud) != HICP_OK) {
+    printf("Bail out! a context or its scan\n");
+    exit(1);
+  }
+}
+
+static void close_scan_set(scan_set *s)
+{
+  hicp_cloud_destroy(s->cloud);
+  hicp_context_destroy(s->ctx);
+  free(s->packed);
+  free((void *)s->strided);
 }
 
 /* Submits the frames of s in turn (sizes n and n - n / 4 alternating), at
@@ -252,9 +252,7 @@ static long batch_allocations(const scan_set *s, int track, int frames)
     hicp_result_init(&res[i]);
   }
   hicp_reg_options o;
-  hicp_reg_options_init(&o);
-  o.max_iter = 6;
-  o.tol = 0.0;
+  six_iterations(&o);
   hicp_batch_options bo;
   hicp_batch_options_init(&bo);
   bo.track = track;
@@ -270,33 +268,136 @@ static long batch_allocations(const scan_set *s, int track, int frames)
   return atomic_load(&allocations);
 }
 
-static void free_scan_set(scan_set *s)
+/* Why the allocations cannot be counted or cannot be none here, or NULL. */
+static const char *cannot_count(void)
 {
-  hicp_cloud_destroy(s->cloud);
-  free(s->packed);
-  free((void *)s->strided);
+  if (!COUNTING)
+    return "the allocator cannot be counted here (not glibc, or a sanitizer's)";
+  const char *pre = getenv("LD_PRELOAD");
+  if (pre != NULL && strstr(pre, "vgpreload") != NULL)
+    return "valgrind's allocator replaces the counting one";
+#if defined(_OPENMP)
+  if (omp_get_dynamic() || omp_get_thread_limit() < 2 || omp_get_max_active_levels() < 1)
+    return "the OpenMP settings (OMP_DYNAMIC, OMP_THREAD_LIMIT, OMP_MAX_ACTIVE_LEVELS) make "
+           "libgomp allocate a team at every region";
+#endif
+  return NULL;
+}
+
+static const reg_kind kinds[] = {
+    {"hicp_register, pnn-opt", HICP_NN_PNN_OPT, 0, 0},
+    {"hicp_register, strided scan", HICP_NN_PNN_OPT, 0, 1},
+    {"hicp_register_cloud", HICP_NN_PNN_OPT, 0, 2},
+    {"sigma filter, trim, max_dist", HICP_NN_PNN_OPT, 1, 0},
+    {"brute force", HICP_NN_BRUTE, 0, 0},
+    {"kd-tree", HICP_NN_KDTREE, 1, 0},
+    {"zero", HICP_NN_ZERO, 0, 0},
+    {"kdann", HICP_NN_KDANN, 0, 0},
+    {"pnn", HICP_NN_PNN, 0, 0},
+};
+#define NKINDS (sizeof kinds / sizeof kinds[0])
+
+/* 1: a scan larger than any before makes the context grow its blocks */
+static void test_count_sees_growth(const hicp_model *m)
+{
+  scan_set small, large;
+  open_scan_set(1, m, 500, 11, &small);
+  open_scan_set(1, m, 4000, 12, &large);
+  hicp_context *ctx = large.ctx;
+  large.ctx = small.ctx; /* both on one context */
+  int ok = register_once(&small, &kinds[0]) == 0;
+  atomic_store(&allocations, 0);
+  atomic_store(&counting, 1);
+  ok = ok && register_once(&large, &kinds[0]) == 0;
+  atomic_store(&counting, 0);
+  char why[96];
+  snprintf(why, sizeof why, "%ld allocations counted", atomic_load(&allocations));
+  tap_report(ok && atomic_load(&allocations) > 0,
+             "the count sees a registration's allocations (a scan larger than the last)", why);
+  large.ctx = ctx;
+  close_scan_set(&small);
+  close_scan_set(&large);
+}
+
+/* 2: after the first registration of a size, none */
+static void test_registrations(const hicp_model *m, int threads, size_t n)
+{
+  scan_set s;
+  open_scan_set(threads, m, n, 20 + n, &s);
+  for (size_t k = 0; k < NKINDS; k++) {
+    int ok = register_once(&s, &kinds[k]) == 0; /* the first of its kind may allocate */
+    atomic_store(&allocations, 0);
+    atomic_store(&counting, 1);
+    for (int rep = 0; ok && rep < 3; rep++)
+      ok = register_once(&s, &kinds[k]) == 0;
+    atomic_store(&counting, 0);
+    const long got = atomic_load(&allocations);
+    char name[160], why[96];
+    snprintf(name, sizeof name, "%s, %d thread%s, %zu points: no allocation after the first",
+             kinds[k].name, threads, threads > 1 ? "s" : "", n);
+    snprintf(why, sizeof why, "%ld allocations in 3 registrations", got);
+    tap_report(ok && got == 0, name, why);
+  }
+  close_scan_set(&s);
+}
+
+/* 3: a stream, after its first frames (untracked: on one thread, its one
+ * worker runs every frame) */
+static void test_stream(const hicp_model *m, int track, int threads, int ahead)
+{
+  scan_set s;
+  open_scan_set(threads, m, 3000, 30, &s);
+  hicp_reg_options o;
+  six_iterations(&o);
+  hicp_batch_options bo;
+  hicp_batch_options_init(&bo);
+  bo.track = track;
+  hicp_stream *st = NULL;
+  if (hicp_stream_create(s.ctx, m, &o, &bo, &st) != HICP_OK) {
+    printf("Bail out! a stream: %s\n", hicp_context_error(s.ctx));
+    exit(1);
+  }
+  int ok = stream_frames(st, &s, 8, ahead) == 0;
+  atomic_store(&allocations, 0);
+  atomic_store(&counting, 1);
+  ok = ok && stream_frames(st, &s, 12, ahead) == 0;
+  atomic_store(&counting, 0);
+  const long got = atomic_load(&allocations);
+  char name[160], why[96];
+  snprintf(name, sizeof name,
+           "%s stream, %d thread%s, %d outstanding: no allocation after the first frames",
+           track ? "a tracked" : "an untracked", threads, threads > 1 ? "s" : "", ahead);
+  snprintf(why, sizeof why, "%ld allocations in 12 frames", got);
+  tap_report(ok && got == 0, name, why);
+  hicp_stream_destroy(st);
+  close_scan_set(&s);
+}
+
+/* 4: a batch allocates per call, not per frame */
+static void test_batch(const hicp_model *m, int track, int threads)
+{
+  scan_set s;
+  open_scan_set(threads, m, 3000, 40, &s);
+  /* first batches of each size: the crew and its blocks */
+  const long warm = batch_allocations(&s, track, 10) < 0 ? -1 : batch_allocations(&s, track, 2);
+  const long two = batch_allocations(&s, track, 2), ten = batch_allocations(&s, track, 10);
+  char name[160], why[96];
+  snprintf(name, sizeof name, "%s batch on %d thread%s: 10 frames allocate no more than 2 (%ld)",
+           track ? "a tracked" : "an independent", threads, threads > 1 ? "s" : "", two);
+  snprintf(why, sizeof why, "2 frames %ld allocations, 10 frames %ld", two, ten);
+  tap_report(warm >= 0 && two >= 0 && ten == two, name, why);
+  close_scan_set(&s);
 }
 
 int main(void)
 {
-  if (!COUNTING) {
-    printf("1..0 # SKIP the allocator cannot be counted here (not glibc, or a sanitizer's)\n");
+  const char *why_not = cannot_count();
+  if (why_not != NULL) {
+    printf("1..0 # SKIP %s\n", why_not);
     return 0;
   }
-  static const reg_kind kinds[] = {
-      {"hicp_register, pnn-opt", HICP_NN_PNN_OPT, 0, 0},
-      {"hicp_register, strided scan", HICP_NN_PNN_OPT, 0, 1},
-      {"hicp_register_cloud", HICP_NN_PNN_OPT, 0, 2},
-      {"sigma filter, trim, max_dist", HICP_NN_PNN_OPT, 1, 0},
-      {"brute force", HICP_NN_BRUTE, 0, 0},
-      {"kd-tree", HICP_NN_KDTREE, 1, 0},
-      {"zero", HICP_NN_ZERO, 0, 0},
-      {"kdann", HICP_NN_KDANN, 0, 0},
-      {"pnn", HICP_NN_PNN, 0, 0},
-  };
-  const size_t nkinds = sizeof kinds / sizeof kinds[0];
-  printf("1..%zu\n", 1 + 4 * nkinds + 6 + 4);
-  float *model_pts = surface(6000, 7);
+  printf("1..%zu\n", 1 + 4 * NKINDS + 6 + 4);
+  float *model_pts = tap_surface(6000, 7);
   hicp_context *ctx0 = NULL;
   hicp_model *m = NULL;
   if (hicp_context_create(NULL, &ctx0) != HICP_OK ||
@@ -304,128 +405,21 @@ int main(void)
     printf("Bail out! the model: %s\n", ctx0 != NULL ? hicp_context_error(ctx0) : "no context");
     return 1;
   }
-
-  /* 1: a larger scan than before makes the context grow its blocks */
-  {
-    hicp_context_options co;
-    hicp_context_options_init(&co);
-    co.threads = 1;
-    hicp_context *ctx = NULL;
-    scan_set small, large;
-    int ok = hicp_context_create(&co, &ctx) == HICP_OK &&
-             make_scan_set(ctx, m, 500, 11, &small) == HICP_OK &&
-             make_scan_set(ctx, m, 4000, 12, &large) == HICP_OK &&
-             register_once(&small, &kinds[0]) == 0;
-    atomic_store(&allocations, 0);
-    atomic_store(&counting, 1);
-    ok = ok && register_once(&large, &kinds[0]) == 0;
-    atomic_store(&counting, 0);
-    char why[96];
-    snprintf(why, sizeof why, "%ld allocations counted", atomic_load(&allocations));
-    report(ok && atomic_load(&allocations) > 0,
-           "the count sees a registration's allocations (a scan larger than the last)", why);
-    free_scan_set(&small);
-    free_scan_set(&large);
-    hicp_context_destroy(ctx);
+  test_count_sees_growth(m);
+  for (int threads = 1; threads <= 2; threads++) {
+    test_registrations(m, threads, 2000);
+    test_registrations(m, threads, 9000); /* the copies run in parallel from 8,192 */
   }
-
-  /* 2: after the first registration of a size, none */
-  for (int threads = 1; threads <= 2; threads++)
-    for (int big = 0; big <= 1; big++) {
-      hicp_context_options co;
-      hicp_context_options_init(&co);
-      co.threads = threads;
-      hicp_context *ctx = NULL;
-      scan_set s;
-      const size_t n = big ? 9000 : 2000; /* the copies run in parallel from 8,192 */
-      if (hicp_context_create(&co, &ctx) != HICP_OK ||
-          make_scan_set(ctx, m, n, 20 + (uint64_t)big, &s) != HICP_OK) {
-        printf("Bail out! a context or scan\n");
-        return 1;
-      }
-      for (size_t k = 0; k < nkinds; k++) {
-        int ok = register_once(&s, &kinds[k]) == 0; /* the first of its kind may allocate */
-        atomic_store(&allocations, 0);
-        atomic_store(&counting, 1);
-        for (int rep = 0; ok && rep < 3; rep++)
-          ok = register_once(&s, &kinds[k]) == 0;
-        atomic_store(&counting, 0);
-        const long got = atomic_load(&allocations);
-        char name[160], why[96];
-        snprintf(name, sizeof name, "%s, %d thread%s, %zu points: no allocation after the first",
-                 kinds[k].name, threads, threads > 1 ? "s" : "", n);
-        snprintf(why, sizeof why, "%ld allocations in 3 registrations", got);
-        report(ok && got == 0, name, why);
-      }
-      free_scan_set(&s);
-      hicp_context_destroy(ctx);
-    }
-  /* 3: streams, after their first frames */
+  for (int ahead = 1; ahead <= 3; ahead += 2) {
+    test_stream(m, 0, 1, ahead);
+    test_stream(m, 1, 1, ahead);
+    test_stream(m, 1, 2, ahead);
+  }
   for (int track = 0; track <= 1; track++)
-    for (int threads = 1; threads <= 2 - !track; threads++)
-      for (int ahead = 1; ahead <= 3; ahead += 2) {
-        hicp_context_options co;
-        hicp_context_options_init(&co);
-        co.threads = threads; /* untracked: one thread, one worker, which ran every frame */
-        hicp_context *ctx = NULL;
-        hicp_stream *st = NULL;
-        scan_set s;
-        hicp_reg_options o;
-        hicp_reg_options_init(&o);
-        o.max_iter = 6;
-        o.tol = 0.0;
-        hicp_batch_options bo;
-        hicp_batch_options_init(&bo);
-        bo.track = track;
-        if (hicp_context_create(&co, &ctx) != HICP_OK ||
-            make_scan_set(ctx, m, 3000, 30, &s) != HICP_OK ||
-            hicp_stream_create(ctx, m, &o, &bo, &st) != HICP_OK) {
-          printf("Bail out! a stream\n");
-          return 1;
-        }
-        int ok = stream_frames(st, &s, 8, ahead) == 0;
-        atomic_store(&allocations, 0);
-        atomic_store(&counting, 1);
-        ok = ok && stream_frames(st, &s, 12, ahead) == 0;
-        atomic_store(&counting, 0);
-        const long got = atomic_load(&allocations);
-        char name[160], why[96];
-        snprintf(name, sizeof name,
-                 "%s stream, %d thread%s, %d outstanding: no allocation after the first frames",
-                 track ? "a tracked" : "an untracked", threads, threads > 1 ? "s" : "", ahead);
-        snprintf(why, sizeof why, "%ld allocations in 12 frames", got);
-        report(ok && got == 0, name, why);
-        hicp_stream_destroy(st);
-        free_scan_set(&s);
-        hicp_context_destroy(ctx);
-      }
-  /* 4: batches, per call and not per frame */
-  for (int track = 0; track <= 1; track++)
-    for (int threads = 1; threads <= 2; threads++) {
-      hicp_context_options co;
-      hicp_context_options_init(&co);
-      co.threads = threads;
-      hicp_context *ctx = NULL;
-      scan_set s;
-      if (hicp_context_create(&co, &ctx) != HICP_OK ||
-          make_scan_set(ctx, m, 3000, 40, &s) != HICP_OK) {
-        printf("Bail out! a context or scan\n");
-        return 1;
-      }
-      /* first batches of each size: the crew and its blocks */
-      const long warm = batch_allocations(&s, track, 10) < 0 ? -1 : batch_allocations(&s, track, 2);
-      const long two = batch_allocations(&s, track, 2), ten = batch_allocations(&s, track, 10);
-      char name[160], why[96];
-      snprintf(name, sizeof name,
-               "%s batch on %d thread%s: 10 frames allocate no more than 2 (%ld)",
-               track ? "a tracked" : "an independent", threads, threads > 1 ? "s" : "", two);
-      snprintf(why, sizeof why, "2 frames %ld allocations, 10 frames %ld", two, ten);
-      report(warm >= 0 && two >= 0 && ten == two, name, why);
-      free_scan_set(&s);
-      hicp_context_destroy(ctx);
-    }
+    for (int threads = 1; threads <= 2; threads++)
+      test_batch(m, track, threads);
   hicp_model_destroy(m);
   hicp_context_destroy(ctx0);
   free(model_pts);
-  return nfailed > 0 ? 1 : 0;
+  return tap_failed() > 0 ? 1 : 0;
 }

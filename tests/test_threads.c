@@ -37,34 +37,7 @@
 #include "hicp.h"
 #include "internal.h"
 #include "synth.h"
-
-static int ntests, nfailed;
-
-static void report(int ok, const char *name, const char *why)
-{
-  ntests++;
-  nfailed += !ok;
-  printf("%s %d - %s%s%s\n", ok ? "ok" : "not ok", ntests, name, ok ? "" : ": ", ok ? "" : why);
-  fflush(stdout);
-}
-
-/* A bumpy closed surface, n points, about 2 units across. */
-static float *surface(size_t n, uint64_t seed)
-{
-  float *p = malloc(sizeof(float) * 3 * n);
-  if (p == NULL)
-    abort();
-  synth_rng r;
-  synth_seed(&r, seed);
-  for (size_t i = 0; i < n; i++) {
-    double u = 2.0 * M_PI * synth_uniform(&r), v = acos(2.0 * synth_uniform(&r) - 1.0);
-    double rad = 1.0 + 0.08 * sin(5.0 * u) * sin(4.0 * v);
-    p[3 * i] = (float)(rad * cos(u) * sin(v));
-    p[3 * i + 1] = (float)(rad * 0.7 * sin(u) * sin(v));
-    p[3 * i + 2] = (float)(rad * 0.5 * cos(v));
-  }
-  return p;
-}
+#include "tap.h"
 
 /* p turned by deg degrees about y and shifted by dx. */
 static float *moved(const float *p, size_t n, double deg, double dx)
@@ -174,10 +147,10 @@ static void test_shared_model(void)
 {
   enum { T = 4, N = 3000 };
   hicp_context *ctx = context(1);
-  float *p = surface(N, 21);
+  float *p = tap_surface(N, 21);
   hicp_model *m = NULL;
   if (hicp_model_build(ctx, p, N, 0, NULL, &m) != HICP_OK) {
-    report(0, "threads sharing one model match a serial run", hicp_context_error(ctx));
+    tap_report(0, "threads sharing one model match a serial run", hicp_context_error(ctx));
     hicp_context_destroy(ctx);
     free(p);
     return;
@@ -210,7 +183,7 @@ static void test_shared_model(void)
           memcmp(args[t].d2, serial_nn[t].d2, sizeof args[t].d2) == 0;
     free(scans[t]);
   }
-  report(ok && nn_ok,
+  tap_report(ok && nn_ok,
          "4 threads with their own contexts sharing one model match a serial run bit for bit",
          !nn_ok ? "the serial run's nearest neighbours are not the brute force's"
                 : "a thread's result (pose or nearest neighbours) differs or failed");
@@ -242,7 +215,7 @@ static void test_cancel_registration(void)
 {
   enum { N = 20000 };
   hicp_context *ctx = context(2);
-  float *p = surface(N, 13);
+  float *p = tap_surface(N, 13);
   hicp_model *m = NULL;
   int ok = hicp_model_build(ctx, p, N, 0, NULL, &m) == HICP_OK;
   hicp_reg_options o;
@@ -261,7 +234,7 @@ static void test_cancel_registration(void)
   atomic_store(&a.done, 1);
   if (ok)
     pthread_join(th, NULL);
-  report(rc == 0 && r.stop == HICP_STOP_CANCELED && r.iterations < 1000000 &&
+  tap_report(rc == 0 && r.stop == HICP_STOP_CANCELED && r.iterations < 1000000 &&
              isfinite(r.transform.m[3]),
          "a registration cancelled from another thread stops with its partial pose",
          hicp_context_error(ctx));
@@ -270,7 +243,7 @@ static void test_cancel_registration(void)
   o.nn = HICP_NN_PNN_OPT;
   hicp_result_init(&r);
   rc = m != NULL ? hicp_register(ctx, m, p, N, &o, NULL, &r) : -1;
-  report(rc == 0 && r.stop != HICP_STOP_CANCELED, "the context runs normally after a cancel",
+  tap_report(rc == 0 && r.stop != HICP_STOP_CANCELED, "the context runs normally after a cancel",
          hicp_context_error(ctx));
   hicp_model_destroy(m);
   hicp_context_destroy(ctx);
@@ -310,7 +283,7 @@ static void *submitter(void *p)
 static void test_stream_two_threads(void)
 {
   hicp_context *ctx = context(3);
-  float *p = surface(8000, 5);
+  float *p = tap_surface(8000, 5);
   hicp_model *m = NULL;
   int ok = hicp_model_build(ctx, p, 8000, 0, NULL, &m) == HICP_OK;
   hicp_reg_options o;
@@ -345,7 +318,7 @@ static void test_stream_two_threads(void)
     ok &= a.rc == 0;
     hicp_stream_destroy(a.s);
   }
-  report(ok, "a stream fed by one thread and drained by another answers in order, bit for bit",
+  tap_report(ok, "a stream fed by one thread and drained by another answers in order, bit for bit",
          "order or bits differ");
   for (int k = 0; k < NF; k++)
     free(a.frames[k]);
@@ -373,7 +346,7 @@ static void test_batch_cancel(void)
 {
   enum { NB = 40, BN = 3000 };
   hicp_context *ctx = context(3);
-  float *p = surface(6000, 9);
+  float *p = tap_surface(6000, 9);
   hicp_model *m = NULL;
   int ok = hicp_model_build(ctx, p, 6000, 0, NULL, &m) == HICP_OK;
   const float *frames[NB];
@@ -405,7 +378,7 @@ static void test_batch_cancel(void)
     else
       done++;
   }
-  report(ok && (rc == 0 || rc == HICP_ECANCELED) && bad == 0 && done + stopped + skipped == NB &&
+  tap_report(ok && (rc == 0 || rc == HICP_ECANCELED) && bad == 0 && done + stopped + skipped == NB &&
              skipped + stopped > 0,
          "a cancelled batch on 3 worker threads accounts for every frame once",
          "a frame was lost, duplicated or failed, or the cancel came too late");
@@ -453,7 +426,7 @@ static void test_failing_at_once(void)
   int whole = started == 2 && strlen(e) == 399;
   for (size_t i = 1; whole && i < 399; i++)
     whole = e[i] == e[0];
-  report(whole, "two workers failing at once on one context leave one message whole",
+  tap_report(whole, "two workers failing at once on one context leave one message whole",
          "the context's message mixes the two");
   hicp_context_destroy(ctx);
 }
@@ -466,10 +439,10 @@ static void test_failing_at_once(void)
 static void test_prefork_child_keeps_threads(void)
 {
 #if !defined(HICP_HAVE_OPENMP)
-  report(1, "# SKIP built without OpenMP", "");
+  tap_report(1, "# SKIP built without OpenMP", "");
 #else
   const size_t n = 3000;
-  float *p = surface(n, 7);
+  float *p = tap_surface(n, 7);
   hicp_context *one = context(1);
   hicp_model *m = NULL;
   if (hicp_model_build(one, p, n, 0, NULL, &m) != HICP_OK)
@@ -490,7 +463,7 @@ static void test_prefork_child_keeps_threads(void)
   char why[96];
   snprintf(why, sizeof why, "the child's status %#x (3: it had one thread, 4: its registration failed)",
            (unsigned)status);
-  report(ok, "the child of a process with one thread starts its two threads", why);
+  tap_report(ok, "the child of a process with one thread starts its two threads", why);
   hicp_model_destroy(m);
   hicp_context_destroy(one);
   free(p);
@@ -511,5 +484,5 @@ int main(int argc, char **argv)
   test_stream_two_threads();
   test_batch_cancel();
   test_failing_at_once();
-  return nfailed != 0;
+  return tap_failed() != 0;
 }
