@@ -564,6 +564,29 @@ static int track_team(hicp_context *ctx, const hicp_batch_options *bo, hicp__wor
 /* A batch that cannot start (a bad argument, no memory, no workers): every
  * prepared result says so, as a failed frame's would, so that no result of
  * the call reads as a frame that ran.  Returns rc. */
+/* A tracked frame's match buffer (tracked batches and streams), swapped
+ * with the last frame's after each frame.  match_room: the room it needs
+ * for n points, at least the last buffer's where that one is of a size
+ * kept (HICP_SCRATCH_KEEP), so that the room never shrinks below the
+ * largest such frame and neither buffer grows again after it.
+ * match_buffer makes *buf that room (reallocating only when it is short,
+ * or larger than kept and not the room); 0, or -1 out of memory. */
+static size_t match_room(size_t n, size_t prev_cap)
+{
+  return prev_cap > n && 4u * (uint64_t)prev_cap <= HICP_SCRATCH_KEEP ? prev_cap : n;
+}
+
+static int match_buffer(uint32_t **buf, size_t *cap, size_t n, size_t prev_cap)
+{
+  const size_t room = match_room(n, prev_cap);
+  if (*cap >= room && (*cap == room || 4u * (uint64_t)*cap <= HICP_SCRATCH_KEEP))
+    return 0;
+  free(*buf);
+  *buf = malloc(sizeof **buf * room);
+  *cap = *buf != NULL ? room : 0;
+  return *buf != NULL ? 0 : -1;
+}
+
 static int fail_all(hicp_context *ctx, hicp_result *results, size_t nframes, int rc)
 {
   const size_t rstride = results != NULL ? result_stride(results, nframes) : 0;
@@ -643,15 +666,8 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
                                          hicp__kept_copy_bytes(counts[i]) + matches);
       if (frc == HICP_OK)
         frc = hicp__copy_points_kept(ctx, "scan", frames[i], counts[i], stride, &p0);
-      if (frc == HICP_OK && (cur_cap < counts[i] || cur_cap < prev_cap)) {
-        /* as a tracked stream's (process_entry) */
-        const size_t room = counts[i] > prev_cap ? counts[i] : prev_cap;
-        free(cur);
-        cur = malloc(sizeof *cur * room);
-        cur_cap = cur != NULL ? room : 0;
-        if (cur == NULL)
-          frc = hicp__fail(ctx, HICP_ENOMEM, "out of memory");
-      }
+      if (frc == HICP_OK && match_buffer(&cur, &cur_cap, counts[i], prev_cap) != 0)
+        frc = hicp__fail(ctx, HICP_ENOMEM, "out of memory");
       if (frc == HICP_OK) {
         const uint32_t *warm = bo.reuse_matches && prev != NULL && prev_n == counts[i] ? prev : NULL;
         frc = hicp__register_frame(ctx, m, p0, counts[i], frame_origin(origins, i), &plan, &pose,
@@ -787,7 +803,8 @@ struct hicp_stream {
   float *spare_copy[STREAM_SPARES];
   size_t spare_cap[STREAM_SPARES];
   int nspare_copy;
-  size_t largest; /* the largest frame submitted: each new copy has room for it */
+  size_t largest; /* the largest frame accepted whose copy would be kept:
+                     each new copy has room for it */
   /* tracking (the tracking worker's alone): the last frame's matches and
    * a buffer for the next's, kept and swapped */
   hicp_transform pose;
@@ -880,18 +897,13 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
     /* Tracking runs in order on the stream's one worker thread.  Poses
      * are absolute, so a frame may have another origin than the last. */
     const double t_start = hicp__now_ms();
-    /* cur grows to the frame, and to prev's room, so that prev's room never
-     * shrinks: after the largest frame, neither grows again */
-    const int grow = s->cur_cap < e->n || s->cur_cap < s->prev_cap;
-    const size_t room = !grow ? s->cur_cap : e->n > s->prev_cap ? e->n : s->prev_cap;
-    /* the frame with its copy and the two frames' matches */
+    /* the frame with its copy and the two frames' match buffers */
+    const size_t room = match_room(e->n, s->prev_cap);
+    const size_t cur_room = s->cur_cap > room ? s->cur_cap : room;
     rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n,
-                                  copy_bytes(e->cap) + 4u * ((uint64_t)room + s->prev_cap));
-    if (rc == HICP_OK && grow) {
-      free(s->cur);
-      s->cur = malloc(sizeof *s->cur * room);
-      s->cur_cap = s->cur != NULL ? room : 0;
-    }
+                                  copy_bytes(e->cap) + 4u * ((uint64_t)cur_room + s->prev_cap));
+    if (rc == HICP_OK && match_buffer(&s->cur, &s->cur_cap, e->n, s->prev_cap) != 0)
+      rc = hicp__fail(cm->ctx, HICP_ENOMEM, "out of memory");
     uint32_t *cur = rc == HICP_OK ? s->cur : NULL;
     const uint32_t *warm =
         s->bo.reuse_matches && s->prev != NULL && s->prev_n == e->n ? s->prev : NULL;
@@ -1075,8 +1087,6 @@ static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
   if (!over) {
     s->held += bytes;
     e = take_entry(s);
-    if (n > s->largest)
-      s->largest = n;
   }
   pthread_mutex_unlock(&s->mu);
   if (over) {
@@ -1127,6 +1137,9 @@ static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
     s->cap = qcap;
   }
   s->q[s->len++] = e;
+  /* a frame accepted, and its copy one the stream would keep */
+  if (n > s->largest && copy_bytes(n) <= HICP_SCRATCH_KEEP)
+    s->largest = n;
   if (frame != NULL)
     *frame = s->next;
   s->next++;
