@@ -162,7 +162,23 @@ int hicp__kdtree_build(hicp_context *ctx, hicp_model *m)
   m->kd_pts = hicp__model_own(m, pts);
   if (m->kd == NULL || m->kd_pts == NULL)
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory building the kd-tree");
+  hicp__kdtree_box(m);
   return HICP_OK;
+}
+
+void hicp__kdtree_box(hicp_model *m)
+{
+  for (int d = 0; d < 3; d++) {
+    m->kd_lo[d] = HICP_FLT_INF;
+    m->kd_hi[d] = -HICP_FLT_INF;
+  }
+  for (uint32_t i = 0; i < m->nv; i++) {
+    const float c[3] = {m->kd_pts[i].x, m->kd_pts[i].y, m->kd_pts[i].z};
+    for (int d = 0; d < 3; d++) {
+      m->kd_lo[d] = c[d] < m->kd_lo[d] ? c[d] : m->kd_lo[d];
+      m->kd_hi[d] = c[d] > m->kd_hi[d] ? c[d] : m->kd_hi[d];
+    }
+  }
 }
 
 double hicp__kdtree_nearest_other(const hicp_model *m, uint32_t v)

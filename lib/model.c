@@ -52,6 +52,10 @@ hicp__mview hicp__model_view(const hicp_model *m)
   v.nbr = m->has_delaunay ? m->nbr : NULL;
   v.kd = m->kd;
   v.kd_pts = m->kd_pts;
+  for (int d = 0; d < 3; d++) {
+    v.kd_lo[d] = m->kd_lo[d];
+    v.kd_hi[d] = m->kd_hi[d];
+  }
   v.nv = m->nv;
   v.zero_start = m->zero_start;
   v.safe_r2 = m->has_delaunay ? m->safe_r2 : NULL;

@@ -26,6 +26,10 @@ struct hicp_model {
   hicp__kdnode *kd;        /* nkd nodes */
   uint32_t nkd;
   hicp__vtx *kd_pts;       /* nv, leaf order, id = vertex index */
+  float kd_lo[3], kd_hi[3]; /* the kd-tree's root cell: the least and
+                               greatest float coordinates of its points,
+                               computed from them (hicp__kdtree_box), never
+                               read from a file */
   /* The start table (start_table.c), with the graph: a grid of
    * start_dim[0] x [1] x [2] cells over the bounding box, cell side
    * 1/start_inv from start_lo, x fastest; start[c] is the vertex nearest
@@ -50,6 +54,8 @@ struct hicp_model {
 
 /* The per-point code's view of a model. */
 hicp__mview hicp__model_view(const hicp_model *m);
+/* Sets kd_lo and kd_hi from the model's kd_pts. */
+void hicp__kdtree_box(hicp_model *m);
 /* The model's memory, part by part: the bytes_* fields of *info (the
  * rest untouched); hicp_model_get_info reports them. */
 void hicp__model_bytes(const hicp_model *m, hicp_model_info *info);

@@ -616,6 +616,7 @@ int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
     m->start_lo[i] = h.start_lo[i];
   }
   m->start_inv = h.start_inv;
+  hicp__kdtree_box(m);
   rc = check_indices(ctx, m, path);
   /* A format 2 file has no start table: built now, as a build makes it
    * (tens of milliseconds for 40k points, a few seconds for 1M); saving

@@ -39,6 +39,7 @@ typedef struct hicp__mview {
   const uint32_t *nbr;       /* Delaunay neighbours (vertex indices) */
   const hicp__kdnode *kd;    /* kd-tree, root at kd[0] */
   const hicp__vtx *kd_pts;   /* vertices in leaf order, id = vertex index */
+  float kd_lo[3], kd_hi[3];  /* the kd-tree's root cell (lib/model.h) */
   const float *safe_r2;      /* per vertex, or NULL: see hicp__nn_walk */
   const uint8_t *ecode;      /* per edge: length lower bound in units of eunit */
   const float *eunit;        /* per vertex: the unit of its row's codes */
