@@ -411,6 +411,59 @@ static double lifted_resolution2(qhT *qh, const coordT *pts, uint32_t nv)
   return qh->DISTround / s;
 }
 
+/* The points as Qhull gets them, about their median (a float, per axis):
+ * the graph is the same for any translation, but Qhull's tests are not.
+ * Points a few float ulps apart far from the origin (a lattice at 312
+ * spaced 3e-5: any float cloud of UTM coordinates is on such a grid) lost
+ * Delaunay edges when lifted as they were (w = x^2 + y^2 + z^2 rounded
+ * their differences away), and the walks answered wrong (stop 42).  The
+ * median rather than the box's centre, so that one far point does not
+ * move the others away from the origin.  The differences are exact in
+ * double for points within 2^29 of the median's scale.  pts: 3 nv. */
+static void centre_points(const hicp__vtx *vtx, uint32_t nv, coordT *pts)
+{
+  double mid[3];
+  for (int d = 0; d < 3; d++) {
+    for (uint32_t i = 0; i < nv; i++)
+      pts[i] = d == 0 ? vtx[i].x : d == 1 ? vtx[i].y : vtx[i].z;
+    mid[d] = (float)hicp__select_kth(pts, nv, nv / 2);
+  }
+  for (uint32_t i = 0; i < nv; i++) {
+    pts[3 * (size_t)i] = (double)vtx[i].x - mid[0];
+    pts[3 * (size_t)i + 1] = (double)vtx[i].y - mid[1];
+    pts[3 * (size_t)i + 2] = (double)vtx[i].z - mid[2];
+  }
+}
+
+/* A floor under lifted_resolution2, known before Qhull runs.  Qhull's
+ * DISTround is at least REALepsilon times the largest lifted coordinate
+ * (qh_distround: REALepsilon (d maxdist 1.01 + maxabs)), which Qbb makes
+ * the largest |coordinate|, big; divided by s = big / (whi - wlo), that is
+ * REALepsilon (whi - wlo).  A closest pair below it fails check_graph
+ * whatever Qhull does, so the build can skip Qhull: four unit shells 1e4
+ * apart ran Qhull for 27.6 s (40k points) to 318 s (100k) before the
+ * check refused the graph (stop 51's review of slow inputs).  -1 when out
+ * of memory. */
+double hicp__delaunay_resolution_floor(const hicp__vtx *vtx, uint32_t nv)
+{
+  size_t bytes;
+  if (nv == 0 || hicp__mul_size((size_t)nv, 3 * sizeof(coordT), &bytes) != 0)
+    return 0.0;
+  coordT *pts = malloc(bytes);
+  if (pts == NULL)
+    return -1.0;
+  centre_points(vtx, nv, pts);
+  double wlo = HUGE_VAL, whi = -HUGE_VAL;
+  for (uint32_t i = 0; i < nv; i++) {
+    const coordT *p = &pts[3 * (size_t)i];
+    const double w = p[0] * p[0] + p[1] * p[1] + p[2] * p[2];
+    wlo = w < wlo ? w : wlo;
+    whi = w > whi ? w : whi;
+  }
+  free(pts);
+  return REALepsilon * (whi - wlo);
+}
+
 int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, uint32_t **row,
                          uint32_t **nbr, uint64_t *nedges, double *qhull_ms,
                          double *resolution2)
@@ -446,26 +499,7 @@ int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, u
     free(msgbuf);
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the Delaunay triangulation");
   }
-  /* Qhull gets the points about their median (a float, per axis): the
-   * graph is the same for any translation, but Qhull's tests are not.
-   * Points a few float ulps apart far from the origin (a lattice at 312
-   * spaced 3e-5: any float cloud of UTM coordinates is on such a grid) lost
-   * Delaunay edges when lifted as they were (w = x^2 + y^2 + z^2 rounded
-   * their differences away), and the walks answered wrong (stop 42).  The
-   * median rather than the box's centre, so that one far point does not
-   * move the others away from the origin.  The differences are exact in
-   * double for points within 2^29 of the median's scale. */
-  double mid[3];
-  for (int d = 0; d < 3; d++) {
-    for (uint32_t i = 0; i < nv; i++)
-      pts[i] = d == 0 ? vtx[i].x : d == 1 ? vtx[i].y : vtx[i].z;
-    mid[d] = (float)hicp__select_kth(pts, nv, nv / 2);
-  }
-  for (uint32_t i = 0; i < nv; i++) {
-    pts[3 * (size_t)i] = (double)vtx[i].x - mid[0];
-    pts[3 * (size_t)i + 1] = (double)vtx[i].y - mid[1];
-    pts[3 * (size_t)i + 2] = (double)vtx[i].z - mid[2];
-  }
+  centre_points(vtx, nv, pts);
 
   double t0 = hicp__now_ms();
   qh_zero(qh, err);

@@ -79,6 +79,10 @@ void *hicp__model_own(hicp_model *m, void *block);
 int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, uint32_t **row,
                          uint32_t **nbr, uint64_t *nedges, double *qhull_ms,
                          double *resolution2);
+/* A floor under that resolution2, known without running Qhull (0 when
+ * there is none, -1 out of memory): a closest pair below it fails the
+ * check whatever Qhull gives. */
+double hicp__delaunay_resolution_floor(const hicp__vtx *vtx, uint32_t nv);
 
 /* The squared distance between two vertices in double: the differences of
  * floats are exact there, and contraction is off, so every caller gets the

@@ -318,6 +318,29 @@ static int check_graph(hicp_context *ctx, const hicp_model *m, double resolution
   return HICP_OK;
 }
 
+/* check_graph's resolution test before Qhull runs, against the floor of
+ * the resolution (hicp__delaunay_resolution_floor): HICP_EQHULL, the
+ * kd-tree fallback, where Qhull's graph would certainly be refused. */
+static int below_resolution(hicp_context *ctx, const hicp_model *m)
+{
+  const double floor2 = hicp__delaunay_resolution_floor(m->vtx, m->nv);
+  if (floor2 < 0.0)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the Delaunay triangulation");
+  if (floor2 == 0.0)
+    return HICP_OK;
+  double closest = HUGE_VAL;
+  for (uint32_t v = 0; v < m->nv && closest >= floor2; v++) {
+    const double near = hicp__kdtree_nearest_other(m, v);
+    closest = near < closest ? near : closest;
+  }
+  if (closest < floor2)
+    return hicp__fail(ctx, HICP_EQHULL,
+                      "points %.3g apart are below Qhull's resolution at this range (at least "
+                      "%.3g)",
+                      sqrt(closest), sqrt(floor2));
+  return HICP_OK;
+}
+
 int hicp__model_options_read(hicp_context *ctx, const hicp_model_options *user,
                              hicp_model_options *o)
 {
@@ -378,8 +401,10 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
     m->has_delaunay = 0;
     if (o.delaunay) {
       double resolution2;
-      rc = hicp__delaunay_graph(ctx, m->vtx, m->nv, &m->row, &m->nbr, &m->nedges, &m->qhull_ms,
-                                &resolution2);
+      rc = below_resolution(ctx, m);
+      if (rc == HICP_OK)
+        rc = hicp__delaunay_graph(ctx, m->vtx, m->nv, &m->row, &m->nbr, &m->nedges,
+                                  &m->qhull_ms, &resolution2);
       if (rc == HICP_OK && (rc = check_graph(ctx, m, resolution2)) != HICP_OK) {
         free(m->row);
         free(m->nbr);

@@ -119,6 +119,68 @@ Test(model, flat_inputs_fall_back_to_kdtree)
   hicp_context_destroy(ctx);
 }
 
+/* Four unit spheres 1e5 apart: points on a sphere lie closer to each
+ * other than Qhull resolves at that range, which is known before Qhull
+ * runs (hicp__delaunay_resolution_floor), so the build goes to the kd-tree
+ * without it (stop 51: it ran Qhull 12.5 s for 40,000 such points, then
+ * refused the graph).  Qhull's time must be 0, and the kd-tree exact. */
+Test(model, unresolvable_clusters_skip_qhull)
+{
+  enum { PER = 3000, N = 4 * PER };
+  static const double centre[4][3] = {{0, 0, 0}, {1e5, 1e5, 1e5}, {0, 1e5, 0}, {1e5, 0, 1e5}};
+  float *p = malloc(sizeof(float) * 3 * N);
+  cr_assert_not_null(p);
+  th_rng r;
+  th_rng_seed(&r, 5);
+  for (int i = 0; i < N; i++) {
+    const double u = 2.0 * M_PI * th_uniform(&r), v = acos(2.0 * th_uniform(&r) - 1.0);
+    const double *c = centre[i / PER];
+    p[3 * i] = (float)(c[0] + cos(u) * sin(v));
+    p[3 * i + 1] = (float)(c[1] + sin(u) * sin(v));
+    p[3 * i + 2] = (float)(c[2] + cos(v));
+  }
+  hicp_context *ctx = ctx_new();
+  hicp_model_options o = validating();
+  hicp_model *m;
+  cr_assert_eq(hicp_model_build(ctx, p, N, 0, &o, &m), 0, "%s", hicp_context_error(ctx));
+  hicp_model_info info;
+  hicp_model_info_init(&info);
+  hicp_model_get_info(m, &info);
+  cr_assert_eq(info.has_delaunay, 0);
+  cr_assert(strstr(info.fallback_reason, "resolution") != NULL, "reason: %s",
+            info.fallback_reason);
+  cr_assert_eq(info.qhull_ms, 0.0, "Qhull ran for %.1f ms", info.qhull_ms);
+  /* the kd-tree's answers against brute force, queries near each sphere */
+  for (int k = 0; k < 200; k++) {
+    const float *a = &p[3 * (size_t)(th_rng_next(&r) % N)];
+    const float q[3] = {a[0] + 0.01f * (float)(th_uniform(&r) - 0.5),
+                        a[1] + 0.01f * (float)(th_uniform(&r) - 0.5),
+                        a[2] + 0.3f * (float)(th_uniform(&r) - 0.5)};
+    uint32_t idx;
+    float d2;
+    cr_assert_eq(hicp_nn_query(ctx, m, q, 1, NULL, &idx, &d2, NULL), 0, "%s",
+                 hicp_context_error(ctx));
+    uint32_t bi = 0;
+    double bd = HUGE_VAL;
+    for (int i = 0; i < N; i++) {
+      const double dx = q[0] - p[3 * i], dy = q[1] - p[3 * i + 1], dz = q[2] - p[3 * i + 2];
+      const double d = dx * dx + dy * dy + dz * dz;
+      if (d < bd) {
+        bd = d;
+        bi = (uint32_t)i;
+      }
+    }
+    const float *b = &p[3 * (size_t)bi], *g = &p[3 * (size_t)idx];
+    const double dg = (q[0] - g[0]) * (q[0] - g[0]) + (q[1] - g[1]) * (q[1] - g[1]) +
+                      (q[2] - g[2]) * (q[2] - g[2]);
+    cr_assert(dg <= bd * (1 + 1e-5), "query %d: vertex %u at %g, brute force %u (%g, %g %g %g)",
+              k, idx, dg, bi, bd, b[0], b[1], b[2]);
+  }
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+  free(p);
+}
+
 /* Unit-scale points beside one far away.  With the far point at 2^44,
  * the points' lifted coordinates (x^2 + y^2 + z^2) differ by some 1e-26 of
  * the largest, far below double roundoff, and Qhull's triangulation missed
