@@ -561,32 +561,43 @@ static int track_team(hicp_context *ctx, const hicp_batch_options *bo, hicp__wor
   return HICP_OK;
 }
 
-/* A batch that cannot start (a bad argument, no memory, no workers): every
- * prepared result says so, as a failed frame's would, so that no result of
- * the call reads as a frame that ran.  Returns rc. */
 /* A tracked frame's match buffer (tracked batches and streams), swapped
- * with the last frame's after each frame.  match_room: the room it needs
- * for n points, at least the last buffer's where that one is of a size
- * kept (HICP_SCRATCH_KEEP), so that the room never shrinks below the
- * largest such frame and neither buffer grows again after it.
- * match_buffer makes *buf that room (reallocating only when it is short,
- * or larger than kept and not the room); 0, or -1 out of memory. */
-static size_t match_room(size_t n, size_t prev_cap)
+ * with the last frame's after each frame.  match_cap: the room the buffer
+ * holding cur_cap will have for a frame of n points: at least the last
+ * buffer's (prev_cap) where that one is of a size kept (HICP_SCRATCH_KEEP),
+ * so that the room never shrinks below the largest such frame and neither
+ * buffer grows again after it; the buffer as it is where it is enough and
+ * not beyond the kept size.  match_bytes: what the two buffers then hold,
+ * for the frame's memory check.  match_buffer gives *buf that room; 0, or
+ * -1 out of memory. */
+static size_t match_cap(size_t n, size_t cur_cap, size_t prev_cap)
 {
-  return prev_cap > n && 4u * (uint64_t)prev_cap <= HICP_SCRATCH_KEEP ? prev_cap : n;
+  const size_t room =
+      prev_cap > n && 4u * (uint64_t)prev_cap <= HICP_SCRATCH_KEEP ? prev_cap : n;
+  return cur_cap >= room && (cur_cap == room || 4u * (uint64_t)cur_cap <= HICP_SCRATCH_KEEP)
+             ? cur_cap
+             : room;
+}
+
+static uint64_t match_bytes(size_t n, size_t cur_cap, size_t prev_cap)
+{
+  return 4u * ((uint64_t)match_cap(n, cur_cap, prev_cap) + prev_cap);
 }
 
 static int match_buffer(uint32_t **buf, size_t *cap, size_t n, size_t prev_cap)
 {
-  const size_t room = match_room(n, prev_cap);
-  if (*cap >= room && (*cap == room || 4u * (uint64_t)*cap <= HICP_SCRATCH_KEEP))
+  const size_t want = match_cap(n, *cap, prev_cap);
+  if (*buf != NULL && want == *cap)
     return 0;
   free(*buf);
-  *buf = malloc(sizeof **buf * room);
-  *cap = *buf != NULL ? room : 0;
+  *buf = malloc(sizeof **buf * want);
+  *cap = *buf != NULL ? want : 0;
   return *buf != NULL ? 0 : -1;
 }
 
+/* A batch that cannot start (a bad argument, no memory, no workers): every
+ * prepared result says so, as a failed frame's would, so that no result of
+ * the call reads as a frame that ran.  Returns rc. */
 static int fail_all(hicp_context *ctx, hicp_result *results, size_t nframes, int rc)
 {
   const size_t rstride = results != NULL ? result_stride(results, nframes) : 0;
@@ -661,9 +672,9 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
       const double t_start = hicp__now_ms(); /* the frame's start: its copy counts */
       float *p0 = NULL;
       /* the frame with its copy and the two frames' matches, before any */
-      const uint64_t matches = 4u * (uint64_t)counts[i] + 4u * (uint64_t)prev_n;
       int frc = hicp__check_frame_budget(ctx, &plan, counts[i],
-                                         hicp__kept_copy_bytes(counts[i]) + matches);
+                                         hicp__kept_copy_bytes(counts[i]) +
+                                             match_bytes(counts[i], cur_cap, prev_cap));
       if (frc == HICP_OK)
         frc = hicp__copy_points_kept(ctx, "scan", frames[i], counts[i], stride, &p0);
       if (frc == HICP_OK && match_buffer(&cur, &cur_cap, counts[i], prev_cap) != 0)
@@ -898,10 +909,8 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
      * are absolute, so a frame may have another origin than the last. */
     const double t_start = hicp__now_ms();
     /* the frame with its copy and the two frames' match buffers */
-    const size_t room = match_room(e->n, s->prev_cap);
-    const size_t cur_room = s->cur_cap > room ? s->cur_cap : room;
     rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n,
-                                  copy_bytes(e->cap) + 4u * ((uint64_t)cur_room + s->prev_cap));
+                                  copy_bytes(e->cap) + match_bytes(e->n, s->cur_cap, s->prev_cap));
     if (rc == HICP_OK && match_buffer(&s->cur, &s->cur_cap, e->n, s->prev_cap) != 0)
       rc = hicp__fail(cm->ctx, HICP_ENOMEM, "out of memory");
     uint32_t *cur = rc == HICP_OK ? s->cur : NULL;

@@ -28,12 +28,18 @@
 #endif
 
 /* Squared distance in float, in the one fixed order used everywhere. */
+/* |v|^2 in float, in the one order every squared distance here is summed
+ * in: the kd-tree's bounds (hicp__nn_kdtree) rely on summing as the
+ * distances do. */
+HICP_PP float hicp__norm2f(const float v[3])
+{
+  return (v[0] * v[0] + v[1] * v[1]) + v[2] * v[2];
+}
+
 HICP_PP float hicp__d2(const float q[3], const hicp__vtx *p)
 {
-  float dx = q[0] - p->x;
-  float dy = q[1] - p->y;
-  float dz = q[2] - p->z;
-  return (dx * dx + dy * dy) + dz * dz;
+  const float d[3] = {q[0] - p->x, q[1] - p->y, q[2] - p->z};
+  return hicp__norm2f(d);
 }
 
 /* Vertex (d, i) before vertex (bd, bi): smaller distance, then smaller id;
@@ -127,21 +133,16 @@ HICP_PP void hicp__nn_brute(const hicp__mview *m, const float q[3], uint32_t *bv
  * holds.
  * The bound is a squared distance from q to the subtree's cell: from the
  * offsets of q outside the root cell (the points' box) along each axis,
- * the one on the split's axis replaced by |q[dim] - split|, summed as
- * hicp__d2 sums.  It never exceeds the computed distance of a point in the
- * cell: each offset is at most that point's difference on its axis
- * (subtraction rounds monotonically), and squares and sums in the same
- * order keep the order.  With the split's term alone, a query off a flat
+ * the one on the split's axis replaced by |q[dim] - split|, summed by
+ * hicp__norm2f as hicp__d2 sums.  It never exceeds the computed distance
+ * of a point in the cell: each offset is at most that point's difference
+ * on its axis (subtraction rounds monotonically), and squares and sums in
+ * the same order keep the order.  With the split's term alone, a query off a flat
  * model (its points all at one height) had a bound of about 0 at every
  * split and visited every leaf (stop 51: 7.0 s for a 20,000-point scan 2
  * units above 200,000 points in a unit square, 0.12 s now; docs/design.md).
  * The offsets of the splits between the root and the cell would bound it
  * tighter, but carrying them on the stack cost a scan near the model 40%. */
-HICP_PP float hicp__kd_bound(const float off[3])
-{
-  return (off[0] * off[0] + off[1] * off[1]) + off[2] * off[2];
-}
-
 HICP_PP void hicp__nn_kdtree(const hicp__mview *m, const float q[3], uint32_t *bv, float *bd)
 {
   uint32_t stack_node[HICP_KD_MAX_DEPTH];
@@ -151,9 +152,11 @@ HICP_PP void hicp__nn_kdtree(const hicp__mview *m, const float q[3], uint32_t *b
   float bestd = *bd;
   float root[3]; /* q's offsets outside the points' box */
   for (int d = 0; d < 3; d++)
-    root[d] = q[d] < m->kd_lo[d] ? q[d] - m->kd_lo[d] : q[d] > m->kd_hi[d] ? q[d] - m->kd_hi[d] : 0.0f;
+    root[d] = q[d] < m->kd_lo[d]   ? q[d] - m->kd_lo[d]
+              : q[d] > m->kd_hi[d] ? q[d] - m->kd_hi[d]
+                                   : 0.0f;
   stack_node[sp] = 0;
-  stack_bound[sp] = hicp__kd_bound(root);
+  stack_bound[sp] = hicp__norm2f(root);
   sp++;
   while (sp > 0) {
     sp--;
@@ -165,7 +168,7 @@ HICP_PP void hicp__nn_kdtree(const hicp__mview *m, const float q[3], uint32_t *b
       const float diff = q[nd->dim] - nd->split;
       float off[3] = {root[0], root[1], root[2]};
       off[nd->dim] = diff;
-      const float b = hicp__kd_bound(off);
+      const float b = hicp__norm2f(off);
       uint32_t near_child = diff < 0.0f ? nd->first : nd->first + 1;
       uint32_t far_child = diff < 0.0f ? nd->first + 1 : nd->first;
       if (b <= bestd && sp < HICP_KD_MAX_DEPTH) {
