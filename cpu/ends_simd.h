@@ -604,7 +604,12 @@ back_avx2(const hicp__mview *view, hicp__frame *f, int cert, const hicp__cpu_wav
     __m128 s2 = _mm_loadu_ps((const float *)(ri + 12)), s3 = _mm_loadu_ps((const float *)(ri + 17));
     _MM_TRANSPOSE4_PS(s0, s1, s2, s3);
     const __m128i near_tie = _mm_and_si128(_mm_castps_si128(s0), scanned);
-    if (!_mm_testz_si128(near_tie, near_tie)) { /* the flood */
+    /* the flood, or a walk's end where a guard could be nearer (the
+     * kd-tree's answer): both rare, both the reference's */
+    int rare = !_mm_testz_si128(near_tie, near_tie);
+    for (uint32_t k = 0; k < cnt && !rare; k++)
+      rare = wv->how[g + k] == 2 && !hicp__guard_safe(view, wv->q[g + k], wv->w[g + k].dcur);
+    if (rare) {
       hicp__cpu_back(view, f, cert, wv, td, g, g + cnt, w);
       continue;
     }
@@ -653,7 +658,11 @@ back_avx2(const hicp__mview *view, hicp__frame *f, int cert, const hicp__cpu_wav
       hicp__track *t = &f->track[i];
       if (!cert) /* else the front (front_avx2 or front_avx512) wrote the query */
         memcpy(t->q, wv->q[g + k], sizeof t->q);
-      t->slack = sl[k];
+      /* a row certificate's slack cut to the guards' reach, as
+       * hicp__nn_slack cuts it (0 stays 0) */
+      t->slack = cert && wv->how[g + k] == 2
+                     ? hicp__guard_slack(view, wv->q[g + k], wv->w[g + k].dcur, sl[k])
+                     : sl[k];
       f->match[i] = cu[k];
       f->e2[i] = ee[k];
       hicp__cpu_count(w, st[k], 1);

@@ -10,6 +10,26 @@
  *   Qt   triangulated output.
  * Joggle (QJ) is never used: the graph must be that of the points as given.
  *
+ * Where the points have a flat face on their hull (the sampled panels of a
+ * CAD model, a depth frame's wall: model_build.c, needs_guards), guard
+ * points on a sphere surround them (lib/model.c, hicp__model_guards);
+ * Qhull triangulates the guards with the vertices, and the graph leaves
+ * them out.  Without them, the points of such a face lift into one
+ * vertical facet, which Qhull grows by merging each new point's facets
+ * into it, in time quadratic in the face's points: 60,000 samples of
+ * boeing.off took 56 s in Qhull, 1 s with the guards (docs/design.md,
+ * "Guards").  The guards are many, one for about 64 points, because a
+ * guard is joined to every point of a face it faces, and Qhull's work on
+ * each new point grows with that degree: eight guards at the corners of a
+ * box took 66 s for a 640 x 480 depth frame, 4,096 on a sphere 14 s.
+ * Inside the guards no vertex is on the hull, and a flat input has a 3-D
+ * triangulation.
+ * The graph may then lack a Delaunay edge of the vertices alone, one whose
+ * every empty sphere holds a guard; a walk can need such an edge only
+ * where a guard could be nearer the query than the walk's answer, which
+ * the walk checks (pp/nn.h, hicp__guard_safe), answering those queries
+ * with the kd-tree.
+ *
  * Where Qhull merged nearly cospherical cells for precision, Qt triangulates
  * the merged region arbitrarily; such a triangulation may miss an edge of the
  * exact Delaunay graph of the float points.  The graph therefore makes each
@@ -419,10 +439,10 @@ static double lifted_resolution2(qhT *qh, const coordT *pts, uint32_t nv)
  * their differences away), and the walks answered wrong (stop 42).  The
  * median rather than the box's centre, so that one far point does not
  * move the others away from the origin.  The differences are exact in
- * double for points within 2^29 of the median's scale.  pts: 3 nv. */
-static void centre_points(const hicp__vtx *vtx, uint32_t nv, coordT *pts)
+ * double for points within 2^29 of the median's scale.  pts: 3 nv; the
+ * median in mid. */
+static void centre_points(const hicp__vtx *vtx, uint32_t nv, coordT *pts, double mid[3])
 {
-  double mid[3];
   for (int d = 0; d < 3; d++) {
     for (uint32_t i = 0; i < nv; i++)
       pts[i] = d == 0 ? vtx[i].x : d == 1 ? vtx[i].y : vtx[i].z;
@@ -435,6 +455,18 @@ static void centre_points(const hicp__vtx *vtx, uint32_t nv, coordT *pts)
   }
 }
 
+/* The points Qhull gets: the vertices about their median (centre_points),
+ * then the guards about the same median. */
+static void qhull_points(const hicp__vtx *vtx, uint32_t nv, const double (*guards)[3],
+                         uint32_t nguards, coordT *pts)
+{
+  double mid[3];
+  centre_points(vtx, nv, pts, mid);
+  for (uint32_t k = 0; k < nguards; k++)
+    for (int d = 0; d < 3; d++)
+      pts[3 * ((size_t)nv + k) + d] = guards[k][d] - mid[d];
+}
+
 /* A floor under lifted_resolution2, known before Qhull runs.  Qhull's
  * DISTround is at least REALepsilon times the largest lifted coordinate
  * (qh_distround: REALepsilon (d maxdist 1.01 + maxabs)), which Qbb makes
@@ -444,17 +476,19 @@ static void centre_points(const hicp__vtx *vtx, uint32_t nv, coordT *pts)
  * apart ran Qhull for 27.6 s (40k points) to 318 s (100k) before the
  * check refused the graph (stop 51's review of slow inputs).  -1 when out
  * of memory. */
-double hicp__delaunay_resolution_floor(const hicp__vtx *vtx, uint32_t nv)
+double hicp__delaunay_resolution_floor(const hicp__vtx *vtx, uint32_t nv,
+                                       const double (*guards)[3], uint32_t nguards)
 {
   size_t bytes;
-  if (nv == 0 || hicp__mul_size((size_t)nv, 3 * sizeof(coordT), &bytes) != 0)
+  const uint32_t np = nv + nguards;
+  if (nv == 0 || np < nv || hicp__mul_size((size_t)np, 3 * sizeof(coordT), &bytes) != 0)
     return 0.0;
   coordT *pts = malloc(bytes);
   if (pts == NULL)
     return -1.0;
-  centre_points(vtx, nv, pts);
+  qhull_points(vtx, nv, guards, nguards, pts);
   double wlo = HUGE_VAL, whi = -HUGE_VAL;
-  for (uint32_t i = 0; i < nv; i++) {
+  for (uint32_t i = 0; i < np; i++) {
     const coordT *p = &pts[3 * (size_t)i];
     const double w = p[0] * p[0] + p[1] * p[1] + p[2] * p[2];
     wlo = w < wlo ? w : wlo;
@@ -464,7 +498,8 @@ double hicp__delaunay_resolution_floor(const hicp__vtx *vtx, uint32_t nv)
   return REALepsilon * (whi - wlo);
 }
 
-int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, uint32_t **row,
+int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv,
+                         const double (*guards)[3], uint32_t nguards, uint32_t **row,
                          uint32_t **nbr, uint64_t *nedges, double *qhull_ms,
                          double *resolution2)
 {
@@ -477,7 +512,8 @@ int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, u
     return hicp__fail(ctx, HICP_EQHULL, "%u distinct points are too few for a 3-D triangulation",
                       (unsigned)nv);
   size_t bytes;
-  if (hicp__mul_size((size_t)nv, 3 * sizeof(coordT), &bytes) != 0)
+  const uint32_t np = nv + nguards; /* Qhull's points: the guards after the vertices */
+  if (np < nv || np > INT32_MAX || hicp__mul_size((size_t)np, 3 * sizeof(coordT), &bytes) != 0)
     return hicp__fail(ctx, HICP_ELIMIT, "too many points for Qhull");
   /* Qhull's memory is part of the build's, checked by hicp_model_build
    * before it starts (model_build.c). */
@@ -499,12 +535,12 @@ int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, u
     free(msgbuf);
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the Delaunay triangulation");
   }
-  centre_points(vtx, nv, pts);
+  qhull_points(vtx, nv, guards, nguards, pts);
 
   double t0 = hicp__now_ms();
   qh_zero(qh, err);
   char options[] = "qhull d Qbb Qc Qi Qz Qt";
-  int exitcode = qh_new_qhull(qh, 3, (int)nv, pts, False, options, NULL, err);
+  int exitcode = qh_new_qhull(qh, 3, (int)np, pts, False, options, NULL, err);
   *qhull_ms = hicp__now_ms() - t0;
   int result = HICP_OK;
   if (exitcode != 0) {
@@ -517,7 +553,7 @@ int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, u
     result = hicp__fail(ctx, exitcode == qh_ERRmem ? HICP_ENOMEM : HICP_EQHULL, "Qhull: %s",
                         why[0] ? why : "failed");
   } else {
-    *resolution2 = lifted_resolution2(qh, pts, nv);
+    *resolution2 = lifted_resolution2(qh, pts, np);
     /* Our facet walk calls Qhull macros that can raise errors in theory:
      * keep them under a trap too. */
     qh->NOerrexit = False;

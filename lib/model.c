@@ -12,6 +12,7 @@
 
 #include "cloud.h"
 #include "model.h"
+#include "pp/nn.h"
 
 static atomic_uint_fast64_t next_uid = 1;
 
@@ -44,6 +45,47 @@ void hicp_model_destroy(hicp_model *m)
   free(m);
 }
 
+/* The guards' centre c (in float) and their distance R from it, from the
+ * kd-tree's box (computed from the points at build and load, never read
+ * from a file, so a model's guards are the same wherever it is used): c
+ * the box's centre, R = 2 sqrt(3) h, h the box's longest side (the box's
+ * corners are at most sqrt(3) h / 2 from c).  docs/design.md, "Guards". */
+static double guard_frame(const hicp_model *m, float c[3])
+{
+  double h = 0.0;
+  for (int d = 0; d < 3; d++) {
+    c[d] = (float)(0.5 * ((double)m->kd_lo[d] + (double)m->kd_hi[d]));
+    const double side = (double)m->kd_hi[d] - (double)m->kd_lo[d];
+    h = side > h ? side : h;
+  }
+  return 2.0 * sqrt(3.0) * h;
+}
+
+uint32_t hicp__model_guards(const hicp_model *m, double (*g)[3])
+{
+  float c[3];
+  const double r = guard_frame(m, c);
+  /* k x k per face: about one guard for 64 vertices, 96 to 4,056 */
+  uint32_t k = 4;
+  while (k < HICP_GUARD_GRID_MAX && 6ull * k * k * 64 < m->nv)
+    k++;
+  uint32_t n = 0;
+  for (int face = 0; face < 6; face++)
+    for (uint32_t i = 0; i < k; i++)
+      for (uint32_t j = 0; j < k; j++) {
+        const int axis = face / 2;
+        double u[3];
+        u[axis] = face % 2 ? 1.0 : -1.0;
+        u[(axis + 1) % 3] = (2.0 * i + 1.0) / k - 1.0;
+        u[(axis + 2) % 3] = (2.0 * j + 1.0) / k - 1.0;
+        const double len = sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2]);
+        for (int d = 0; d < 3; d++)
+          g[n][d] = (double)c[d] + r * (u[d] / len);
+        n++;
+      }
+  return n;
+}
+
 hicp__mview hicp__model_view(const hicp_model *m)
 {
   hicp__mview v;
@@ -67,6 +109,11 @@ hicp__mview hicp__model_view(const hicp_model *m)
     v.start_lo[d] = m->start_lo[d];
   }
   v.start_inv = m->start_inv;
+  /* the walk's test (hicp__guard_safe) and the slack's (hicp__guard_slack)
+   * leave 2% of R for rounding; beyond FLT_MAX, FLT_MAX */
+  const double r = guard_frame(m, v.guard_c);
+  v.guard_r2 = hicp__round_down((0.49 * r) * (0.49 * r));
+  v.guard_reach = hicp__round_down(0.98 * r);
   return v;
 }
 

@@ -54,6 +54,14 @@ struct hicp_model {
 
 /* The per-point code's view of a model. */
 hicp__mview hicp__model_view(const hicp_model *m);
+/* The guard points a Delaunay graph may be built with (double, in the
+ * vertices' coordinates), in g (room for HICP_GUARDS_MAX), and how many:
+ * on the sphere of radius R about the box's centre, one for about 64
+ * vertices.  The view's guard_c, guard_r2 and guard_reach come from the
+ * same box and R (lib/model.c). */
+#define HICP_GUARD_GRID_MAX 26u
+#define HICP_GUARDS_MAX (6u * HICP_GUARD_GRID_MAX * HICP_GUARD_GRID_MAX)
+uint32_t hicp__model_guards(const hicp_model *m, double (*g)[3]);
 /* Sets kd_lo and kd_hi from the model's kd_pts. */
 void hicp__kdtree_box(hicp_model *m);
 /* The model's memory, part by part: the bytes_* fields of *info (the
@@ -68,21 +76,24 @@ hicp_model *hicp__model_new(void);
 void *hicp__model_own(hicp_model *m, void *block);
 
 /* Delaunay neighbour lists of nv distinct points (delaunay_qhull.c, the only
- * file that includes Qhull).  On success *row (nv + 1) and *nbr are heap
+ * file that includes Qhull), triangulated with the nguards guard points,
+ * which the lists leave out.  On success *row (nv + 1) and *nbr are heap
  * arrays, sorted by neighbour index within each row (hicp_model_build then
  * re-sorts each row by edge length), and *resolution2 is the squared
  * distance below which Qhull's double arithmetic could not tell these
  * points' Delaunay structure (its distance roundoff, back in the points'
  * units): the caller checks the closest pair against it.  Returns
- * HICP_EQHULL with Qhull's message when no 3-D triangulation exists (flat
- * or tiny input): the caller falls back to the kd-tree. */
-int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv, uint32_t **row,
+ * HICP_EQHULL with Qhull's message when no 3-D triangulation exists (tiny
+ * input): the caller falls back to the kd-tree. */
+int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv,
+                         const double (*guards)[3], uint32_t nguards, uint32_t **row,
                          uint32_t **nbr, uint64_t *nedges, double *qhull_ms,
                          double *resolution2);
-/* A floor under that resolution2, known without running Qhull (0 when
- * there is none, -1 out of memory): a closest pair below it fails the
- * check whatever Qhull gives. */
-double hicp__delaunay_resolution_floor(const hicp__vtx *vtx, uint32_t nv);
+/* A floor under that resolution2 for the same points, known without
+ * running Qhull (0 when there is none, -1 out of memory): a closest pair
+ * below it fails the check whatever Qhull gives. */
+double hicp__delaunay_resolution_floor(const hicp__vtx *vtx, uint32_t nv,
+                                       const double (*guards)[3], uint32_t nguards);
 
 /* The squared distance between two vertices in double: the differences of
  * floats are exact there, and contraction is off, so every caller gets the

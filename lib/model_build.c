@@ -318,12 +318,53 @@ static int check_graph(hicp_context *ctx, const hicp_model *m, double resolution
   return HICP_OK;
 }
 
+/* The graph is built with guards (lib/delaunay_qhull.c) when one plane of
+ * the points' box holds at least this many of them: an exactly flat face
+ * on their hull (sampled CAD panels, a depth frame's wall, a flat model),
+ * which Qhull alone builds in time quadratic in the face's points.  In
+ * float, a face is flat to Qhull's roundoff only along an axis (the same
+ * box of faces turned 30 degrees took 0.76 s, 15 s unturned), and an
+ * axis-aligned face on the hull lies on the box.  Other models are built
+ * as before: their Qhull takes about as long either way (bunny00 0.73 s,
+ * 0.64 s with 600 guards), but the guards widen the range of the lifted
+ * points, and with it the closest pair Qhull resolves (check_graph), and
+ * keep a few hull edges out of the graph (docs/design.md, "Guards"). */
+#define GUARD_FACE_MIN 64u
+
+/* Whether the graph needs guards: the most vertices on one of the six
+ * planes of the kd-tree's box (the box the guards are placed by), or
+ * within 1e-9 of the box's longest side of it: fandisk_large.off's top
+ * face holds 2,133 vertices at z = -3.4e-14 and others up to 3.2e-14, flat
+ * to Qhull's roundoff (its Qhull took 1.8 s, 0.3 s with guards), where
+ * float coordinates differ by at least an ulp, some 1e-7 of the side,
+ * away from zero. */
+static int needs_guards(const hicp_model *m)
+{
+  uint32_t on[6] = {0, 0, 0, 0, 0, 0};
+  double side = 0.0;
+  for (int d = 0; d < 3; d++)
+    side = fmax(side, (double)m->kd_hi[d] - (double)m->kd_lo[d]);
+  const double tol = 1e-9 * side;
+  for (uint32_t v = 0; v < m->nv; v++) {
+    const double c[3] = {m->vtx[v].x, m->vtx[v].y, m->vtx[v].z};
+    for (int d = 0; d < 3; d++) {
+      on[2 * d] += c[d] - (double)m->kd_lo[d] <= tol;
+      on[2 * d + 1] += (double)m->kd_hi[d] - c[d] <= tol;
+    }
+  }
+  for (int k = 0; k < 6; k++)
+    if (on[k] >= GUARD_FACE_MIN)
+      return 1;
+  return 0;
+}
+
 /* check_graph's resolution test before Qhull runs, against the floor of
  * the resolution (hicp__delaunay_resolution_floor): HICP_EQHULL, the
  * kd-tree fallback, where Qhull's graph would certainly be refused. */
-static int below_resolution(hicp_context *ctx, const hicp_model *m)
+static int below_resolution(hicp_context *ctx, const hicp_model *m, const double (*guards)[3],
+                            uint32_t nguards)
 {
-  const double floor2 = hicp__delaunay_resolution_floor(m->vtx, m->nv);
+  const double floor2 = hicp__delaunay_resolution_floor(m->vtx, m->nv, guards, nguards);
   if (floor2 < 0.0)
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the Delaunay triangulation");
   if (floor2 == 0.0)
@@ -401,10 +442,18 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
     m->has_delaunay = 0;
     if (o.delaunay) {
       double resolution2;
-      rc = below_resolution(ctx, m);
+      double(*guards)[3] = malloc(sizeof *guards * HICP_GUARDS_MAX);
+      uint32_t nguards = 0;
+      if (guards == NULL)
+        rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for the Delaunay triangulation");
+      else if (needs_guards(m))
+        nguards = hicp__model_guards(m, guards);
       if (rc == HICP_OK)
-        rc = hicp__delaunay_graph(ctx, m->vtx, m->nv, &m->row, &m->nbr, &m->nedges,
-                                  &m->qhull_ms, &resolution2);
+        rc = below_resolution(ctx, m, guards, nguards);
+      if (rc == HICP_OK)
+        rc = hicp__delaunay_graph(ctx, m->vtx, m->nv, guards, nguards, &m->row, &m->nbr,
+                                  &m->nedges, &m->qhull_ms, &resolution2);
+      free(guards);
       if (rc == HICP_OK && (rc = check_graph(ctx, m, resolution2)) != HICP_OK) {
         free(m->row);
         free(m->nbr);
@@ -424,8 +473,9 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
             rc = hicp__start_table_build(ctx, m);
         }
       } else if (rc == HICP_EQHULL) {
-        /* No 3-D triangulation (flat, collinear, tiny), or none Qhull
-         * could resolve: the kd-tree serves every method exactly.  Keep
+        /* No 3-D triangulation (collinear, tiny, or flat with fewer
+         * than GUARD_FACE_MIN points), or none Qhull could resolve: the
+         * kd-tree serves every method exactly.  Keep
          * the reason for hicp model info. */
         snprintf(m->fallback, sizeof m->fallback, "%.127s", ctx != NULL ? ctx->err : "Qhull failed");
         hicp__clear_error(ctx);

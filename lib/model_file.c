@@ -38,8 +38,14 @@
 #endif
 
 #define MAGIC "HICPMDL"
-/* 2: safe radii with an absolute margin (underflow); 3: the start table */
-#define FORMAT_VERSION 3u
+/* 2: safe radii with an absolute margin (underflow); 3: the start table;
+ * 4: graphs may be built with guard points (lib/delaunay_qhull.c), whose
+ * walks need the guards' check (lib/pp/nn.h): an hicp without it must
+ * refuse them.  Files of versions 2 and 3 hold graphs built without guards, a
+ * superset of what the check needs, and load as before. */
+#define FORMAT_VERSION 4u
+/* the version whose header is laid out as version 4's */
+#define FORMAT_VERSION_3 3u
 #define ENDIAN_MARK 0x01020304u
 #define ALIGN 64u
 #define NSECTIONS 10
@@ -381,9 +387,9 @@ static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual
   }
   /* version 2: a header read_header_v2 converted, its checksum checked there */
   const int v2 = h->version == 2;
-  if (h->version != FORMAT_VERSION && !v2)
+  if (h->version != FORMAT_VERSION && h->version != FORMAT_VERSION_3 && !v2)
     return hicp__fail(ctx, HICP_EFORMAT,
-                      "%s: model file format version %u; this hicp reads versions 2 and %u "
+                      "%s: model file format version %u; this hicp reads versions 2 to %u "
                       "(rebuild the model)",
                       path, h->version, FORMAT_VERSION);
   if (!v2 && (h->header_size != sizeof *h ||

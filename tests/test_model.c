@@ -91,7 +91,12 @@ Test(model, duplicates_map_to_smallest_index)
   hicp_context_destroy(ctx);
 }
 
-Test(model, flat_inputs_fall_back_to_kdtree)
+/* A flat input of 64 points or more has a Delaunay graph: the guards
+ * around it (lib/delaunay_qhull.c) make the triangulation
+ * three-dimensional, and the walks answer it exactly
+ * (nn::coplanar_collinear_tiny).  A line, fewer than five points, or a
+ * build asked for none fall back to the kd-tree with the reason. */
+Test(model, flat_inputs_have_a_graph)
 {
   float p[3 * 100];
   for (int i = 0; i < 100; i++) {
@@ -99,22 +104,40 @@ Test(model, flat_inputs_fall_back_to_kdtree)
     p[3 * i + 1] = (float)(i / 10);
     p[3 * i + 2] = 0.0f;
   }
+  float line[3 * 50];
+  for (int i = 0; i < 50; i++) {
+    line[3 * i] = (float)i;
+    line[3 * i + 1] = 2.0f * (float)i;
+    line[3 * i + 2] = -0.5f * (float)i;
+  }
   hicp_context *ctx = ctx_new();
   hicp_model_options o = validating();
-  hicp_model *m;
-  cr_assert_eq(hicp_model_build(ctx, p, 100, 0, &o, &m), 0, "%s", hicp_context_error(ctx));
   hicp_model_info info;
   hicp_model_info_init(&info);
-  hicp_model_get_info(m, &info);
-  cr_assert_eq(info.has_delaunay, 0);
-  cr_assert(strstr(info.fallback_reason, "Qhull") != NULL, "reason: %s", info.fallback_reason);
-  cr_assert_str_empty(hicp_context_error(ctx));
-  hicp_model_destroy(m);
+  const struct {
+    const float *p;
+    size_t n;
+    int graph;
+    const char *reason;
+  } cases[] = {{p, 100, 1, ""}, {line, 50, 0, "Qhull"}, {p, 4, 0, "too few"}};
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    hicp_model *m;
+    cr_assert_eq(hicp_model_build(ctx, cases[k].p, cases[k].n, 0, &o, &m), 0, "%s",
+                 hicp_context_error(ctx));
+    hicp_model_get_info(m, &info);
+    cr_assert_eq(info.has_delaunay, cases[k].graph, "case %zu: %s", k, info.fallback_reason);
+    cr_assert(strstr(info.fallback_reason, cases[k].reason) != NULL, "case %zu: reason %s", k,
+              info.fallback_reason);
+    cr_assert_str_empty(hicp_context_error(ctx));
+    hicp_model_destroy(m);
+  }
   /* explicitly without a graph */
   o.delaunay = 0;
+  hicp_model *m;
   cr_assert_eq(hicp_model_build(ctx, p, 100, 0, &o, &m), 0);
   hicp_model_get_info(m, &info);
   cr_assert_eq(info.has_delaunay, 0);
+  cr_assert(strstr(info.fallback_reason, "by request") != NULL, "reason: %s", info.fallback_reason);
   hicp_model_destroy(m);
   hicp_context_destroy(ctx);
 }

@@ -546,9 +546,28 @@ Test(model_file, save_failure_keeps_old_file)
   hicp_context_destroy(ctx);
 }
 
+/* The answers of every method on @p m for a fixed set of queries. */
+static void answers_of(hicp_context *ctx, const hicp_model *m, uint32_t *idx, float *d2, int nq)
+{
+  static const hicp_nn_method methods[] = {HICP_NN_PNN_OPT, HICP_NN_PNN, HICP_NN_KDTREE};
+  th_rng r;
+  th_rng_seed(&r, 11);
+  float *q = malloc(sizeof(float) * 3 * (size_t)nq);
+  for (int i = 0; i < 3 * nq; i++)
+    q[i] = (float)(2 * th_normal(&r));
+  for (int k = 0; k < 3; k++) {
+    hicp_nn_options o;
+    hicp_nn_options_init(&o);
+    o.method = methods[k];
+    cr_assert_eq(hicp_nn_query(ctx, m, q, (size_t)nq, &o, idx + k * nq, d2 + k * nq, NULL), 0,
+                 "%s", hicp_context_error(ctx));
+  }
+  free(q);
+}
+
 /* Files of format 2 (before the start table) still load: the loader builds
  * the table the file lacks, exactly as a build makes it, and saving the
- * model writes format 3.  The files are hicp 0.1.0's own, kept in the fuzz
+ * model writes format 4.  The files are hicp 0.1.0's own, kept in the fuzz
  * corpus (tests/fuzz/corpus/model_file/format2-*). */
 Test(model_file, format2_files_load_with_a_table)
 {
@@ -577,13 +596,13 @@ Test(model_file, format2_files_load_with_a_table)
     }
     /* the table as a build makes it */
     cr_assert_gt(th_assert_start_table_exact(m), m->nv);
-    /* saved again: format 3, the same model */
+    /* saved again: format 4, the same model */
     const char *again = th_path(dir, "again.hicpm");
     cr_assert_eq(hicp_model_save(ctx, m, again), 0, "%s", hicp_context_error(ctx));
     unsigned char *saved = th_read(again, &len);
     memcpy(&version, saved + 8, 4);
     free(saved);
-    cr_assert_eq(version, 3);
+    cr_assert_eq(version, 4);
     hicp_model *l;
     cr_assert_eq(hicp_model_load(ctx, again, &l), 0, "%s", hicp_context_error(ctx));
     assert_same_model(m, l);
@@ -593,23 +612,42 @@ Test(model_file, format2_files_load_with_a_table)
   hicp_context_destroy(ctx);
 }
 
-/* The answers of every method on @p m for a fixed set of queries. */
-static void answers_of(hicp_context *ctx, const hicp_model *m, uint32_t *idx, float *d2, int nq)
+
+/* Files of format 3 (graphs built without the guards, lib/delaunay_qhull.c)
+ * still load and answer every method alike: their graphs hold every
+ * Delaunay edge the guards' check could need.  The file is hicp's own
+ * before format 4 (tests/fuzz/corpus/model_file/format3-delaunay.hicpm);
+ * answers_of's queries lie around and far outside its 40 points. */
+Test(model_file, format3_files_load)
 {
-  static const hicp_nn_method methods[] = {HICP_NN_PNN_OPT, HICP_NN_PNN, HICP_NN_KDTREE};
-  th_rng r;
-  th_rng_seed(&r, 11);
-  float *q = malloc(sizeof(float) * 3 * (size_t)nq);
-  for (int i = 0; i < 3 * nq; i++)
-    q[i] = (float)(2 * th_normal(&r));
-  for (int k = 0; k < 3; k++) {
-    hicp_nn_options o;
-    hicp_nn_options_init(&o);
-    o.method = methods[k];
-    cr_assert_eq(hicp_nn_query(ctx, m, q, (size_t)nq, &o, idx + k * nq, d2 + k * nq, NULL), 0,
-                 "%s", hicp_context_error(ctx));
-  }
-  free(q);
+  const char *src = getenv("HICP_SRCDIR") != NULL ? getenv("HICP_SRCDIR") : ".";
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/fuzz/corpus/model_file/format3-delaunay.hicpm", src);
+  size_t len;
+  unsigned char *data = th_read(path, &len);
+  uint32_t version;
+  memcpy(&version, data + 8, 4);
+  free(data);
+  cr_assert_eq(version, 3, "%s is not a format 3 file", path);
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  hicp_model *m;
+  cr_assert_eq(hicp_model_load(ctx, path, &m), 0, "%s: %s", path, hicp_context_error(ctx));
+  cr_assert(m->has_delaunay);
+  cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
+  enum { NQ = 2000 };
+  uint32_t *idx = malloc(sizeof *idx * 3 * NQ);
+  float *d2 = malloc(sizeof *d2 * 3 * NQ);
+  answers_of(ctx, m, idx, d2, NQ);
+  for (int i = 0; i < NQ; i++)
+    for (int k = 0; k < 2; k++)
+      cr_assert(idx[k * NQ + i] == idx[2 * NQ + i] && d2[k * NQ + i] == d2[2 * NQ + i],
+                "query %d: method %d answers %u, the kd-tree %u", i, k, idx[k * NQ + i],
+                idx[2 * NQ + i]);
+  free(idx);
+  free(d2);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
 }
 
 /* A loaded model is the file's bytes as they were checked: a file cut

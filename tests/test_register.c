@@ -343,6 +343,79 @@ Test(register, bitwise_methods_threads)
   free_scene(&s);
 }
 
+/* n points on the faces of a 2 x 1 x 0.5 box (exactly coplanar, on the
+ * points' hull: the guards' case, lib/delaunay_qhull.c), turned by `deg`
+ * degrees about z and y and moved by `shift`. */
+static float *box_faces(size_t n, uint64_t seed, double deg, const double shift[3])
+{
+  th_rng r;
+  th_rng_seed(&r, seed);
+  const double side[3] = {2.0, 1.0, 0.5}, a = deg * M_PI / 180.0;
+  float *p = malloc(sizeof(float) * 3 * n);
+  cr_assert_not_null(p);
+  for (size_t i = 0; i < n; i++) {
+    const int face = (int)(i % 6), axis = face / 2;
+    double x[3];
+    for (int d = 0; d < 3; d++)
+      x[d] = d == axis ? (face % 2 ? side[d] : 0.0) : th_uniform(&r) * side[d];
+    const double y[3] = {cos(a) * x[0] - sin(a) * x[1], sin(a) * x[0] + cos(a) * x[1], x[2]};
+    const double z[3] = {cos(a) * y[0] + sin(a) * y[2], y[1], -sin(a) * y[0] + cos(a) * y[2]};
+    for (int d = 0; d < 3; d++)
+      p[3 * i + d] = (float)(z[d] + shift[d]);
+  }
+  return p;
+}
+
+/* A scan that begins far off the model: its first passes' queries lie
+ * beyond the guards' reach (pp/nn.h, hicp__guard_safe), where the walks'
+ * answers are the kd-tree's, and its later ones come within it, where
+ * the certificates' slacks are cut to the guards' reach
+ * (hicp__guard_slack).  Every method, thread count and vector variant
+ * gives brute force's bits, on a model with exactly coplanar faces on its
+ * hull (where a graph without the guards' check answers wrong). */
+Test(register, far_scan_on_box_faces_bitwise)
+{
+  const size_t nm = 6000, ns = 3000;
+  const double none[3] = {0, 0, 0}, far[3] = {3.0, -2.0, 1.5};
+  float *mp = box_faces(nm, 3, 0.0, none), *sp = box_faces(ns, 4, 8.0, far);
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  scene s;
+  memset(&s, 0, sizeof s);
+  cr_assert_eq(hicp_model_build(ctx, mp, nm, 0, NULL, &s.model), 0, "%s",
+               hicp_context_error(ctx));
+  cr_assert(s.model->has_delaunay, "no graph: %s", s.model->fallback);
+  hicp_context_destroy(ctx);
+  static const hicp_nn_method methods[] = {HICP_NN_BRUTE,  HICP_NN_PNN_OPT, HICP_NN_PNN,
+                                           HICP_NN_KDANN, HICP_NN_ZERO,    HICP_NN_KDTREE};
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = 40;
+  o.tol = 0.0;
+  o.nn = HICP_NN_BRUTE;
+  const hicp_result ref = run(&s, sp, ns, 2, &o, NULL);
+  cr_assert_eq(ref.iterations, 40);
+  for (size_t k = 1; k < sizeof methods / sizeof *methods; k++) {
+    o.nn = methods[k];
+    for (int threads = 1; threads <= 2; threads++) {
+      const hicp_result r = run(&s, sp, ns, threads, &o, NULL);
+      cr_assert(memcmp(&r.transform, &ref.transform, sizeof r.transform) == 0,
+                "%s with %d threads differs from brute force", hicp_nn_method_name(methods[k]),
+                threads);
+    }
+  }
+  o.nn = HICP_NN_PNN_OPT;
+  for (size_t k = 0; k < TH_NSIMD; k++) {
+    setenv("HICP_SIMD", th_simd[k], 1);
+    const hicp_result r = run(&s, sp, ns, 2, &o, NULL);
+    cr_assert(memcmp(&r.transform, &ref.transform, sizeof r.transform) == 0,
+              "HICP_SIMD=%s differs from brute force", th_simd[k]);
+  }
+  unsetenv("HICP_SIMD");
+  hicp_model_destroy(s.model);
+  free(mp);
+  free(sp);
+}
+
 /* The start table (lib/start_table.c) decides where the walks without a
  * previous match begin, never where they end: the same model without it
  * (each such walk then starts from its own kd descent, cpu/chunk.h) gives

@@ -17,7 +17,20 @@
  * This is exact: all vertices whose exact distance is at most T form a
  * connected subgraph of the Delaunay graph (greedy paths towards the query
  * stay inside the ball), so the flood reaches every candidate.  In practice
- * the flood is almost never entered: no neighbour is that close to a tie. */
+ * the flood is almost never entered: no neighbour is that close to a tie.
+ *
+ * A model whose points have a flat face on their hull has for its graph
+ * the Delaunay graph of the vertices and guard points around them,
+ * the guards left out (lib/delaunay_qhull.c says why).  Both facts above
+ * hold on it wherever no guard is nearer the query than the walk's
+ * answer, tie bound included: a vertex that is not the nearest has
+ * a strictly nearer Delaunay neighbour, a guard only if that guard is
+ * nearer than it.  hicp__guard_safe tests that from the guards' centre and
+ * distance; a walk that ends outside it (a query far off the model) is
+ * answered by the kd-tree, seeded with the walk's vertex.  Every graph is
+ * checked so, with or without guards (a graph without them holds every
+ * Delaunay edge, and the check only sends far queries to the kd-tree):
+ * one path, and the model file need not say which it is. */
 #ifndef HICP_PP_NN_H
 #define HICP_PP_NN_H
 
@@ -84,6 +97,19 @@ HICP_PP void hicp__res_set(hicp__nn_res *r, uint32_t v, float d2, uint32_t steps
   r->l2min = 0.0f;
 }
 
+/* Whether a walk's answer at computed squared distance d2 holds for the
+ * query q: no guard can be nearer q than its answer, or than any vertex
+ * within the tie bound of it.  Each guard is R from the centre c, so one
+ * is nearer q than distance r only if |q - c| + r > R; tested in float as
+ * |q - c|^2 <= (0.49 R)^2 and hicp__tie_bound(d2) <= (0.49 R)^2, whose
+ * roundings (below 1e-6 relative) the 2% of R left over covers.  Fails
+ * for a query of infinite or NaN coordinates. */
+HICP_PP int hicp__guard_safe(const hicp__mview *m, const float q[3], float d2)
+{
+  const float d[3] = {q[0] - m->guard_c[0], q[1] - m->guard_c[1], q[2] - m->guard_c[2]};
+  return hicp__norm2f(d) <= m->guard_r2 && hicp__tie_bound(d2) <= m->guard_r2;
+}
+
 /* Rounds a non-negative double down to a float (0 for anything else).
  * Without branches on the rounding direction: it is a coin toss, and a
  * mispredicted branch at the end of the slack's long chain of square roots
@@ -109,6 +135,29 @@ HICP_PP float hicp__round_down(double s)
  * exact distances (rounding is below 5e-7 relative on d^2) with room left
  * for the rounding of the distances at the next query. */
 #define HICP_SLACK_HI (1.0 + 2e-6)
+
+/* An upper bound on |q - v| from its computed square d2, even if d2
+ * underflowed (see hicp__bisector). */
+HICP_PP double hicp__dist_above(float d2)
+{
+  return HICP_SQRT((double)d2 + 4.0 * (double)HICP_FLT_MIN) * HICP_SLACK_HI;
+}
+
+/* A row certificate's slack s (hicp__nn_slack) for query q answered at
+ * computed squared distance d2, cut to the guards' reach: a query q' less
+ * than the result from q has |q' - c| + |q' - v| < |q - c| + |q - v| + 2
+ * slack <= 0.98 R, so no guard is nearer q' than v either (the cell the
+ * row certifies is the vertex's cell among its graph neighbours; the
+ * guards bound it too).  In double, as the slack. */
+HICP_PP float hicp__guard_slack(const hicp__mview *m, const float q[3], float d2, float s)
+{
+  const double dx = (double)q[0] - (double)m->guard_c[0];
+  const double dy = (double)q[1] - (double)m->guard_c[1];
+  const double dz = (double)q[2] - (double)m->guard_c[2];
+  const double qc = HICP_SQRT((dx * dx + dy * dy) + dz * dz);
+  const float g = hicp__round_down(0.5 * (((double)m->guard_reach - qc) - hicp__dist_above(d2)));
+  return g < s ? g : s;
+}
 
 /* Brute force over all vertices. */
 HICP_PP void hicp__nn_brute(const hicp__mview *m, const float q[3], uint32_t *bv, float *bd)
@@ -515,10 +564,9 @@ HICP_PP void hicp__row_scan4(const hicp__mview *m, const float q[3], uint32_t cu
  * D_v (1 + 4e-6) + 8 FLT_MIN, which holds when h - m >= 2e-6 R^2 / L +
  * 4 FLT_MIN / L with R >= |q' - v|, R = |q - v| + h.  The slack is h minus
  * that margin. */
-HICP_PP float hicp__nn_slack(const hicp__mview *m, const hicp__nn_res *r)
+HICP_PP float hicp__nn_slack(const hicp__mview *m, const float q[3], const hicp__nn_res *r)
 {
-  /* |q - v| bounded above even if d2 underflowed (see hicp__bisector) */
-  const double dist = HICP_SQRT((double)r->d2 + 4.0 * (double)HICP_FLT_MIN) * HICP_SLACK_HI;
+  const double dist = hicp__dist_above(r->d2);
   if (r->ended == 1)
     return hicp__round_down(HICP_SQRT((double)m->safe_r2[r->v]) - dist);
   if (r->ended == 2 && r->rmin < HICP_FLT_INF && r->l2min > 1e-30f && r->l2min < HICP_FLT_INF) {
@@ -527,7 +575,9 @@ HICP_PP float hicp__nn_slack(const hicp__mview *m, const hicp__nn_res *r)
     const double rad = dist + h;
     /* the absolute term: D_w - D_v must also exceed what underflow can
      * hide, 8 FLT_MIN, so h - m >= 4 FLT_MIN / L more */
-    return hicp__round_down(h - (2e-6 * (rad * rad) + 4.0 * (double)HICP_FLT_MIN) / len);
+    return hicp__guard_slack(
+        m, q, r->d2,
+        hicp__round_down(h - (2e-6 * (rad * rad) + 4.0 * (double)HICP_FLT_MIN) / len));
   }
   return 0.0f;
 }
@@ -591,7 +641,9 @@ HICP_PP int hicp__walk_move(hicp__walk *w, const hicp__row *rs)
 }
 
 /* The end of a walk whose last row scan `rs` found no nearer neighbour:
- * near-ties resolved by the flood, else with `cert` a row certificate. */
+ * near-ties resolved by the flood, else with `cert` a row certificate;
+ * where a guard could be nearer (hicp__guard_safe), the kd-tree's answer
+ * and no certificate. */
 HICP_PP void hicp__walk_end(const hicp__mview *m, const float q[3], const hicp__walk *w,
                             const hicp__row *rs, hicp__nn_res *r)
 {
@@ -601,7 +653,9 @@ HICP_PP void hicp__walk_end(const hicp__mview *m, const float q[3], const hicp__
   r->ended = 0;
   r->rmin = rs->rmin;
   r->l2min = rs->l2min;
-  if (rs->near_tie) {
+  if (!hicp__guard_safe(m, q, dcur)) {
+    hicp__nn_kdtree(m, q, &cur, &dcur);
+  } else if (rs->near_tie) {
     if (hicp__walk_flood(m, q, &cur, &dcur) != 0)
       hicp__nn_brute(m, q, &cur, &dcur);
   } else if (w->cert) {
@@ -681,7 +735,7 @@ HICP_PP void hicp__track_update(const hicp__mview *m, const float q[3], int cert
   t->q[0] = q[0];
   t->q[1] = q[1];
   t->q[2] = q[2];
-  t->slack = cert ? hicp__nn_slack(m, r) : 0.0f;
+  t->slack = cert ? hicp__nn_slack(m, q, r) : 0.0f;
 }
 
 /* The walk, the query dispatch and the ICP query, defined for a given row

@@ -48,6 +48,13 @@ typedef struct hicp__mview {
   const uint32_t *start;     /* start table (lib/model.h), or NULL */
   uint32_t start_dim[3];
   float start_lo[3], start_inv;
+  /* With the graph, where a walk's answer holds (hicp__guard_safe): the
+   * graph may be the Delaunay graph of the vertices and guard points
+   * around them, the guards left out (lib/model.c, hicp__model_guards),
+   * and a guard is never nearer a query than its answer within these. */
+  float guard_c[3];  /* the guards' centre; each guard is R from it */
+  float guard_r2;    /* (0.49 R)^2, rounded down */
+  float guard_reach; /* 0.98 R, rounded down */
 } hicp__mview;
 
 #endif /* HICP_PP_TYPES_H */

@@ -7,9 +7,9 @@ Small, valid examples of every format variant the readers accept (the
 fuzzer mutates from them), point sets for the model builder, and model files
 written by `hicp model build`.  Deterministic: running it again gives the
 same files.  Crash reproducers found later go beside them by hand
-(regression-*), and stay, as do model files of the previous format
-(model_file/format2-*, written by hicp before file format 3), which the
-loader still reads."""
+(regression-*), and stay, as do model files of the previous formats
+(model_file/format2-*, written by hicp before file format 3, and
+model_file/format3-*, before format 4), which the loader still reads."""
 import os
 import struct
 import subprocess
@@ -111,12 +111,13 @@ def seeds_model_file(hicp):
             for i in range(40):
                 f.write("%g %g %g\n" % ((i * 0.37) % 1.3, (i * 0.61) % 0.9, (i * 0.23) % 1.1))
         flat = os.path.join(t, "f.xyz")
-        with open(flat, "w") as f:  # coplanar: a kd-tree only model
+        with open(flat, "w") as f:  # coplanar, built as a kd-tree only model
             for i in range(20):
                 f.write("%g %g 0\n" % ((i * 0.37) % 1.3, (i * 0.61) % 0.9))
-        for src, name in ((cloud, "delaunay.hicpm"), (flat, "kdtree.hicpm")):
+        for src, name, opts in ((cloud, "delaunay.hicpm", []),
+                                (flat, "kdtree.hicpm", ["--no-delaunay"])):
             out = os.path.join(t, name)
-            subprocess.run([hicp, "model", "build", src, "-o", out], check=True,
+            subprocess.run([hicp, "model", "build", src, "-o", out] + opts, check=True,
                            stdout=subprocess.DEVNULL)
             put("model_file", name, open(out, "rb").read())
 
