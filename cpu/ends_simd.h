@@ -233,6 +233,32 @@ AVX2 static inline void slacks4(__m128 dcur, __m128 safe, __m128 rmin, __m128 l2
   *in_cell = round_down4(_mm256_sub_pd(h, margin));
 }
 
+/* hicp__guard_safe for the four walks of a group at wave queries q[0 ..
+ * 3], stopped at computed squared distances dcur: 1 when it holds in every
+ * lane of `lanes` (the walks that ended after a row scan).  Lane by lane
+ * the reference's float operations in its order.  Four 16-byte loads and
+ * a transpose; each load's fourth float is the next query's first or,
+ * past the wave's last query, the record after it in the wave: inside
+ * the wave either way, and unused. */
+AVX2 static inline int guards_safe4(const hicp__mview *view, const float (*q)[3], __m128 dcur,
+                                    __m128i lanes)
+{
+  __m128 x = _mm_loadu_ps(q[0]), y = _mm_loadu_ps(q[1]), z = _mm_loadu_ps(q[2]);
+  __m128 unused = _mm_loadu_ps(q[3]);
+  _MM_TRANSPOSE4_PS(x, y, z, unused);
+  x = _mm_sub_ps(x, _mm_set1_ps(view->guard_c[0]));
+  y = _mm_sub_ps(y, _mm_set1_ps(view->guard_c[1]));
+  z = _mm_sub_ps(z, _mm_set1_ps(view->guard_c[2]));
+  const __m128 n = _mm_add_ps(_mm_add_ps(_mm_mul_ps(x, x), _mm_mul_ps(y, y)), _mm_mul_ps(z, z));
+  const __m128 tie = _mm_add_ps(_mm_mul_ps(dcur, _mm_set1_ps(1.0f + 6.0f * HICP_FLT_EPS)),
+                                _mm_set1_ps(4.0f * HICP_FLT_MIN));
+  const __m128 r2 = _mm_set1_ps(view->guard_r2);
+  const __m128i ok = _mm_castps_si128(
+      _mm_and_ps(_mm_cmp_ps(n, r2, _CMP_LE_OQ), _mm_cmp_ps(tie, r2, _CMP_LE_OQ)));
+  const __m128i bad = _mm_andnot_si128(ok, lanes);
+  return _mm_testz_si128(bad, bad);
+}
+
 /* The queries (x, y, z in lanes 0-7) of the points in mask m, in order,
  * as the consecutive float[3] records at out: interleaved in two
  * registers (24 floats) and compressed, each bit of m standing for its
@@ -604,12 +630,7 @@ back_avx2(const hicp__mview *view, hicp__frame *f, int cert, const hicp__cpu_wav
     __m128 s2 = _mm_loadu_ps((const float *)(ri + 12)), s3 = _mm_loadu_ps((const float *)(ri + 17));
     _MM_TRANSPOSE4_PS(s0, s1, s2, s3);
     const __m128i near_tie = _mm_and_si128(_mm_castps_si128(s0), scanned);
-    /* the flood, or a walk's end where a guard could be nearer (the
-     * kd-tree's answer): both rare, both the reference's */
-    int rare = !_mm_testz_si128(near_tie, near_tie);
-    for (uint32_t k = 0; k < cnt && !rare; k++)
-      rare = wv->how[g + k] == 2 && !hicp__guard_safe(view, wv->q[g + k], wv->w[g + k].dcur);
-    if (rare) {
+    if (!_mm_testz_si128(near_tie, near_tie)) { /* the flood */
       hicp__cpu_back(view, f, cert, wv, td, g, g + cnt, w);
       continue;
     }
@@ -618,6 +639,11 @@ back_avx2(const hicp__mview *view, hicp__frame *f, int cert, const hicp__cpu_wav
     const __m256 cd = wk[0], sc = wk[1];
     const __m128i cur = _mm_castps_si128(_mm256_castps256_ps128(cd));
     const __m128 dcur = _mm256_extractf128_ps(cd, 1);
+    /* the kd-tree answers (rare; never without guards, lib/model.c) */
+    if (view->guard_r2 < HICP_FLT_INF && !guards_safe4(view, &wv->q[g], dcur, scanned)) {
+      hicp__cpu_back(view, f, cert, wv, td, g, g + cnt, w);
+      continue;
+    }
     const __m128i steps = _mm_castps_si128(_mm256_castps256_ps128(sc));
     __m128 slack = _mm_setzero_ps();
     if (cert) { /* hicp__nn_slack */
@@ -633,6 +659,8 @@ back_avx2(const hicp__mview *view, hicp__frame *f, int cert, const hicp__cpu_wav
           _mm_and_ps(_mm_castsi128_ps(_mm_andnot_si128(_mm_cmpeq_epi32(wcert, zeroi), scanned)),
                      _mm_cmplt_ps(rmin, inf)),
           _mm_and_ps(_mm_cmpgt_ps(l2min, _mm_set1_ps(1e-30f)), _mm_cmplt_ps(l2min, inf)));
+      /* a row certificate's slack cut to the guards' reach: hicp__guard_cut */
+      in_cell = _mm_min_ps(in_cell, _mm_set1_ps(view->guard_slack));
       slack = _mm_or_ps(_mm_and_ps(_mm_castsi128_ps(ball), in_ball), _mm_and_ps(cell, in_cell));
     }
     /* e2 = hicp__pair_e2 of the query (double) and the answer (vertex 0
@@ -658,11 +686,7 @@ back_avx2(const hicp__mview *view, hicp__frame *f, int cert, const hicp__cpu_wav
       hicp__track *t = &f->track[i];
       if (!cert) /* else the front (front_avx2 or front_avx512) wrote the query */
         memcpy(t->q, wv->q[g + k], sizeof t->q);
-      /* a row certificate's slack cut to the guards' reach, as
-       * hicp__nn_slack cuts it (0 stays 0) */
-      t->slack = cert && wv->how[g + k] == 2
-                     ? hicp__guard_slack(view, wv->q[g + k], wv->w[g + k].dcur, sl[k])
-                     : sl[k];
+      t->slack = sl[k];
       f->match[i] = cu[k];
       f->e2[i] = ee[k];
       hicp__cpu_count(w, st[k], 1);

@@ -43,6 +43,8 @@ struct hicp_model {
   double bbox_min[3], bbox_max[3]; /* of the relative coordinates */
   double diag;             /* bounding-box diagonal */
   int has_delaunay;
+  uint32_t guards;         /* with the graph: the guard points it was built
+                              with (lib/delaunay_qhull.c), 0 for none */
   char fallback[128];      /* why there is no graph */
   double build_ms, qhull_ms;
   uint64_t uid;            /* process-unique id (device caches key on it) */
@@ -57,7 +59,7 @@ hicp__mview hicp__model_view(const hicp_model *m);
 /* The guard points a Delaunay graph may be built with (double, in the
  * vertices' coordinates), in g (room for HICP_GUARDS_MAX), and how many:
  * on the sphere of radius R about the box's centre, one for about 64
- * vertices.  The view's guard_c, guard_r2 and guard_reach come from the
+ * vertices.  The view's guard_c, guard_r2 and guard_slack come from the
  * same box and R (lib/model.c). */
 #define HICP_GUARD_GRID_MAX 26u
 #define HICP_GUARDS_MAX (6u * HICP_GUARD_GRID_MAX * HICP_GUARD_GRID_MAX)

@@ -468,6 +468,7 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
           rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for the Delaunay graph");
         } else {
           m->has_delaunay = 1;
+          m->guards = nguards;
           rc = sort_rows(ctx, m);
           if (rc == HICP_OK)
             rc = hicp__start_table_build(ctx, m);

@@ -39,12 +39,12 @@
 
 #define MAGIC "HICPMDL"
 /* 2: safe radii with an absolute margin (underflow); 3: the start table;
- * 4: graphs may be built with guard points (lib/delaunay_qhull.c), whose
- * walks need the guards' check (lib/pp/nn.h): an hicp without it must
- * refuse them.  Files of versions 2 and 3 hold graphs built without guards, a
- * superset of what the check needs, and load as before. */
+ * 4: a graph built with guard points (lib/delaunay_qhull.c), whose walks
+ * need the guards' check (lib/pp/nn.h), which an hicp before it lacks:
+ * version 3's header with the number of guards where version 3 has a
+ * zero.  A model without guards is saved as version 3, which any hicp
+ * since format 3 reads. */
 #define FORMAT_VERSION 4u
-/* the version whose header is laid out as version 4's */
 #define FORMAT_VERSION_3 3u
 #define ENDIAN_MARK 0x01020304u
 #define ALIGN 64u
@@ -83,7 +83,7 @@ enum {
 
 typedef struct file_header {
   HEADER_COMMON
-  uint32_t start_dim[3], reserved1;
+  uint32_t start_dim[3], guards; /* guards: 0 in version 3 */
   float start_lo[3], start_inv;
   uint64_t offset[NSECTIONS];
   uint64_t size[NSECTIONS];
@@ -228,7 +228,8 @@ int hicp_model_save(hicp_context *ctx, const hicp_model *m, const char *path)
   job.m = m;
   file_header *h = &job.h;
   memcpy(h->magic, MAGIC, 8);
-  h->version = FORMAT_VERSION;
+  h->version = m->guards != 0 ? FORMAT_VERSION : FORMAT_VERSION_3;
+  h->guards = m->guards;
   h->endian = ENDIAN_MARK;
   h->header_size = sizeof *h;
   h->has_delaunay = (uint32_t)m->has_delaunay;
@@ -417,7 +418,9 @@ static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual
    * finite positive scale; all zero without a graph. */
   const uint64_t limit = START_CELLS_MAX * h->nv + 1;
   uint64_t cells = g && !v2 ? 1 : 0; /* a format 2 file has no table */
-  int start_ok = h->reserved1 == 0;
+  int start_ok = h->version == FORMAT_VERSION
+                     ? g && h->guards > 0 && h->guards <= HICP_GUARDS_MAX
+                     : h->guards == 0;
   for (int d = 0; d < 3; d++) {
     if (!g || v2) {
       start_ok &= h->start_dim[d] == 0 && h->start_lo[d] == 0.0f;
@@ -596,6 +599,7 @@ int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
   m->nkd = (uint32_t)h.nkd;
   m->zero_start = h.zero_start;
   m->has_delaunay = (int)h.has_delaunay;
+  m->guards = h.guards;
   for (int i = 0; i < 3; i++) {
     m->origin[i] = h.origin[i];
     m->bbox_min[i] = h.bbox_min[i];
@@ -626,7 +630,7 @@ int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
   rc = check_indices(ctx, m, path);
   /* A format 2 file has no start table: built now, as a build makes it
    * (tens of milliseconds for 40k points, a few seconds for 1M); saving
-   * the model again writes it into a format 3 file. */
+   * the model again writes it into a format 3 file (it has no guards). */
   if (rc == HICP_OK && m->has_delaunay && m->start == NULL)
     rc = hicp__start_table_build(ctx, m);
   if (rc != HICP_OK) {

@@ -567,7 +567,7 @@ static void answers_of(hicp_context *ctx, const hicp_model *m, uint32_t *idx, fl
 
 /* Files of format 2 (before the start table) still load: the loader builds
  * the table the file lacks, exactly as a build makes it, and saving the
- * model writes format 4.  The files are hicp 0.1.0's own, kept in the fuzz
+ * model writes format 3.  The files are hicp 0.1.0's own, kept in the fuzz
  * corpus (tests/fuzz/corpus/model_file/format2-*). */
 Test(model_file, format2_files_load_with_a_table)
 {
@@ -596,13 +596,13 @@ Test(model_file, format2_files_load_with_a_table)
     }
     /* the table as a build makes it */
     cr_assert_gt(th_assert_start_table_exact(m), m->nv);
-    /* saved again: format 4, the same model */
+    /* saved again: format 3 (no guards), the same model */
     const char *again = th_path(dir, "again.hicpm");
     cr_assert_eq(hicp_model_save(ctx, m, again), 0, "%s", hicp_context_error(ctx));
     unsigned char *saved = th_read(again, &len);
     memcpy(&version, saved + 8, 4);
     free(saved);
-    cr_assert_eq(version, 4);
+    cr_assert_eq(version, 3);
     hicp_model *l;
     cr_assert_eq(hicp_model_load(ctx, again, &l), 0, "%s", hicp_context_error(ctx));
     assert_same_model(m, l);
@@ -648,6 +648,58 @@ Test(model_file, format3_files_load)
   free(d2);
   hicp_model_destroy(m);
   hicp_context_destroy(ctx);
+}
+
+/* A model built with guards (points on the six faces of a box: a flat
+ * face on the hull, lib/model_build.c) is saved as format 4, which an
+ * hicp before the guards' check refuses, with the number of guards; it
+ * loads as it was and answers alike.  One without guards is saved as
+ * format 3 (model_file::format2_files_load_with_a_table). */
+Test(model_file, guarded_models_save_as_format4)
+{
+  enum { N = 1200, NQ = 2000 };
+  float *p = malloc(sizeof(float) * 3 * N);
+  th_rng r;
+  th_rng_seed(&r, 21);
+  for (int i = 0; i < N; i++) {
+    const int face = i % 6, axis = face / 2;
+    for (int d = 0; d < 3; d++)
+      p[3 * i + d] = d == axis ? (float)(face % 2) : (float)th_uniform(&r);
+  }
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  hicp_model *m;
+  cr_assert_eq(hicp_model_build(ctx, p, N, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  cr_assert(m->has_delaunay && m->guards > 0, "guards %u", m->guards);
+  const char *path = th_path(th_tmpdir(), "guarded.hicpm");
+  cr_assert_eq(hicp_model_save(ctx, m, path), 0, "%s", hicp_context_error(ctx));
+  size_t len;
+  unsigned char *data = th_read(path, &len);
+  uint32_t version;
+  memcpy(&version, data + 8, 4);
+  free(data);
+  cr_assert_eq(version, 4);
+  hicp_model *l;
+  cr_assert_eq(hicp_model_load(ctx, path, &l), 0, "%s", hicp_context_error(ctx));
+  cr_assert_eq(l->guards, m->guards);
+  assert_same_model(m, l);
+  uint32_t *want_i = malloc(sizeof(uint32_t) * 3 * NQ), *got_i = malloc(sizeof(uint32_t) * 3 * NQ);
+  float *want_d = malloc(sizeof(float) * 3 * NQ), *got_d = malloc(sizeof(float) * 3 * NQ);
+  answers_of(ctx, m, want_i, want_d, NQ);
+  answers_of(ctx, l, got_i, got_d, NQ);
+  cr_assert(memcmp(want_i, got_i, sizeof(uint32_t) * 3 * NQ) == 0 &&
+            memcmp(want_d, got_d, sizeof(float) * 3 * NQ) == 0);
+  for (int i = 0; i < NQ; i++)
+    cr_assert(want_i[i] == want_i[2 * NQ + i] && want_i[NQ + i] == want_i[2 * NQ + i],
+              "query %d: the walks and the kd-tree differ", i);
+  free(want_i);
+  free(got_i);
+  free(want_d);
+  free(got_d);
+  hicp_model_destroy(l);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+  free(p);
 }
 
 /* A loaded model is the file's bytes as they were checked: a file cut

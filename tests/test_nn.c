@@ -789,12 +789,11 @@ Test(nn, certificates_hold_at_the_slack_limit)
   }
 }
 
-/* A certificate never reaches past the guards (pp/nn.h,
- * hicp__guard_slack): on the box's faces (nn::box_faces), for queries
- * inside and outside the guards' reach, every certified answer is exact
- * and its slack keeps every query it covers within |q - c| + |q - v| <=
- * 0.98 R, R the guards' least distance from their centre c (lib/model.c),
- * checked in double.  Some slacks are the guards' (without the cut, the
+/* A certificate never reaches past the guards (pp/nn.h, hicp__guard_cut):
+ * on the box's faces (nn::box_faces), for queries inside and outside the
+ * guards' reach, every certified answer is exact and its slack keeps
+ * every query it covers within |q - c| + |q - v| < R, R the guards' least
+ * distance from their centre c (lib/model.c), checked in double.  Some slacks are the guards' (without the cut, the
  * row's cell of a vertex on the hull reaches out without end, and the
  * check fails): the model has few points, so that its cells are wide. */
 Test(nn, certificates_stay_within_the_guards)
@@ -825,18 +824,18 @@ Test(nn, certificates_stay_within_the_guards)
     rr = fmin(rr, e);
   }
   free(g);
-  const double reach = 0.98 * sqrt(rr);
+  const double reach = sqrt(rr);
   size_t certified = 0, by_guards = 0;
   for (size_t k = 0; k < nq; k++) {
-    /* a random direction from the centre, 0.4 to 0.5 R out: where the
-     * walks' answers hold (hicp__guard_safe) up to 0.49 R, and beyond */
+    /* a random direction from the centre, 0.35 to 0.5 R out: where the
+     * walks' answers hold (hicp__guard_safe) up to 0.45 R, and beyond */
     float q[3];
     double u[3], len = 0.0;
     for (int d = 0; d < 3; d++) {
       u[d] = th_normal(&r);
       len += u[d] * u[d];
     }
-    const double at = (0.4 + 0.1 * th_uniform(&r)) * sqrt(rr) / sqrt(len);
+    const double at = (0.35 + 0.15 * th_uniform(&r)) * sqrt(rr) / sqrt(len);
     for (int d = 0; d < 3; d++)
       q[d] = (float)(c[d] + u[d] * at);
     hicp__track tr = {{0, 0, 0}, 0.0f};
@@ -851,7 +850,7 @@ Test(nn, certificates_stay_within_the_guards)
     if (!(tr.slack > 0.0f))
       continue;
     certified++;
-    by_guards += tr.slack == hicp__guard_slack(&view, q, res.d2, INFINITY);
+    by_guards += tr.slack == view.guard_slack;
     const hicp__vtx *v = &view.vtx[res.v];
     const double qc = sqrt(((double)q[0] - c[0]) * ((double)q[0] - c[0]) +
                            ((double)q[1] - c[1]) * ((double)q[1] - c[1]) +
@@ -859,12 +858,12 @@ Test(nn, certificates_stay_within_the_guards)
     const double qv = sqrt(((double)q[0] - v->x) * ((double)q[0] - v->x) +
                            ((double)q[1] - v->y) * ((double)q[1] - v->y) +
                            ((double)q[2] - v->z) * ((double)q[2] - v->z));
-    cr_assert(qc + qv + 2.0 * (double)tr.slack <= reach, "query %zu: %.9g + %.9g + 2 x %.9g > %.9g",
+    cr_assert(qc + qv + 2.0 * (double)tr.slack < reach, "query %zu: %.9g + %.9g + 2 x %.9g >= %.9g",
               k, qc, qv, (double)tr.slack, reach);
   }
   cr_assert_gt(certified, nq / 10, "only %zu of %zu answers certified", certified, nq);
   fprintf(stderr, "guards' slacks %zu of %zu certified\n", by_guards, certified);
-  cr_assert_geq(by_guards, 10, "only %zu slacks were the guards' (%zu certified)", by_guards,
+  cr_assert_geq(by_guards, nq / 20, "only %zu slacks were the guards' (%zu certified)", by_guards,
                 certified);
   hicp_model_destroy(m);
   free(p);

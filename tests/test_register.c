@@ -370,7 +370,7 @@ static float *box_faces(size_t n, uint64_t seed, double deg, const double shift[
  * beyond the guards' reach (pp/nn.h, hicp__guard_safe), where the walks'
  * answers are the kd-tree's, and its later ones come within it, where
  * the certificates' slacks are cut to the guards' reach
- * (hicp__guard_slack).  Every method, thread count and vector variant
+ * (hicp__guard_cut).  Every method, thread count and vector variant
  * gives brute force's bits, on a model with exactly coplanar faces on its
  * hull (where a graph without the guards' check answers wrong). */
 Test(register, far_scan_on_box_faces_bitwise)

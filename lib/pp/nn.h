@@ -99,15 +99,29 @@ HICP_PP void hicp__res_set(hicp__nn_res *r, uint32_t v, float d2, uint32_t steps
 
 /* Whether a walk's answer at computed squared distance d2 holds for the
  * query q: no guard can be nearer q than its answer, or than any vertex
- * within the tie bound of it.  Each guard is R from the centre c, so one
- * is nearer q than distance r only if |q - c| + r > R; tested in float as
- * |q - c|^2 <= (0.49 R)^2 and hicp__tie_bound(d2) <= (0.49 R)^2, whose
- * roundings (below 1e-6 relative) the 2% of R left over covers.  Fails
- * for a query of infinite or NaN coordinates. */
+ * within the tie bound of it.  Each guard is at least R from the centre
+ * c, so one is nearer q than distance r only if |q - c| + r > R; tested
+ * in float as |q - c|^2 <= (0.45 R)^2 and hicp__tie_bound(d2) <= (0.45
+ * R)^2, whose roundings (below 1e-6 relative) the 10% of R left over
+ * covers, with the room hicp__guard_cut takes.  Fails for a query of
+ * infinite or NaN coordinates. */
 HICP_PP int hicp__guard_safe(const hicp__mview *m, const float q[3], float d2)
 {
   const float d[3] = {q[0] - m->guard_c[0], q[1] - m->guard_c[1], q[2] - m->guard_c[2]};
   return hicp__norm2f(d) <= m->guard_r2 && hicp__tie_bound(d2) <= m->guard_r2;
+}
+
+/* A row certificate's slack s (hicp__nn_slack) cut to the guards' reach,
+ * 0.04 R: its walk ended where hicp__guard_safe held, |q - c| and |q - v|
+ * each below 0.45 R (and a hair), so a query q' less than the slack from
+ * q has |q' - c| + |q' - v| < 0.9 R + 2 (0.04 R) < R, and no guard is
+ * nearer q' than v either.  (The cell the row certifies is the vertex's
+ * cell among its graph neighbours; the guards bound it too.)  A constant,
+ * so no square root: the scalar path, the vector back (cpu/ends_simd.h)
+ * and the GPU cut alike. */
+HICP_PP float hicp__guard_cut(const hicp__mview *m, float s)
+{
+  return s < m->guard_slack ? s : m->guard_slack;
 }
 
 /* Rounds a non-negative double down to a float (0 for anything else).
@@ -136,28 +150,6 @@ HICP_PP float hicp__round_down(double s)
  * for the rounding of the distances at the next query. */
 #define HICP_SLACK_HI (1.0 + 2e-6)
 
-/* An upper bound on |q - v| from its computed square d2, even if d2
- * underflowed (see hicp__bisector). */
-HICP_PP double hicp__dist_above(float d2)
-{
-  return HICP_SQRT((double)d2 + 4.0 * (double)HICP_FLT_MIN) * HICP_SLACK_HI;
-}
-
-/* A row certificate's slack s (hicp__nn_slack) for query q answered at
- * computed squared distance d2, cut to the guards' reach: a query q' less
- * than the result from q has |q' - c| + |q' - v| < |q - c| + |q - v| + 2
- * slack <= 0.98 R, so no guard is nearer q' than v either (the cell the
- * row certifies is the vertex's cell among its graph neighbours; the
- * guards bound it too).  In double, as the slack. */
-HICP_PP float hicp__guard_slack(const hicp__mview *m, const float q[3], float d2, float s)
-{
-  const double dx = (double)q[0] - (double)m->guard_c[0];
-  const double dy = (double)q[1] - (double)m->guard_c[1];
-  const double dz = (double)q[2] - (double)m->guard_c[2];
-  const double qc = HICP_SQRT((dx * dx + dy * dy) + dz * dz);
-  const float g = hicp__round_down(0.5 * (((double)m->guard_reach - qc) - hicp__dist_above(d2)));
-  return g < s ? g : s;
-}
 
 /* Brute force over all vertices. */
 HICP_PP void hicp__nn_brute(const hicp__mview *m, const float q[3], uint32_t *bv, float *bd)
@@ -564,9 +556,10 @@ HICP_PP void hicp__row_scan4(const hicp__mview *m, const float q[3], uint32_t cu
  * D_v (1 + 4e-6) + 8 FLT_MIN, which holds when h - m >= 2e-6 R^2 / L +
  * 4 FLT_MIN / L with R >= |q' - v|, R = |q - v| + h.  The slack is h minus
  * that margin. */
-HICP_PP float hicp__nn_slack(const hicp__mview *m, const float q[3], const hicp__nn_res *r)
+HICP_PP float hicp__nn_slack(const hicp__mview *m, const hicp__nn_res *r)
 {
-  const double dist = hicp__dist_above(r->d2);
+  /* |q - v| bounded above even if d2 underflowed (see hicp__bisector) */
+  const double dist = HICP_SQRT((double)r->d2 + 4.0 * (double)HICP_FLT_MIN) * HICP_SLACK_HI;
   if (r->ended == 1)
     return hicp__round_down(HICP_SQRT((double)m->safe_r2[r->v]) - dist);
   if (r->ended == 2 && r->rmin < HICP_FLT_INF && r->l2min > 1e-30f && r->l2min < HICP_FLT_INF) {
@@ -575,9 +568,8 @@ HICP_PP float hicp__nn_slack(const hicp__mview *m, const float q[3], const hicp_
     const double rad = dist + h;
     /* the absolute term: D_w - D_v must also exceed what underflow can
      * hide, 8 FLT_MIN, so h - m >= 4 FLT_MIN / L more */
-    return hicp__guard_slack(
-        m, q, r->d2,
-        hicp__round_down(h - (2e-6 * (rad * rad) + 4.0 * (double)HICP_FLT_MIN) / len));
+    return hicp__guard_cut(
+        m, hicp__round_down(h - (2e-6 * (rad * rad) + 4.0 * (double)HICP_FLT_MIN) / len));
   }
   return 0.0f;
 }
@@ -735,7 +727,7 @@ HICP_PP void hicp__track_update(const hicp__mview *m, const float q[3], int cert
   t->q[0] = q[0];
   t->q[1] = q[1];
   t->q[2] = q[2];
-  t->slack = cert ? hicp__nn_slack(m, q, r) : 0.0f;
+  t->slack = cert ? hicp__nn_slack(m, r) : 0.0f;
 }
 
 /* The walk, the query dispatch and the ICP query, defined for a given row

@@ -114,8 +114,15 @@ def seeds_model_file(hicp):
         with open(flat, "w") as f:  # coplanar, built as a kd-tree only model
             for i in range(20):
                 f.write("%g %g 0\n" % ((i * 0.37) % 1.3, (i * 0.61) % 0.9))
+        box = os.path.join(t, "b.xyz")
+        with open(box, "w") as f:  # 100 on each face of a box: a graph with guards
+            for i in range(600):
+                c = [(i * 0.3719) % 1.0, (i * 0.6143) % 1.0, (i * 0.2281) % 1.0]
+                c[(i % 6) // 2] = float(i % 2)
+                f.write("%g %g %g\n" % tuple(c))
         for src, name, opts in ((cloud, "delaunay.hicpm", []),
-                                (flat, "kdtree.hicpm", ["--no-delaunay"])):
+                                (flat, "kdtree.hicpm", ["--no-delaunay"]),
+                                (box, "guarded.hicpm", [])):
             out = os.path.join(t, name)
             subprocess.run([hicp, "model", "build", src, "-o", out] + opts, check=True,
                            stdout=subprocess.DEVNULL)
