@@ -505,10 +505,16 @@ HICP_API void hicp_model_options_init_sized(hicp_model_options *opts, size_t siz
 /**
  * Builds a model from @p n points (@p stride bytes apart, 0 = packed).
  * Duplicate points are kept as one vertex answering with the smallest index.
- * Coplanar, collinear and tiny inputs (where a 3-D Delaunay triangulation
- * does not exist) are served exactly by the kd-tree, as is any input Qhull
- * fails on (the reason is in hicp_model_info's fallback_reason; the build
- * does not fail for it).  Points far from the origin next to their extent
+ * Collinear and tiny inputs, and coplanar ones of fewer than 64 points
+ * (where a 3-D Delaunay triangulation does not exist), are served exactly
+ * by the kd-tree, as is any input Qhull fails on (the reason is in
+ * hicp_model_info's fallback_reason; the build does not fail for it).
+ * Points with an exactly flat face on their hull (64 or more on a plane
+ * of their bounding box: sampled CAD panels, a depth frame's wall, a flat
+ * input) are triangulated with guard points around them, which keeps
+ * Qhull's time near that of other inputs, and such a model is saved as
+ * file format 4, which earlier builds of hicp refuse (they lack the check
+ * its walks need).  Points far from the origin next to their extent
  * (UTM coordinates) are kept relative to an origin of the model's own
  * (hicp_model_info's origin), exactly: on each axis it is a float within
  * a factor two of every coordinate, or 0.  Queries and scans are in
