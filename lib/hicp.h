@@ -594,6 +594,9 @@ typedef struct hicp_model_info {
   char fallback_reason[128]; /**< why there is no Delaunay graph, or "" */
   uint64_t bytes_start;    /**< start table, where walks without a previous match begin
                                 (at most 16 bytes a vertex; 0 without a graph) */
+  uint32_t guards;         /**< guard points the graph was triangulated with
+                                (a flat face on the points' hull;
+                                hicp_model_build), 0 for none */
 } hicp_model_info;
 
 /** Prepares @p info for hicp_model_get_info(). */

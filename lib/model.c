@@ -181,6 +181,7 @@ int hicp_model_get_info(const hicp_model *m, hicp_model_info *out)
     info.bbox_max[i] = m->origin[i] + m->bbox_max[i];
   }
   memcpy(info.fallback_reason, m->fallback, sizeof info.fallback_reason);
+  info.guards = m->has_delaunay ? m->guards : 0;
   info.fallback_reason[sizeof info.fallback_reason - 1] = '\0';
   size_t n = out->struct_size < sizeof info ? out->struct_size : sizeof info;
   info.struct_size = out->struct_size;

@@ -126,6 +126,7 @@ Test(model, flat_inputs_have_a_graph)
                  hicp_context_error(ctx));
     hicp_model_get_info(m, &info);
     cr_assert_eq(info.has_delaunay, cases[k].graph, "case %zu: %s", k, info.fallback_reason);
+    cr_assert_eq(info.guards > 0, k == 0, "case %zu: %u guards", k, (unsigned)info.guards);
     cr_assert(strstr(info.fallback_reason, cases[k].reason) != NULL, "case %zu: reason %s", k,
               info.fallback_reason);
     cr_assert_str_empty(hicp_context_error(ctx));

@@ -41,6 +41,7 @@ static void print_info(const char *path, const hicp_model_info *mi, int as_json)
     json_int(&j, "edges", (long long)mi->edges);
     json_num(&j, "mean_degree", mi->mean_degree);
     json_int(&j, "max_degree", mi->max_degree);
+    json_int(&j, "guards", (long long)mi->guards);
     json_array_begin(&j, "degree_histogram");
     for (int b = 0; b < HICP_DEGREE_BINS; b++)
       json_int(&j, NULL, (long long)mi->degree_hist[b]);
@@ -74,6 +75,8 @@ static void print_info(const char *path, const hicp_model_info *mi, int as_json)
   if (mi->has_delaunay) {
     printf("graph        Delaunay: %llu directed edges, degree mean %.2f, max %u\n",
            (unsigned long long)mi->edges, mi->mean_degree, mi->max_degree);
+    if (mi->guards > 0)
+      printf("guards       %u points around a flat face on the hull\n", (unsigned)mi->guards);
     printf("degrees      ");
     int col = 0;
     for (int b = 0; b < HICP_DEGREE_BINS; b++) {
