@@ -498,6 +498,46 @@ double hicp__delaunay_resolution_floor(const hicp__vtx *vtx, uint32_t nv,
   return REALepsilon * (whi - wlo);
 }
 
+int hicp__flat_hull_face(const hicp__vtx *vtx, uint32_t nv, uint32_t *most)
+{
+  *most = 0;
+  size_t bytes;
+  if (nv < 4 || hicp__mul_size((size_t)nv, 3 * sizeof(coordT), &bytes) != 0 || nv > INT32_MAX)
+    return 1;
+  coordT *pts = malloc(bytes);
+  qhT *qh = malloc(sizeof *qh);
+  char *msgbuf = NULL;
+  size_t msglen = 0;
+  FILE *err = open_memstream(&msgbuf, &msglen);
+  int rc = -1;
+  if (pts != NULL && qh != NULL && err != NULL) {
+    double mid[3];
+    centre_points(vtx, nv, pts, mid);
+    qh_zero(qh, err);
+    char options[] = "qhull Qc";
+    const int exitcode = qh_new_qhull(qh, 3, (int)nv, pts, False, options, NULL, err);
+    rc = exitcode == qh_ERRmem ? -1 : 1;
+    if (exitcode == 0) {
+      facetT *facet;
+      FORALLfacets {
+        const int k = qh_setsize(qh, facet->vertices) +
+                      (facet->coplanarset != NULL ? qh_setsize(qh, facet->coplanarset) : 0);
+        *most = (uint32_t)k > *most ? (uint32_t)k : *most;
+      }
+      rc = 0;
+    }
+    qh_freeqhull(qh, !qh_ALL);
+    int curlong, totlong;
+    qh_memfreeshort(qh, &curlong, &totlong);
+  }
+  if (err != NULL)
+    fclose(err);
+  free(msgbuf);
+  free(qh);
+  free(pts);
+  return rc;
+}
+
 int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv,
                          const double (*guards)[3], uint32_t nguards, uint32_t **row,
                          uint32_t **nbr, uint64_t *nedges, double *qhull_ms,

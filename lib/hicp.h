@@ -505,13 +505,14 @@ HICP_API void hicp_model_options_init_sized(hicp_model_options *opts, size_t siz
 /**
  * Builds a model from @p n points (@p stride bytes apart, 0 = packed).
  * Duplicate points are kept as one vertex answering with the smallest index.
- * Collinear and tiny inputs, and coplanar ones of fewer than 64 points
- * (where a 3-D Delaunay triangulation does not exist), are served exactly
- * by the kd-tree, as is any input Qhull fails on (the reason is in
- * hicp_model_info's fallback_reason; the build does not fail for it).
- * Points with an exactly flat face on their hull (64 or more on a plane
- * of their bounding box: sampled CAD panels, a depth frame's wall, a flat
- * input) are triangulated with guard points around them, which keeps
+ * Collinear and tiny inputs, and coplanar ones (but those of 64 points or
+ * more on an axis-aligned plane), where a 3-D Delaunay triangulation does
+ * not exist, are served exactly by the kd-tree, as is any input Qhull
+ * fails on (the reason is in hicp_model_info's fallback_reason; the build
+ * does not fail for it).
+ * Points with an exactly flat face on their hull (64 or more on one face,
+ * to Qhull's roundoff: sampled CAD panels, a depth frame's wall) are
+ * triangulated with guard points around them, which keeps
  * Qhull's time near that of other inputs, and such a model is saved as
  * file format 4, which earlier builds of hicp refuse (they lack the check
  * its walks need).  Points far from the origin next to their extent

@@ -109,15 +109,15 @@ hicp__mview hicp__model_view(const hicp_model *m)
     v.start_lo[d] = m->start_lo[d];
   }
   v.start_inv = m->start_inv;
-  /* the walk's test (hicp__guard_safe) and the slack's cut
-   * (hicp__guard_cut) leave 2% of R for rounding; beyond FLT_MAX,
+  /* the walk's test (hicp__guard_safe, 0.45 R) and the slack's cut
+   * (hicp__guard_cut, 0.03 R) leave 4% of R for rounding; beyond FLT_MAX,
    * FLT_MAX.  A graph without guards has every Delaunay edge, and no
    * limit: the test always holds for finite queries (and the vector back
    * skips it), the cut cuts nothing. */
   const double r = guard_frame(m, v.guard_c);
   const int guarded = m->has_delaunay && m->guards != 0;
   v.guard_r2 = guarded ? hicp__round_down((0.45 * r) * (0.45 * r)) : HICP_FLT_INF;
-  v.guard_slack = guarded ? hicp__round_down(0.04 * r) : HICP_FLT_INF;
+  v.guard_slack = guarded ? hicp__round_down(0.03 * r) : HICP_FLT_INF;
   return v;
 }
 

@@ -91,6 +91,13 @@ int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv,
                          const double (*guards)[3], uint32_t nguards, uint32_t **row,
                          uint32_t **nbr, uint64_t *nedges, double *qhull_ms,
                          double *resolution2);
+/* The most of the nv points on one facet of their convex hull, vertices
+ * and points on it to Qhull's roundoff alike, in *most: a flat face of the
+ * hull, which lifts into one vertical facet of the Delaunay hull (guards,
+ * lib/delaunay_qhull.c).  Milliseconds: 60,000 points in 15 ms.  0, or 1
+ * when Qhull finds no 3-D hull (flat, collinear or tiny input) or fails,
+ * or -1 out of memory. */
+int hicp__flat_hull_face(const hicp__vtx *vtx, uint32_t nv, uint32_t *most);
 /* A floor under that resolution2 for the same points, known without
  * running Qhull (0 when there is none, -1 out of memory): a closest pair
  * below it fails the check whatever Qhull gives. */

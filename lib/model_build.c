@@ -318,27 +318,26 @@ static int check_graph(hicp_context *ctx, const hicp_model *m, double resolution
   return HICP_OK;
 }
 
-/* The graph is built with guards (lib/delaunay_qhull.c) when one plane of
- * the points' box holds at least this many of them: an exactly flat face
- * on their hull (sampled CAD panels, a depth frame's wall, a flat model),
- * which Qhull alone builds in time quadratic in the face's points.  In
- * float, a face is flat to Qhull's roundoff only along an axis (the same
- * box of faces turned 30 degrees took 0.76 s, 15 s unturned), and an
- * axis-aligned face on the hull lies on the box.  Other models are built
- * as before: their Qhull takes about as long either way (bunny00 0.73 s,
- * 0.64 s with 600 guards), but the guards widen the range of the lifted
- * points, and with it the closest pair Qhull resolves (check_graph), and
- * keep a few hull edges out of the graph (docs/design.md, "Guards"). */
+/* The graph is built with guards (lib/delaunay_qhull.c) when a face of
+ * the points' convex hull holds at least this many of them, flat to
+ * Qhull's roundoff (sampled CAD panels, a depth frame's wall, points on a
+ * plane x = y, a flat model), which Qhull alone builds in time quadratic
+ * in the face's points (hicp__flat_hull_face finds it).  The same box of
+ * faces turned 30 degrees (its coordinates rounded to float, off the
+ * plane by some 1e-8 of the side) took 0.76 s, 15 s unturned.  Other
+ * models are built as before: their Qhull takes about as long either way
+ * (bunny00 0.73 s, 0.64 s with 600 guards), but the guards widen the range
+ * of the lifted points, and with it the closest pair Qhull resolves
+ * (check_graph), and keep a few hull edges out of the graph
+ * (docs/design.md, "Guards"). */
 #define GUARD_FACE_MIN 64u
 
-/* Whether the graph needs guards: the most vertices on one of the six
- * planes of the kd-tree's box (the box the guards are placed by), or
- * within 1e-9 of the box's longest side of it: fandisk_large.off's top
- * face holds 2,133 vertices at z = -3.4e-14 and others up to 3.2e-14, flat
- * to Qhull's roundoff (its Qhull took 1.8 s, 0.3 s with guards), where
- * float coordinates differ by at least an ulp, some 1e-7 of the side,
- * away from zero. */
-static int needs_guards(const hicp_model *m)
+/* For inputs with no 3-D hull: the most vertices on one of the six planes
+ * of the kd-tree's box (the box the guards are placed by), or within 1e-9
+ * of the box's longest side of it.  A flat input on an axis-aligned plane
+ * gets a graph with guards; other flat inputs and lines go to the kd-tree
+ * as before. */
+static int box_plane_guards(const hicp_model *m)
 {
   uint32_t on[6] = {0, 0, 0, 0, 0, 0};
   double side = 0.0;
@@ -356,6 +355,23 @@ static int needs_guards(const hicp_model *m)
     if (on[k] >= GUARD_FACE_MIN)
       return 1;
   return 0;
+}
+
+/* Whether the graph needs guards (*need): a flat face of GUARD_FACE_MIN
+ * points or more on the hull (fandisk_large.off's top face holds 2,133
+ * vertices at z = -3.4e-14 and others up to 3.2e-14, flat to Qhull's
+ * roundoff: its Qhull took 1.8 s, 0.4 s with guards), or for an input
+ * without a 3-D hull, box_plane_guards.  HICP_ENOMEM when the hull's
+ * Qhull runs out of memory, as the triangulation's would: the system's
+ * failure, not the input's (tests/check-failmalloc.sh). */
+static int needs_guards(hicp_context *ctx, const hicp_model *m, int *need)
+{
+  uint32_t most;
+  const int rc = hicp__flat_hull_face(m->vtx, m->nv, &most);
+  if (rc < 0)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the points' convex hull (Qhull)");
+  *need = rc == 0 ? most >= GUARD_FACE_MIN : box_plane_guards(m);
+  return HICP_OK;
 }
 
 /* check_graph's resolution test before Qhull runs, against the floor of
@@ -444,9 +460,12 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
       double resolution2;
       double(*guards)[3] = malloc(sizeof *guards * HICP_GUARDS_MAX);
       uint32_t nguards = 0;
+      int need = 0;
       if (guards == NULL)
         rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory for the Delaunay triangulation");
-      else if (needs_guards(m))
+      else
+        rc = needs_guards(ctx, m, &need);
+      if (rc == HICP_OK && need)
         nguards = hicp__model_guards(m, guards);
       if (rc == HICP_OK)
         rc = below_resolution(ctx, m, guards, nguards);
@@ -474,8 +493,8 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
             rc = hicp__start_table_build(ctx, m);
         }
       } else if (rc == HICP_EQHULL) {
-        /* No 3-D triangulation (collinear, tiny, or flat with fewer
-         * than GUARD_FACE_MIN points), or none Qhull could resolve: the
+        /* No 3-D triangulation (collinear, tiny, or flat but for
+         * box_plane_guards), or none Qhull could resolve: the
          * kd-tree serves every method exactly.  Keep
          * the reason for hicp model info. */
         snprintf(m->fallback, sizeof m->fallback, "%.127s", ctx != NULL ? ctx->err : "Qhull failed");

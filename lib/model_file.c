@@ -418,9 +418,10 @@ static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual
    * finite positive scale; all zero without a graph. */
   const uint64_t limit = START_CELLS_MAX * h->nv + 1;
   uint64_t cells = g && !v2 ? 1 : 0; /* a format 2 file has no table */
-  int start_ok = h->version == FORMAT_VERSION
-                     ? g && h->guards > 0 && h->guards <= HICP_GUARDS_MAX
-                     : h->guards == 0;
+  if (h->version == FORMAT_VERSION ? !(g && h->guards > 0 && h->guards <= HICP_GUARDS_MAX)
+                                   : h->guards != 0)
+    return hicp__fail(ctx, HICP_EFORMAT, "%s: invalid guard count in the header", path);
+  int start_ok = 1;
   for (int d = 0; d < 3; d++) {
     if (!g || v2) {
       start_ok &= h->start_dim[d] == 0 && h->start_lo[d] == 0.0f;

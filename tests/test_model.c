@@ -143,6 +143,64 @@ Test(model, flat_inputs_have_a_graph)
   hicp_context_destroy(ctx);
 }
 
+/* The guards go where the points' hull has a flat face of 64 points or
+ * more, whatever its direction (lib/model_build.c, needs_guards): a box's
+ * faces, and a half cylinder cut along the plane x = y (exact in float;
+ * stop 52's review found 60,000 such points took 515 s of Qhull while
+ * only the box's planes were looked at), but not the box turned 30
+ * degrees about z and 20 about x (rounding takes its points off their
+ * planes) nor a sphere. */
+Test(model, flat_hull_faces_get_guards)
+{
+  enum { N = 2000 };
+  float *p = malloc(sizeof(float) * 3 * N);
+  th_rng r;
+  th_rng_seed(&r, 8);
+  hicp_context *ctx = ctx_new();
+  hicp_model_options o = validating();
+  const double a = 30.0 * M_PI / 180.0;
+  for (int kind = 0; kind < 4; kind++) {
+    for (int i = 0; i < N; i++) {
+      double x[3];
+      if (kind <= 1) { /* a box's faces, turned 30 degrees about z for kind 1 */
+        const int face = i % 6, axis = face / 2;
+        for (int d = 0; d < 3; d++)
+          x[d] = d == axis ? (double)(face % 2) : th_uniform(&r);
+        if (kind == 1) { /* and 20 degrees about x */
+          const double u = cos(a) * x[0] - sin(a) * x[1], v = sin(a) * x[0] + cos(a) * x[1];
+          const double b = 20.0 * M_PI / 180.0;
+          x[0] = u;
+          x[1] = cos(b) * v - sin(b) * x[2];
+          x[2] = sin(b) * v + cos(b) * x[2];
+        }
+      } else if (kind == 2) { /* the wedge: half on the plane x = y */
+        const double t = th_uniform(&r) * 2.0 - 1.0;
+        const double th = (th_uniform(&r) * 180.0 - 135.0) * M_PI / 180.0;
+        x[0] = i % 2 ? t / sqrt(2.0) : cos(th);
+        x[1] = i % 2 ? t / sqrt(2.0) : sin(th);
+        x[2] = th_uniform(&r);
+      } else { /* a sphere */
+        double len = 0.0;
+        for (int d = 0; d < 3; d++) {
+          x[d] = th_normal(&r);
+          len += x[d] * x[d];
+        }
+        for (int d = 0; d < 3; d++)
+          x[d] /= sqrt(len);
+      }
+      for (int d = 0; d < 3; d++)
+        p[3 * i + d] = (float)x[d];
+    }
+    hicp_model *m;
+    cr_assert_eq(hicp_model_build(ctx, p, N, 0, &o, &m), 0, "%s", hicp_context_error(ctx));
+    cr_assert(m->has_delaunay, "kind %d: %s", kind, m->fallback);
+    cr_assert_eq(m->guards > 0, kind == 0 || kind == 2, "kind %d: %u guards", kind, m->guards);
+    hicp_model_destroy(m);
+  }
+  hicp_context_destroy(ctx);
+  free(p);
+}
+
 /* Four unit spheres 1e5 apart: points on a sphere lie closer to each
  * other than Qhull resolves at that range, which is known before Qhull
  * runs (hicp__delaunay_resolution_floor), so the build goes to the kd-tree

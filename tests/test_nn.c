@@ -1068,32 +1068,22 @@ Test(nn, certifying_scans_report_whole_rows)
  * pass starts walks from their neighbours' answers on the CPU
  * (cpu/chunk.h), so its walks, and the records, differ from the
  * reference's there. */
-Test(nn, pass_a_keeps_the_reference_state)
+/* pass_a_keeps_the_reference_state on the nm model points pm and the n
+ * scan points p0 (the last chunk ragged); with `guarded`, the model has
+ * guards and some certificates must be cut to them, else the states the
+ * test is about must each occur over 1,000 times. */
+static void pass_a_case(const float *pm, size_t nm, const float *p0, uint32_t n, uint64_t seed,
+                        int guarded)
 {
-  uint64_t seed = th_run_seed();
-  th_rng r;
-  th_rng_seed(&r, seed);
-  const size_t nm = 6000;
-  const uint32_t n = 2600, chunk = 1024; /* the last chunk is ragged */
+  const uint32_t chunk = 1024;
   enum { PASSES = 24 };
-  float *pm = malloc(sizeof(float) * 3 * nm);
-  for (size_t i = 0; i < nm; i++) { /* a wavy surface */
-    const double u = th_uniform(&r), v = th_uniform(&r);
-    pm[3 * i] = (float)u, pm[3 * i + 1] = (float)v;
-    pm[3 * i + 2] = (float)(0.1 * sin(6 * u) * cos(5 * v));
-  }
   hicp_model *m = build(pm, nm, 1);
+  cr_assert_eq(m->guards > 0, guarded, "%u guards", m->guards);
   hicp__mview view = hicp__model_view(m);
-  /* the scan: the surface sampled anew, with noise, in a random order */
-  float *p0 = malloc(sizeof(float) * 3 * n), *p0s = malloc(sizeof(float) * 3 * n);
-  for (uint32_t i = 0; i < n; i++) {
-    const double u = 0.1 + 0.8 * th_uniform(&r), v = 0.1 + 0.8 * th_uniform(&r);
-    const double xyz[3] = {u, v, 0.1 * sin(6 * u) * cos(5 * v) + 0.002 * th_normal(&r)};
-    for (int d = 0; d < 3; d++) {
-      p0[3 * i + d] = (float)xyz[d];
-      p0s[(size_t)d * n + i] = (float)xyz[d];
-    }
-  }
+  float *p0s = malloc(sizeof(float) * 3 * n);
+  for (uint32_t i = 0; i < n; i++)
+    for (int d = 0; d < 3; d++)
+      p0s[(size_t)d * n + i] = p0[3 * i + d];
   const uint32_t nchunks = (n + chunk - 1) / chunk;
   const size_t all = (size_t)PASSES * n; /* run 0's state after each pass */
   uint32_t *match = malloc(sizeof *match * n), *want_match = malloc(sizeof *match * all);
@@ -1112,7 +1102,7 @@ Test(nn, pass_a_keeps_the_reference_state)
   hicp__select sel;
   memset(&sel, 0, sizeof sel);
   sel.max_d2 = HUGE_VAL;
-  size_t moved = 0, certified = 0, kept = 0;
+  size_t moved = 0, certified = 0, kept = 0, cut = 0, beyond = 0;
   for (int method = 0; method < 2; method++) {
     const int how = method == 0 ? HICP_NN_PNN : HICP_NN_PNN_OPT;
     /* each variant with one thread, then the default one with two */
@@ -1167,6 +1157,8 @@ Test(nn, pass_a_keeps_the_reference_state)
                     (unsigned long long)seed, pass, i, match[i], (double)track[i].slack, res.v,
                     (double)ref_track[i].slack);
           certified += ref_track[i].slack > 0.0f && memcmp(&old, &ref_track[i], sizeof old) != 0;
+          cut += ref_track[i].slack == view.guard_slack;
+          beyond += !hicp__guard_safe(&view, q, res.d2);
           moved += res.steps > 0;
           kept += old.slack > 0.0f && memcmp(&old, &ref_track[i], sizeof old) == 0;
         }
@@ -1175,11 +1167,14 @@ Test(nn, pass_a_keeps_the_reference_state)
   }
   unsetenv("HICP_SIMD");
   /* the states this test is about must occur, or it proves little */
-  cr_assert_gt(moved, 1000, "only %zu walks moved", moved);
-  cr_assert_gt(certified, 1000, "only %zu new certificates", certified);
-  cr_assert_gt(kept, 1000, "only %zu queries kept by a certificate", kept);
-  free(pm);
-  free(p0);
+  if (guarded) {
+    cr_assert_gt(cut, 100, "only %zu slacks cut to the guards' reach", cut);
+    cr_assert_gt(beyond, 100, "only %zu answers beyond the guards' reach", beyond);
+  } else {
+    cr_assert_gt(moved, 1000, "only %zu walks moved", moved);
+    cr_assert_gt(certified, 1000, "only %zu new certificates", certified);
+    cr_assert_gt(kept, 1000, "only %zu queries kept by a certificate", kept);
+  }
   free(p0s);
   free(match);
   free(want_match);
@@ -1193,6 +1188,64 @@ Test(nn, pass_a_keeps_the_reference_state)
   free(walk);
   free(done);
   hicp_model_destroy(m);
+}
+
+/* Pass A on a wavy surface, scanned anew with noise in a random order. */
+Test(nn, pass_a_keeps_the_reference_state)
+{
+  uint64_t seed = th_run_seed();
+  th_rng r;
+  th_rng_seed(&r, seed);
+  const size_t nm = 6000;
+  const uint32_t n = 2600;
+  float *pm = malloc(sizeof(float) * 3 * nm), *p0 = malloc(sizeof(float) * 3 * n);
+  for (size_t i = 0; i < nm; i++) { /* a wavy surface */
+    const double u = th_uniform(&r), v = th_uniform(&r);
+    pm[3 * i] = (float)u, pm[3 * i + 1] = (float)v;
+    pm[3 * i + 2] = (float)(0.1 * sin(6 * u) * cos(5 * v));
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    const double u = 0.1 + 0.8 * th_uniform(&r), v = 0.1 + 0.8 * th_uniform(&r);
+    p0[3 * i] = (float)u, p0[3 * i + 1] = (float)v;
+    p0[3 * i + 2] = (float)(0.1 * sin(6 * u) * cos(5 * v) + 0.002 * th_normal(&r));
+  }
+  pass_a_case(pm, nm, p0, n, seed, 0);
+  free(pm);
+  free(p0);
+}
+
+/* Pass A on a model with guards (400 points on a unit box's faces: a flat
+ * face on the hull), its scan on shells around the box's centre, three
+ * quarters 0.7 to 1.3 sides out, a quarter 1.75 to 3.25: the vector backs' guard test (cpu/ends_simd.h, guards_safe4)
+ * and slack cut must leave the reference's state, answers beyond the
+ * guards' reach (the kd-tree's) and cut certificates among them (stop 52's
+ * review: with either removed the rest of the suite still passed). */
+Test(nn, pass_a_keeps_the_reference_state_with_guards)
+{
+  uint64_t seed = th_run_seed();
+  th_rng r;
+  th_rng_seed(&r, seed);
+  const size_t nm = 400;
+  const uint32_t n = 2600;
+  float *pm = malloc(sizeof(float) * 3 * nm), *p0 = malloc(sizeof(float) * 3 * n);
+  for (size_t i = 0; i < nm; i++) {
+    const int face = (int)(i % 6), axis = face / 2;
+    for (int d = 0; d < 3; d++)
+      pm[3 * i + d] = d == axis ? (float)(face % 2) : (float)th_uniform(&r);
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    double u[3], len = 0.0;
+    for (int d = 0; d < 3; d++) {
+      u[d] = th_normal(&r);
+      len += u[d] * u[d];
+    }
+    const double rad = (i % 4 ? 1.0 : 2.5) * (0.7 + 0.6 * th_uniform(&r)) / sqrt(len);
+    for (int d = 0; d < 3; d++)
+      p0[3 * i + d] = (float)(0.5 + rad * u[d]);
+  }
+  pass_a_case(pm, nm, p0, n, seed, 1);
+  free(pm);
+  free(p0);
 }
 
 /* cpu/segments.h, which hands out the points of pass A and the queries of

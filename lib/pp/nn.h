@@ -27,10 +27,9 @@
  * a strictly nearer Delaunay neighbour, a guard only if that guard is
  * nearer than it.  hicp__guard_safe tests that from the guards' centre and
  * distance; a walk that ends outside it (a query far off the model) is
- * answered by the kd-tree, seeded with the walk's vertex.  Every graph is
- * checked so, with or without guards (a graph without them holds every
- * Delaunay edge, and the check only sends far queries to the kd-tree):
- * one path, and the model file need not say which it is. */
+ * answered by the kd-tree, seeded with the walk's vertex.  A graph without
+ * guards holds every Delaunay edge: its view sets the test's radius to
+ * infinity (lib/model.c), so the test always holds for finite queries. */
 #ifndef HICP_PP_NN_H
 #define HICP_PP_NN_H
 
@@ -112,13 +111,17 @@ HICP_PP int hicp__guard_safe(const hicp__mview *m, const float q[3], float d2)
 }
 
 /* A row certificate's slack s (hicp__nn_slack) cut to the guards' reach,
- * 0.04 R: its walk ended where hicp__guard_safe held, |q - c| and |q - v|
+ * 0.03 R: its walk ended where hicp__guard_safe held, |q - c| and |q - v|
  * each below 0.45 R (and a hair), so a query q' less than the slack from
- * q has |q' - c| + |q' - v| < 0.9 R + 2 (0.04 R) < R, and no guard is
+ * q has |q' - c| + |q' - v| < 0.9 R + 2 (0.03 R) = 0.96 R, and no guard is
  * nearer q' than v either.  (The cell the row certifies is the vertex's
- * cell among its graph neighbours; the guards bound it too.)  A constant,
- * so no square root: the scalar path, the vector back (cpu/ends_simd.h)
- * and the GPU cut alike. */
+ * cell among its graph neighbours; the guards bound it too.)  The 0.04 R
+ * to spare keeps the vertices that are not graph neighbours of v, whose
+ * cells' walls lie beyond the guards' reach, at least 0.01 R beyond the
+ * slack, more than its rounding margin needs (stop 52's review: with 0.04
+ * R that held only where the margin was below 0.01 R).  A constant, so no
+ * square root: the scalar path, the vector back (cpu/ends_simd.h) and the
+ * GPU cut alike. */
 HICP_PP float hicp__guard_cut(const hicp__mview *m, float s)
 {
   return s < m->guard_slack ? s : m->guard_slack;
