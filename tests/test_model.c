@@ -163,9 +163,8 @@ Test(model, flat_hull_faces_get_guards)
     for (int i = 0; i < N; i++) {
       double x[3];
       if (kind <= 1) { /* a box's faces, turned 30 degrees about z for kind 1 */
-        const int face = i % 6, axis = face / 2;
-        for (int d = 0; d < 3; d++)
-          x[d] = d == axis ? (double)(face % 2) : th_uniform(&r);
+        static const double unit[3] = {1.0, 1.0, 1.0};
+        th_box_face_point(&r, (size_t)i, unit, x);
         if (kind == 1) { /* and 20 degrees about x */
           const double u = cos(a) * x[0] - sin(a) * x[1], v = sin(a) * x[0] + cos(a) * x[1];
           const double b = 20.0 * M_PI / 180.0;

@@ -661,10 +661,12 @@ Test(model_file, guarded_models_save_as_format4)
   float *p = malloc(sizeof(float) * 3 * N);
   th_rng r;
   th_rng_seed(&r, 21);
+  static const double unit[3] = {1.0, 1.0, 1.0};
   for (int i = 0; i < N; i++) {
-    const int face = i % 6, axis = face / 2;
+    double x[3];
+    th_box_face_point(&r, (size_t)i, unit, x);
     for (int d = 0; d < 3; d++)
-      p[3 * i + d] = d == axis ? (float)(face % 2) : (float)th_uniform(&r);
+      p[3 * i + d] = (float)x[d];
   }
   hicp_context *ctx;
   cr_assert_eq(hicp_context_create(NULL, &ctx), 0);

@@ -789,6 +789,22 @@ Test(nn, certificates_hold_at_the_slack_limit)
   }
 }
 
+/* n points on the faces of the unit box (th_box_face_point), the first
+ * `cycled` going round the six faces, the rest on the face x = 0. */
+static float *unit_box_faces(th_rng *r, size_t n, size_t cycled)
+{
+  static const double unit[3] = {1.0, 1.0, 1.0};
+  float *p = malloc(sizeof(float) * 3 * n);
+  cr_assert_not_null(p);
+  for (size_t i = 0; i < n; i++) {
+    double x[3];
+    th_box_face_point(r, i < cycled ? i : 0, unit, x);
+    for (int d = 0; d < 3; d++)
+      p[3 * i + d] = (float)x[d];
+  }
+  return p;
+}
+
 /* A certificate never reaches past the guards (pp/nn.h, hicp__guard_cut):
  * on the box's faces (nn::box_faces), for queries inside and outside the
  * guards' reach, every certified answer is exact and its slack keeps
@@ -804,12 +820,7 @@ Test(nn, certificates_stay_within_the_guards)
    * each face, 70 more on the face x = 0, so that the graph is built with
    * the guards (model_build.c, GUARD_FACE_MIN) */
   const size_t n = 130, nq = 3000;
-  float *p = malloc(sizeof(float) * 3 * n);
-  for (size_t i = 0; i < n; i++) {
-    const int face = i < 60 ? (int)(i % 6) : 0, axis = face / 2;
-    for (int d = 0; d < 3; d++)
-      p[3 * i + d] = d == axis ? (face % 2 ? 1.0f : 0.0f) : (float)th_uniform(&r);
-  }
+  float *p = unit_box_faces(&r, n, 60);
   hicp_model *m = build(p, n, 1);
   const hicp__mview view = hicp__model_view(m);
   double(*g)[3] = malloc(sizeof *g * HICP_GUARDS_MAX);
@@ -1216,10 +1227,11 @@ Test(nn, pass_a_keeps_the_reference_state)
 
 /* Pass A on a model with guards (400 points on a unit box's faces: a flat
  * face on the hull), its scan on shells around the box's centre, three
- * quarters 0.7 to 1.3 sides out, a quarter 1.75 to 3.25: the vector backs' guard test (cpu/ends_simd.h, guards_safe4)
- * and slack cut must leave the reference's state, answers beyond the
- * guards' reach (the kd-tree's) and cut certificates among them (stop 52's
- * review: with either removed the rest of the suite still passed). */
+ * quarters 0.7 to 1.3 sides out, a quarter 1.75 to 3.25: the vector
+ * backs' guard test (cpu/ends_simd.h, guards_safe4) and slack cut must
+ * leave the reference's state, answers beyond the guards' reach (the
+ * kd-tree's) and cut certificates among them (stop 52's review: with
+ * either removed the rest of the suite still passed). */
 Test(nn, pass_a_keeps_the_reference_state_with_guards)
 {
   uint64_t seed = th_run_seed();
@@ -1227,12 +1239,7 @@ Test(nn, pass_a_keeps_the_reference_state_with_guards)
   th_rng_seed(&r, seed);
   const size_t nm = 400;
   const uint32_t n = 2600;
-  float *pm = malloc(sizeof(float) * 3 * nm), *p0 = malloc(sizeof(float) * 3 * n);
-  for (size_t i = 0; i < nm; i++) {
-    const int face = (int)(i % 6), axis = face / 2;
-    for (int d = 0; d < 3; d++)
-      pm[3 * i + d] = d == axis ? (float)(face % 2) : (float)th_uniform(&r);
-  }
+  float *pm = unit_box_faces(&r, nm, nm), *p0 = malloc(sizeof(float) * 3 * n);
   for (uint32_t i = 0; i < n; i++) {
     double u[3], len = 0.0;
     for (int d = 0; d < 3; d++) {

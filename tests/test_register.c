@@ -354,10 +354,8 @@ static float *box_faces(size_t n, uint64_t seed, double deg, const double shift[
   float *p = malloc(sizeof(float) * 3 * n);
   cr_assert_not_null(p);
   for (size_t i = 0; i < n; i++) {
-    const int face = (int)(i % 6), axis = face / 2;
     double x[3];
-    for (int d = 0; d < 3; d++)
-      x[d] = d == axis ? (face % 2 ? side[d] : 0.0) : th_uniform(&r) * side[d];
+    th_box_face_point(&r, i, side, x);
     const double y[3] = {cos(a) * x[0] - sin(a) * x[1], sin(a) * x[0] + cos(a) * x[1], x[2]};
     const double z[3] = {cos(a) * y[0] + sin(a) * y[2], y[1], -sin(a) * y[0] + cos(a) * y[2]};
     for (int d = 0; d < 3; d++)

@@ -80,6 +80,17 @@ static inline void th_rng_seed(th_rng *r, uint64_t seed) { synth_seed(r, seed); 
 static inline uint64_t th_rng_next(th_rng *r) { return synth_next(r); }
 static inline double th_uniform(th_rng *r) { return synth_uniform(r); } /* [0, 1) */
 static inline double th_normal(th_rng *r) { return synth_normal(r); }   /* N(0, 1) */
+/* Point i of a set on the faces of the box [0, side]: face i % 6 lies on
+ * axis (i % 6) / 2, at 0 or side, and its other two coordinates are drawn
+ * uniform, in axis order.  Exactly flat faces on the points' hull: the
+ * models that get guards (lib/delaunay_qhull.c). */
+static inline void th_box_face_point(th_rng *r, size_t i, const double side[3], double x[3])
+{
+  const int face = (int)(i % 6), axis = face / 2;
+  for (int d = 0; d < 3; d++)
+    x[d] = d == axis ? (face % 2 ? side[d] : 0.0) : th_uniform(r) * side[d];
+}
+
 /* The seed for "randomised each run" tests: $HICP_TEST_SEED if set, else the
  * time; printed by the caller so a failure can be replayed. */
 uint64_t th_run_seed(void);
