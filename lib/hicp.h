@@ -457,7 +457,10 @@ HICP_API const uint32_t *hicp_cloud_triangles(const hicp_cloud *cloud);
 /**
  * Writes the points of @p cloud, moved by @p transform (NULL = as they are),
  * to a PLY file.  Coordinates are written as float, or as double when the
- * cloud's origin is not zero.  The file is written to a temporary file beside
+ * cloud's origin is not zero or when the transform moves the points far
+ * from the origin next to their extent (a scan moved into UTM
+ * coordinates), where floats would lose detail, the rule
+ * hicp_cloud_read() keeps.  The file is written to a temporary file beside
  * @p path and renamed into place, so a failed write never leaves a truncated
  * file and never destroys an existing one.  A FIFO or a device is written
  * in place; a pipe whose reader has gone is ::HICP_EIO, not SIGPIPE (held

@@ -283,6 +283,61 @@ Test(io, ply_round_trip_bitwise)
   hicp_context_destroy(ctx);
 }
 
+/* A scan moved by its pose from the sensor's frame into a map's (UTM
+ * coordinates, millions of units from the origin) keeps its detail: the
+ * writer takes double where the moved points are far from the origin, as
+ * the readers do (floats there would be 0.25 apart, on an object 1.6 across:
+ * stop 53's review). */
+Test(io, ply_write_keeps_points_moved_far)
+{
+  const char *dir = th_tmpdir();
+  enum { N = 200 };
+  float pts[3 * N];
+  for (int i = 0; i < 3 * N; i++)
+    pts[i] = (float)(0.8 * sin(1.7 * i + 0.3)); /* a cloud 1.6 across about the origin */
+  hicp_context *ctx = ctx_new();
+  hicp_cloud *c;
+  cr_assert_eq(hicp_cloud_from_xyz(ctx, pts, N, 0, &c), 0);
+  hicp_transform T;
+  hicp_transform_identity(&T);
+  const double a = 0.3, ca = cos(a), sa = sin(a);
+  T.m[0] = ca, T.m[1] = -sa, T.m[4] = sa, T.m[5] = ca;
+  T.m[3] = 4000000.25, T.m[7] = 5000000.5, T.m[11] = 100.0;
+  for (int ascii = 0; ascii <= 1; ascii++) {
+    const char *p = th_path(dir, ascii ? "utm_ascii.ply" : "utm_bin.ply");
+    cr_assert_eq(hicp_cloud_write_ply(ctx, c, &T, p, ascii ? HICP_PLY_ASCII : HICP_PLY_BINARY), 0,
+                 "%s", hicp_context_error(ctx));
+    hicp_cloud *r;
+    cr_assert_eq(hicp_cloud_read(ctx, p, HICP_FORMAT_AUTO, &r), 0, "%s", hicp_context_error(ctx));
+    cr_assert_eq(hicp_cloud_size(r), N);
+    double o[3];
+    hicp_cloud_origin(r, o);
+    cr_assert(o[0] != 0.0 && o[1] != 0.0, "read back without an origin: the file held floats");
+    double worst = 0.0;
+    for (int i = 0; i < N; i++) {
+      for (int d = 0; d < 3; d++) {
+        const double want = T.m[4 * d] * pts[3 * i] + T.m[4 * d + 1] * pts[3 * i + 1] +
+                            T.m[4 * d + 2] * pts[3 * i + 2] + T.m[4 * d + 3];
+        worst = fmax(worst, fabs(o[d] + (double)hicp_cloud_xyz(r)[3 * i + d] - want));
+      }
+    }
+    cr_assert_lt(worst, 1e-6, "ascii=%d: a point %g from where the pose put it", ascii, worst);
+    hicp_cloud_destroy(r);
+  }
+  /* near the origin, float as before: a file of half the size */
+  T.m[3] = 0.25, T.m[7] = 0.5, T.m[11] = 1.0;
+  const char *near = th_path(dir, "near.ply");
+  cr_assert_eq(hicp_cloud_write_ply(ctx, c, &T, near, HICP_PLY_BINARY), 0);
+  hicp_cloud *r;
+  cr_assert_eq(hicp_cloud_read(ctx, near, HICP_FORMAT_AUTO, &r), 0);
+  double o[3];
+  hicp_cloud_origin(r, o);
+  cr_assert(o[0] == 0.0 && o[1] == 0.0 && o[2] == 0.0);
+  hicp_cloud_destroy(r);
+  hicp_cloud_destroy(c);
+  hicp_context_destroy(ctx);
+}
+
 /* ---- PCD ---- */
 
 /* A literal-only LZF stream (valid, if not compressed). */

@@ -1,7 +1,9 @@
 /* ply_write.c: hicp_cloud_write_ply: binary little endian or ascii PLY,
  * written atomically (atomic.c).  Coordinates are float when the cloud's
- * origin is zero, double otherwise, so absolute coordinates far from the
- * origin keep their detail; text numbers carry enough digits to round-trip. */
+ * origin is zero and the transform leaves the points near the origin,
+ * double otherwise (the readers' rule, hicp__far_from_origin), so absolute
+ * coordinates far from the origin keep their detail; text numbers carry
+ * enough digits to round-trip. */
 #include "config.h"
 
 #include <stdio.h>
@@ -116,6 +118,22 @@ int hicp_cloud_write_ply(hicp_context *ctx, const hicp_cloud *cloud,
   j.T = transform;
   j.ascii = encoding == HICP_PLY_ASCII;
   j.dbl = cloud->origin[0] != 0.0 || cloud->origin[1] != 0.0 || cloud->origin[2] != 0.0;
+  if (!j.dbl && transform != NULL && cloud->n > 0) {
+    /* A pose that takes a scan from its sensor's frame into a map's (UTM
+     * coordinates) moves float points far from the origin, where floats
+     * would round them by more than the registration's error: those are
+     * written as double, as the readers would keep them. */
+    double lo[3], hi[3];
+    for (size_t i = 0; i < cloud->n; i++) {
+      double p[3];
+      point(&j, i, p);
+      for (int d = 0; d < 3; d++) {
+        lo[d] = i == 0 || p[d] < lo[d] ? p[d] : lo[d];
+        hi[d] = i == 0 || p[d] > hi[d] ? p[d] : hi[d];
+      }
+    }
+    j.dbl = hicp__far_from_origin(lo, hi);
+  }
   /* Numbers as PLY holds them, whatever locale the application chose (a
    * GUI's setlocale(LC_ALL, "") wrote "0,5", which no reader takes): the C
    * locale for this thread while it writes, then the caller's again. */
