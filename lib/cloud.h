@@ -44,8 +44,11 @@ int hicp__cloud_parse(hicp_context *ctx, const char *name, const unsigned char *
 hicp_format hicp__detect_format(const char *name, const unsigned char *buf, size_t len);
 
 /* Reads a whole file into memory (checked against the memory budget).
- * *buf is NUL-terminated (one byte past len) for the text parsers. */
-int hicp__read_file(hicp_context *ctx, const char *path, unsigned char **buf, size_t *len);
+ * *buf is NUL-terminated (one byte past len) for the text parsers.  With
+ * fmt HICP_FORMAT_AUTO, a file whose first 64 KiB show it is no point
+ * cloud is refused before the rest is read. */
+int hicp__read_file(hicp_context *ctx, const char *path, hicp_format fmt, unsigned char **buf,
+                    size_t *len);
 
 /* Writes a file atomically: `write` fills a temporary file in the target's
  * directory, which is then flushed, synced and renamed over `path` (over the

@@ -183,6 +183,15 @@ Test(model_file, corrupted_files_are_refused)
     cr_assert_null(l);
     cr_assert(strstr(hicp_context_error(ctx), "bad.hicpm") != NULL, "%s", hicp_context_error(ctx));
   }
+  /* opened (a model file or a point cloud), a file cut within the magic is
+   * a model file too short, not a cloud of no known format, nor a model
+   * file that is "not a point cloud" (stop 53's review: 7 bytes) */
+  for (size_t cut = 4; cut <= 12; cut++) {
+    th_write(bad, data, cut);
+    cr_assert_eq(hicp_model_open(ctx, bad, NULL, &l), HICP_EFORMAT, "cut at %zu", cut);
+    cr_assert(strstr(hicp_context_error(ctx), "too short for a hicp model file") != NULL,
+              "cut at %zu: %s", cut, hicp_context_error(ctx));
+  }
   /* Which bytes the checksums cover, from the layout (lib/model_file.c):
    * the header checksum all of the header (its own 8 bytes count as zero,
    * so a flip there is a mismatch too), the payload checksum every byte of
