@@ -598,15 +598,31 @@ static int match_buffer(uint32_t **buf, size_t *cap, size_t n, size_t prev_cap)
 /* A batch that cannot start (a bad argument, no memory, no workers): every
  * prepared result says so, as a failed frame's would, so that no result of
  * the call reads as a frame that ran.  Returns rc. */
-static int fail_all(hicp_context *ctx, hicp_result *results, size_t nframes, int rc)
+static int fail_all_with(hicp_result *results, size_t nframes, int rc, const char *msg)
 {
   const size_t rstride = results != NULL ? result_stride(results, nframes) : 0;
   for (size_t i = 0; results != NULL && i < nframes; i++) {
     hicp_result *r = result_at(results, rstride, i);
     if (r->struct_size == rstride || (i == 0 && r->struct_size >= RESULT_MIN))
-      hicp__result_failed(r, i, rc, hicp_context_error(ctx));
+      hicp__result_failed(r, i, rc, msg);
   }
   return rc;
+}
+
+static int fail_all(hicp_context *ctx, hicp_result *results, size_t nframes, int rc)
+{
+  return fail_all_with(results, nframes, rc, hicp_context_error(ctx));
+}
+
+/* A batch refused for a NULL argument, `msg` saying which: in every
+ * prepared result too (a NULL model or frames left the results of an
+ * earlier batch to read as frames that ran: stop 53's review), and on the
+ * context when there is one. */
+static int refuse(hicp_context *ctx, hicp_result *results, size_t nframes, const char *msg)
+{
+  if (ctx == NULL)
+    return fail_all_with(results, nframes, HICP_EINVAL, msg);
+  return fail_all(ctx, results, nframes, hicp__fail(ctx, HICP_EINVAL, "%s", msg));
 }
 
 /* hicp_register_batch, and with origins (one per frame, or NULL) that of
@@ -721,11 +737,11 @@ int hicp_register_batch(hicp_context *ctx, const hicp_model *m, const float *con
                         hicp_result *results)
 {
   if (ctx == NULL)
-    return HICP_EINVAL;
+    return refuse(ctx, results, nframes, "hicp_register_batch: NULL context");
   hicp__clear_error(ctx);
   hicp__cancel_begin(ctx);
   if (m == NULL || (nframes > 0 && (frames == NULL || counts == NULL || results == NULL)))
-    return hicp__fail(ctx, HICP_EINVAL, "hicp_register_batch: NULL argument");
+    return refuse(ctx, results, nframes, "hicp_register_batch: NULL argument");
   return batch_run(ctx, m, frames, counts, NULL, nframes, opts, bopts, inits, results);
 }
 
@@ -735,11 +751,11 @@ int hicp_register_batch_clouds(hicp_context *ctx, const hicp_model *m,
                                const hicp_transform *inits, hicp_result *results)
 {
   if (ctx == NULL)
-    return HICP_EINVAL;
+    return refuse(ctx, results, nframes, "hicp_register_batch_clouds: NULL context");
   hicp__clear_error(ctx);
   hicp__cancel_begin(ctx);
   if (m == NULL || (nframes > 0 && (clouds == NULL || results == NULL)))
-    return hicp__fail(ctx, HICP_EINVAL, "hicp_register_batch_clouds: NULL argument");
+    return refuse(ctx, results, nframes, "hicp_register_batch_clouds: NULL argument");
   if (nframes == 0)
     return batch_run(ctx, m, NULL, NULL, NULL, 0, opts, bopts, inits, results);
   const float **frames = malloc(sizeof *frames * nframes);
@@ -802,8 +818,12 @@ struct hicp_stream {
   uint64_t base;     /* the oldest frame not yet received */
   uint64_t next;     /* the next frame index to submit */
   int stopping;
-  int receivers;     /* threads inside hicp_stream_receive, which
-                        hicp_stream_destroy wakes and waits for */
+  /* Threads inside hicp_stream_receive, counted from the call's first
+   * touch of the stream, before its lock (a receiver preempted on its way
+   * to the lock was not counted, and hicp_stream_destroy freed the stream
+   * under it: stop 53's review); hicp_stream_destroy wakes them and waits
+   * for the count to reach 0.  Lowered under the lock only. */
+  atomic_int receivers;
   /* What the stream keeps for its next frames, so that a caller at a
    * fixed rate gets no allocation per frame once the stream has seen its
    * largest frame (docs/robustness.md, "Real-time use"): entries received
@@ -1178,6 +1198,17 @@ int hicp_stream_submit_cloud(hicp_stream *s, const hicp_cloud *cloud, const hicp
   return submit(s, cloud->xyz, cloud->n, s->stride, cloud->origin, init, frame);
 }
 
+/* Leaves hicp_stream_receive (under the stream's lock) with `rc`: a
+ * destroyer waiting for the receivers to leave hears of it. */
+static int receive_leave(hicp_stream *s, int rc)
+{
+  atomic_fetch_sub(&s->receivers, 1);
+  if (s->stopping)
+    pthread_cond_broadcast(&s->done);
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
 int hicp_stream_receive(hicp_stream *s, hicp_result *result, int wait)
 {
   if (s == NULL || result == NULL)
@@ -1186,33 +1217,24 @@ int hicp_stream_receive(hicp_stream *s, hicp_result *result, int wait)
    * using it on another thread.  A failed frame's message is its note. */
   if (result->struct_size < offsetof(hicp_result, frame) + sizeof(uint64_t))
     return HICP_EINVAL; /* not prepared with hicp_result_init() */
+  /* Counted before anything else of the stream is touched: a destroy that
+   * begins after this waits for this call to leave (hicp.h). */
+  atomic_fetch_add(&s->receivers, 1);
   pthread_mutex_lock(&s->mu);
-  if (s->stopping) {
-    pthread_mutex_unlock(&s->mu);
-    return HICP_ECANCELED; /* being destroyed */
-  }
-  if (s->len == 0) {
-    pthread_mutex_unlock(&s->mu);
-    return HICP_EINVAL; /* no frame is outstanding */
-  }
+  if (s->stopping)
+    return receive_leave(s, HICP_ECANCELED); /* being destroyed */
+  if (s->len == 0)
+    return receive_leave(s, HICP_EINVAL); /* no frame is outstanding */
   entry *e = s->q[0];
-  s->receivers++;
   while (!e->done && !s->stopping) {
-    if (!wait) {
-      s->receivers--;
-      pthread_mutex_unlock(&s->mu);
-      return HICP_EAGAIN;
-    }
+    if (!wait)
+      return receive_leave(s, HICP_EAGAIN);
     pthread_cond_wait(&s->done, &s->mu);
   }
-  s->receivers--;
-  if (s->stopping) {
-    /* hicp_stream_destroy on another thread: it waits for this one to
-     * leave before it frees anything */
-    pthread_cond_broadcast(&s->done);
-    pthread_mutex_unlock(&s->mu);
-    return HICP_ECANCELED;
-  }
+  /* hicp_stream_destroy on another thread: it waits for this one to leave
+   * before it frees anything */
+  if (s->stopping)
+    return receive_leave(s, HICP_ECANCELED);
   memmove(s->q, s->q + 1, sizeof *s->q * (s->len - 1));
   s->len--;
   s->base++;
@@ -1221,8 +1243,7 @@ int hicp_stream_receive(hicp_stream *s, hicp_result *result, int wait)
   memcpy(result, &e->result, size < sizeof e->result ? size : sizeof e->result);
   result->struct_size = size;
   give_entry(s, e);
-  pthread_mutex_unlock(&s->mu);
-  return HICP_OK;
+  return receive_leave(s, HICP_OK);
 }
 
 void hicp_stream_destroy(hicp_stream *s)
@@ -1240,10 +1261,10 @@ void hicp_stream_destroy(hicp_stream *s)
   for (int i = 0; i < s->crew.n; i++)
     hicp_context_cancel(s->crew.m[i].ctx);
   pthread_cond_broadcast(&s->work);
-  /* A receiver blocked on another thread returns HICP_ECANCELED; nothing
-   * is freed until it has left. */
+  /* A receiver blocked on another thread, or on its way to the lock,
+   * returns HICP_ECANCELED; nothing is freed until it has left. */
   pthread_cond_broadcast(&s->done);
-  while (s->receivers > 0)
+  while (atomic_load(&s->receivers) > 0)
     pthread_cond_wait(&s->done, &s->mu);
   pthread_mutex_unlock(&s->mu);
   for (int i = 0; i < s->nthreads; i++)

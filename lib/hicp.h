@@ -972,8 +972,9 @@ HICP_API int hicp_stream_receive(hicp_stream *stream, hicp_result *result, int w
 
 /**
  * Stops the stream (unreceived results are dropped) and frees it; NULL is a
- * no-op.  A receiver waiting in hicp_stream_receive() on another thread
- * returns ::HICP_ECANCELED, and the stream is freed once it has left; no
+ * no-op.  A receiver in hicp_stream_receive() on another thread, waiting
+ * or on its way to wait, returns ::HICP_ECANCELED, and the stream is freed
+ * once it has left; no
  * call on the stream may start after this one has.  A receiver between two
  * calls is not waiting, so a program whose receiver thread polls must tell
  * it to stop, and join it, before destroying the stream.

@@ -975,6 +975,30 @@ Test(batch, bad_arguments)
   cr_assert_eq(rr[0].error, HICP_ENONFINITE);
   cr_assert_eq(rr[1].error, 0);
   cr_assert_gt(rr[1].iterations, 0);
+  /* refused for a NULL argument, results that hold an earlier batch's
+   * frames say so, as hicp_register's does (stop 53's review: they read
+   * as frames that ran) */
+  hicp_cloud *c1;
+  cr_assert_eq(hicp_cloud_from_xyz(ctx, f[0], n, 0, &c1), 0);
+  const hicp_cloud *cl2[2] = {c1, c1};
+  const float *ok2[2] = {f[0], f[0]};
+  size_t okn[2] = {n, n};
+  for (int k = 0; k < 5; k++) {
+    cr_assert_eq(hicp_register_batch(ctx, m, ok2, okn, 2, NULL, NULL, NULL, rr), 0);
+    cr_assert(rr[0].error == 0 && rr[1].error == 0 && rr[1].iterations > 0);
+    int rc = k == 0   ? hicp_register_batch(ctx, NULL, two, nn, 2, NULL, NULL, NULL, rr)
+             : k == 1 ? hicp_register_batch(ctx, m, NULL, nn, 2, NULL, NULL, NULL, rr)
+             : k == 2 ? hicp_register_batch(NULL, m, two, nn, 2, NULL, NULL, NULL, rr)
+             : k == 3 ? hicp_register_batch_clouds(ctx, NULL, cl2, 2, NULL, NULL, NULL, rr)
+                      : hicp_register_batch_clouds(NULL, m, cl2, 2, NULL, NULL, NULL, rr);
+    cr_assert_eq(rc, HICP_EINVAL, "case %d", k);
+    for (int i = 0; i < 2; i++) {
+      cr_assert_eq(rr[i].error, HICP_EINVAL, "case %d, result %d", k, i);
+      cr_assert_eq(rr[i].iterations, 0, "case %d, result %d", k, i);
+      cr_assert(strstr(rr[i].note, "NULL") != NULL, "case %d: %s", k, rr[i].note);
+    }
+  }
+  hicp_cloud_destroy(c1);
   /* a batch that cannot start says so in every result */
   hicp_context_options co;
   hicp_context_options_init(&co);

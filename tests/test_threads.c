@@ -17,6 +17,10 @@
  *  5. workers of one pass failing at once on the same context (a "hybrid"
  *     team's devices) leave one of their messages whole, not two mixed
  *     (a mix is rare in a plain build; ThreadSanitizer sees every race);
+ *  6. a receiver on its way to a stream's lock when another thread
+ *     destroys the stream returns HICP_ECANCELED, and the stream is freed
+ *     only after it has left (the pause at the lock is made certain by
+ *     linking with --wrap=pthread_mutex_lock: Makefile.am);
  *  0. first, while this process has one thread: a child it forks (a
  *     pre-fork server's worker) starts its two threads and registers.
  *
@@ -470,6 +474,76 @@ static void test_prefork_child_keeps_threads(void)
 #endif
 }
 
+/* ---- 6. A receiver on its way to the lock of a stream being destroyed ---- */
+
+/* Every pthread_mutex_lock of this program and of the library linked into
+ * it comes here (--wrap): a thread that has set pause_at_lock sleeps
+ * before its next lock, so that the window between entering
+ * hicp_stream_receive and taking the stream's lock, which a preempted
+ * receiver meets by chance, is met every time. */
+int __real_pthread_mutex_lock(pthread_mutex_t *mu);
+static _Thread_local int pause_at_lock;
+static atomic_int paused;
+
+int __wrap_pthread_mutex_lock(pthread_mutex_t *mu);
+int __wrap_pthread_mutex_lock(pthread_mutex_t *mu)
+{
+  if (pause_at_lock) {
+    pause_at_lock = 0;
+    atomic_store(&paused, 1);
+    sleep_ms(200);
+  }
+  return __real_pthread_mutex_lock(mu);
+}
+
+typedef struct late_arg {
+  hicp_stream *s;
+  int rc;
+} late_arg;
+
+static void *late_receiver(void *p)
+{
+  late_arg *a = p;
+  hicp_result r;
+  hicp_result_init(&r);
+  pause_at_lock = 1; /* the first lock inside the call: the stream's */
+  a->rc = hicp_stream_receive(a->s, &r, 1);
+  return NULL;
+}
+
+static void test_stream_destroyed_under_a_late_receiver(void)
+{
+  hicp_context *ctx = context(1);
+  float *p = tap_surface(2000, 3);
+  hicp_model *m = NULL;
+  int ok = hicp_model_build(ctx, p, 2000, 0, NULL, &m) == HICP_OK;
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = 1000000; /* a frame that runs until the destroy cancels it */
+  o.tol = 0.0;
+  late_arg a = {NULL, -1000};
+  ok = ok && hicp_stream_create(ctx, m, &o, NULL, &a.s) == HICP_OK;
+  ok = ok && hicp_stream_submit(a.s, p, 2000, NULL, NULL) == HICP_OK;
+  pthread_t th;
+  if (ok && pthread_create(&th, NULL, late_receiver, &a) == 0) {
+    while (!atomic_load(&paused)) /* inside hicp_stream_receive, before its lock */
+      sleep_ms(1);
+    hicp_stream_destroy(a.s); /* waits for the receiver to leave */
+    pthread_join(th, NULL);
+  } else {
+    ok = 0;
+    hicp_stream_destroy(a.s);
+  }
+  char why[96];
+  snprintf(why, sizeof why, "the receiver returned %d", a.rc);
+  tap_report(ok && a.rc == HICP_ECANCELED,
+             "a receiver on its way to the lock of a stream being destroyed returns HICP_ECANCELED",
+             why);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+  free(p);
+}
+
 int main(int argc, char **argv)
 {
   for (int i = 1; i < argc; i++)
@@ -477,12 +551,13 @@ int main(int argc, char **argv)
       fprintf(stderr, "usage: test_threads [--tap=-]\n");
       return 2;
     }
-  printf("1..7\n");
+  printf("1..8\n");
   test_prefork_child_keeps_threads();
   test_shared_model();
   test_cancel_registration();
   test_stream_two_threads();
   test_batch_cancel();
   test_failing_at_once();
+  test_stream_destroyed_under_a_late_receiver();
   return tap_failed() != 0;
 }
