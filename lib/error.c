@@ -55,15 +55,27 @@ static void set_message(hicp_context *ctx, const char *msg)
   pthread_mutex_unlock(&err_lock);
 }
 
+/* The last message of a failure on this thread with no context: a call
+ * made without one (hicp_model_build(NULL, ...)) that goes on past a
+ * failure still knows why it failed (the model's fallback reason said
+ * "Qhull failed" for every input: stop 53's review). */
+static _Thread_local char orphan_err[HICP_ERRMSG_MAX];
+
 int hicp__vfail(hicp_context *ctx, int code, const char *fmt, va_list ap)
 {
-  if (ctx != NULL) {
-    char msg[HICP_ERRMSG_MAX];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    hicp__one_clean_line(msg);
+  char msg[HICP_ERRMSG_MAX];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  hicp__one_clean_line(msg);
+  if (ctx != NULL)
     set_message(ctx, msg);
-  }
+  else
+    memcpy(orphan_err, msg, sizeof msg);
   return code;
+}
+
+const char *hicp__fail_message(const hicp_context *ctx)
+{
+  return ctx != NULL ? ctx->err : orphan_err;
 }
 
 int hicp__fail(hicp_context *ctx, int code, const char *fmt, ...)
@@ -92,6 +104,8 @@ void hicp__clear_error(hicp_context *ctx)
 {
   if (ctx != NULL)
     set_message(ctx, "");
+  else
+    orphan_err[0] = '\0';
 }
 
 const char *hicp_context_error(const hicp_context *ctx)

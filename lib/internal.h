@@ -53,6 +53,9 @@ unsigned hicp__cancel_count(const hicp_context *ctx);
  * code, so that callers can write `return hicp__fail(ctx, HICP_EINVAL, ...)`. */
 int hicp__fail(hicp_context *ctx, int code, const char *fmt, ...) HICP_PRINTF(3, 4);
 int hicp__vfail(hicp_context *ctx, int code, const char *fmt, va_list ap) HICP_PRINTF(3, 0);
+/* The message of the last hicp__fail on ctx, or with ctx NULL of the last
+ * one on this thread with no context. */
+const char *hicp__fail_message(const hicp_context *ctx);
 /* Prefixes the context's message with "what: " (keeps the code). */
 int hicp__fail_prefix(hicp_context *ctx, int code, const char *what);
 
