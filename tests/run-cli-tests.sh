@@ -322,6 +322,15 @@ for t in "half:180.000000 deg about (0.707107, 0.707107, 0.000000)" \
     notok "the axis of a ${t%%:*} turn: $(grep rotation "$tmp/out")"
 done
 
+# A transform file whose lines end in a lone CR: a comment ends there too
+# (stop 53's review: it ran to the file's end, and the file was "expected
+# 16 (4x4) or 12 (3x4) numbers")
+printf '# pose\r0 1 0 0\r1 0 0 0\r0 0 -1 0\r# last row\r0 0 0 1\r' >"$tmp/cr.txt"
+"$bin" register "$tmp/good.xyz" "$tmp/good.xyz" --init "$tmp/cr.txt" --max-iter 0 >"$tmp/out" 2>"$tmp/err"
+grep -qF "rotation     180.000000 deg about (0.707107, 0.707107, 0.000000)" "$tmp/out" &&
+  ok "--init with lone CR line ends and comments" ||
+  notok "--init with lone CR line ends and comments: $(cat "$tmp/err")"
+
 # A transform file's bad value is named (stop 46: a nan among 12 numbers
 # was "expected 16 (4x4) or 12 (3x4) numbers")
 printf '1 0 0 0\n0 1 0 nan\n0 0 1 0\n' >"$tmp/nan.txt"

@@ -710,6 +710,11 @@ static const bad_case bad_cases[] = {
     BAD("lzf.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA binary_compressed\n\x04\x00\x00\x00\x0c\x00\x00\x00\x20\x05\x00\x00", HICP_EFORMAT, "corrupt"),
     BAD("lzfsize.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA binary_compressed\n\xff\x00\x00\x00\x0c\x00\x00\x00\x0b", HICP_EFORMAT, "truncated"),
     BAD("what.dat", "hello world\n", HICP_EUNSUPPORTED, "cannot tell"),
+    /* an integer property holds what its type holds (stop 53's review) */
+    BAD("uchar.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty uchar x\nproperty float y\nproperty float z\nend_header\n300 0 0\n", HICP_EFORMAT, "line 8: a number of 300, which a uchar cannot hold"),
+    BAD("ucharneg.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty uchar x\nproperty float y\nproperty float z\nend_header\n-1 0 0\n", HICP_EFORMAT, "which a uchar cannot hold"),
+    BAD("intfrac.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\nproperty float z\nproperty int id\nend_header\n1 2 3 0.5\n", HICP_EFORMAT, "a number of 0.5, which a int cannot hold"),
+    BAD("listlen.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\nproperty float z\nproperty list uchar float tags\nend_header\n1 2 3 256 0\n", HICP_EFORMAT, "a list length of 256, which a uchar cannot hold"),
 };
 
 /* Writes each case's file and reads it: it must fail with its code and
@@ -863,6 +868,27 @@ Test(io, accepted_line_ends_and_endings)
                                                       "3 0 1 2\n  3  2 1 0  \n# and\n3 0 2 1 255 0 0\n\n"),
                           want, 3);
   cr_assert_eq(hicp_cloud_triangle_count(c), 1);
+  hicp_cloud_destroy(c);
+  /* Lines that end in a lone CR: end_header's is that one byte, and a
+   * binary body's first byte 10 is the point's, not a line end's (stop
+   * 53's review: (10, 2, 3) was read as (2, 3, 10)); in ascii too */
+  static const double ten[3] = {10, 2, 3};
+  c = read_ok(write_text(dir, "cr_bin.ply", "ply\rformat binary_little_endian 1.0\relement vertex 1\r"
+                                            "property uchar x\rproperty uchar y\rproperty uchar z\r"
+                                            "end_header\r\x0a\x02\x03"),
+              ten, 1);
+  hicp_cloud_destroy(c);
+  c = read_ok(write_text(dir, "cr_ascii.ply", "ply\rformat ascii 1.0\relement vertex 1\r"
+                                              "property uchar x\rproperty uchar y\rproperty uchar z\r"
+                                              "end_header\r10 2 3\r"),
+              ten, 1);
+  hicp_cloud_destroy(c);
+  /* a PCD naming a field twice: the first, as PCL and the PLY reader take
+   * it (the last was taken: stop 53's review) */
+  c = read_ok(write_text(dir, "twice.pcd", "VERSION 0.7\nFIELDS x y z x\nSIZE 4 4 4 4\nTYPE F F F F\n"
+                                           "COUNT 1 1 1 1\nWIDTH 1\nHEIGHT 1\nPOINTS 1\nDATA ascii\n"
+                                           "10 2 3 5\n"),
+              ten, 1);
   hicp_cloud_destroy(c);
 }
 

@@ -543,8 +543,8 @@ int cli_read_transform(const char *path, hicp_transform *t)
   size_t len = 0;
   errno = 0;
   while (!bad && (c = getc(f)) != EOF) {
-    if (comment) {
-      comment = c != '\n';
+    if (comment) { /* to the line's end, whichever its writer used */
+      comment = c != '\n' && c != '\r';
       continue;
     }
     if (c != '#' && !is_separator(c)) {

@@ -223,7 +223,7 @@ static int find_xyz(pcd *h, int idx[3])
   static const char *names[3] = {"x", "y", "z"};
   for (int k = 0; k < 3; k++) {
     idx[k] = -1;
-    for (int i = 0; i < h->nf; i++)
+    for (int i = 0; i < h->nf && idx[k] < 0; i++) /* the first of a name, as PCL and PLY */
       if (strcmp(h->f[i].name, names[k]) == 0)
         idx[k] = i;
     if (idx[k] < 0)

@@ -77,6 +77,10 @@ static int parse_header(ply *f, hicp__text *t)
   hicp__text_skip_blanks(t);
   if (strcmp(tok, "ply") != 0 || !hicp__text_at_eol(t, 0))
     return hicp__fail(f->ctx, HICP_EFORMAT, "%s: not a PLY file (no 'ply' first line)", f->name);
+  /* Lines that end in a lone CR (old Mac writers): end_header's is one CR,
+   * and a binary body's first byte may be 10, which is no part of it (the
+   * review, stop 53: a point (10, 2, 3) read as (2, 3, 10)). */
+  const int lone_cr = t->p < t->end && *t->p == '\r' && (t->p + 1 >= t->end || t->p[1] != '\n');
   hicp__text_next_line(t);
   int have_format = 0;
   for (;;) {
@@ -88,7 +92,14 @@ static int parse_header(ply *f, hicp__text *t)
       continue;
     }
     if (strcmp(tok, "end_header") == 0) {
-      hicp__text_next_line(t);
+      while (lone_cr && t->p < t->end && *t->p != '\r' && *t->p != '\n')
+        t->p++;
+      if (lone_cr && t->p < t->end && *t->p == '\r') {
+        t->p++;
+        t->line++;
+      } else {
+        hicp__text_next_line(t);
+      }
       break;
     }
     if (strcmp(tok, "comment") == 0 || strcmp(tok, "obj_info") == 0) {
@@ -237,7 +248,18 @@ static int read_value(reader *r, ptype t, const char *what, int use, double *v)
       }
       r->t.p = at; /* not a non-finite number: reported as usual below */
     }
-    return hicp__text_number(&r->t, 0, 0, what, v);
+    rc = hicp__text_number(&r->t, 0, 0, what, v);
+    /* An integer property holds what its type holds, as in a binary file:
+     * 300 or -1 for a uchar, 0.5 for an int, is a file at odds with its
+     * header (the review, stop 53: they were read as given). */
+    static const double lo[] = {0, -128.0, 0, -32768.0, 0, -2147483648.0, 0};
+    static const double hi[] = {0, 127.0, 255.0, 32767.0, 65535.0, 2147483647.0, 4294967295.0};
+    static const char *const name[] = {"", "char", "uchar", "short", "ushort", "int", "uint"};
+    if (rc == HICP_OK && t >= T_I8 && t <= T_U32 &&
+        !(*v >= lo[t] && *v <= hi[t] && *v == floor(*v)))
+      return hicp__fail(r->f->ctx, HICP_EFORMAT, "%s line %zu: %s of %.17g, which a %s cannot hold",
+                        r->f->name, r->t.line, what, *v, name[t]);
+    return rc;
   }
   if ((size_t)(r->end - r->p) < type_size[t])
     return hicp__fail(r->f->ctx, HICP_EFORMAT, "%s: the file ends in the middle of the data (truncated)",

@@ -177,7 +177,7 @@ hicp_format hicp__detect_format(const char *name, const unsigned char *buf, size
 {
   if (is_model_magic(buf, len))
     return HICP_FORMAT_MODEL;
-  if (starts_with(buf, len, "ply\n") || starts_with(buf, len, "ply\r\n"))
+  if (starts_with(buf, len, "ply\n") || starts_with(buf, len, "ply\r"))
     return HICP_FORMAT_PLY;
   char w[32];
   first_word(buf, len, w, sizeof w);
