@@ -509,7 +509,8 @@ HICP_API void hicp_model_options_init_sized(hicp_model_options *opts, size_t siz
  * Builds a model from @p n points (@p stride bytes apart, 0 = packed).
  * Duplicate points are kept as one vertex answering with the smallest index.
  * Collinear and tiny inputs, and coplanar ones (but those of 64 points or
- * more on an axis-aligned plane), where a 3-D Delaunay triangulation does
+ * more on an axis-aligned plane, collinear or not, which are triangulated
+ * with guard points as below), where a 3-D Delaunay triangulation does
  * not exist, are served exactly by the kd-tree, as is any input Qhull
  * fails on (the reason is in hicp_model_info's fallback_reason; the build
  * does not fail for it).
@@ -709,8 +710,10 @@ typedef struct hicp_reg_options {
                               the previous iteration kept (a window that
                               tightens as outliers drop out), so below about
                               2 the window shrinks each iteration until few
-                              pairs remain (then it starts again from all of
-                              them): use 2.5 or more. */
+                              pairs remain: where the last window held none
+                              it starts again from all of them, and where
+                              it keeps none the registration stops with
+                              ::HICP_STOP_NO_PAIRS.  Use 2.5 or more. */
   size_t scan_stride;    /**< bytes between scan points; 0 = packed xyz */
   int chunk_points;      /**< points per reduction chunk, a power of two from
                               256 to 65536; 0 = 1024.  Results are bit-identical
