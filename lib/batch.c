@@ -1221,20 +1221,25 @@ int hicp_stream_receive(hicp_stream *s, hicp_result *result, int wait)
    * begins after this waits for this call to leave (hicp.h). */
   atomic_fetch_add(&s->receivers, 1);
   pthread_mutex_lock(&s->mu);
-  if (s->stopping)
-    return receive_leave(s, HICP_ECANCELED); /* being destroyed */
-  if (s->len == 0)
-    return receive_leave(s, HICP_EINVAL); /* no frame is outstanding */
-  entry *e = s->q[0];
-  while (!e->done && !s->stopping) {
+  entry *e;
+  for (;;) {
+    /* hicp_stream_destroy on another thread: it waits for this one to
+     * leave before it frees anything */
+    if (s->stopping)
+      return receive_leave(s, HICP_ECANCELED);
+    if (s->len == 0)
+      return receive_leave(s, HICP_EINVAL); /* no frame is outstanding */
+    /* the oldest frame, read again after every wait: another receiver
+     * may have taken the one this call waited for (two receivers waiting
+     * on one frame both took it, and the second emptied an empty queue:
+     * stop 53's review) */
+    e = s->q[0];
+    if (e->done)
+      break;
     if (!wait)
       return receive_leave(s, HICP_EAGAIN);
     pthread_cond_wait(&s->done, &s->mu);
   }
-  /* hicp_stream_destroy on another thread: it waits for this one to leave
-   * before it frees anything */
-  if (s->stopping)
-    return receive_leave(s, HICP_ECANCELED);
   memmove(s->q, s->q + 1, sizeof *s->q * (s->len - 1));
   s->len--;
   s->base++;

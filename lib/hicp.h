@@ -958,6 +958,9 @@ HICP_API int hicp_stream_submit_cloud(hicp_stream *stream, const hicp_cloud *clo
 
 /**
  * The result of the oldest frame not yet received, in submission order.
+ * Several threads may receive at once: each result goes to one of them,
+ * and a receiver whose frame another took waits for the next frame (or
+ * returns ::HICP_EINVAL when none is outstanding).
  * @param wait 1: block until it is ready; 0: return ::HICP_EAGAIN if it is
  *        not ready yet.  ::HICP_EINVAL when nothing is outstanding.
  * @param result prepared with hicp_result_init(); its `frame` and `error`

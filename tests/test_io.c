@@ -1097,6 +1097,24 @@ Test(io, memory_budget)
   hicp_context_destroy(ctx);
   c = read_ok(p, NULL, n);
   hicp_cloud_destroy(c);
+  /* a file of 200,000 bytes (comments, then a point) reads under a limit
+   * of 230,000: the read holds the file and its end byte, where its buffer
+   * doubled before it found the end (stop 53's review: a file needed twice
+   * its size) */
+  char *com = malloc(200001);
+  memset(com, '#', 200000);
+  for (size_t i = 99; i < 200000; i += 100)
+    com[i] = '\n';
+  memcpy(com + 200000 - 7, "\n1 2 3\n", 7);
+  const char *q = th_path(dir, "comments.xyz");
+  th_write(q, com, 200000);
+  free(com);
+  o.memory_limit = 230000;
+  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  cr_assert_eq(hicp_cloud_read(ctx, q, HICP_FORMAT_AUTO, &c), 0, "%s", hicp_context_error(ctx));
+  cr_assert_eq(hicp_cloud_size(c), 1);
+  hicp_cloud_destroy(c);
+  hicp_context_destroy(ctx);
 }
 
 /* A binary_compressed PCD whose POINTS lies (10^5 points in 20 bytes) is a

@@ -21,6 +21,8 @@
  *     destroys the stream returns HICP_ECANCELED, and the stream is freed
  *     only after it has left (the pause at the lock is made certain by
  *     linking with --wrap=pthread_mutex_lock: Makefile.am);
+ *  7. two receivers waiting on one stream's oldest frame get one result
+ *     each, its frames in order between them;
  *  0. first, while this process has one thread: a child it forks (a
  *     pre-fork server's worker) starts its two threads and registers.
  *
@@ -544,6 +546,65 @@ static void test_stream_destroyed_under_a_late_receiver(void)
   free(p);
 }
 
+/* ---- 7. Two receivers waiting on one frame ---- */
+
+typedef struct twin_arg {
+  hicp_stream *s;
+  int rc;
+  uint64_t frame;
+  int error;
+} twin_arg;
+
+static void *twin_receiver(void *p)
+{
+  twin_arg *a = p;
+  hicp_result r;
+  hicp_result_init(&r);
+  a->rc = hicp_stream_receive(a->s, &r, 1);
+  a->frame = r.frame;
+  a->error = r.error;
+  return NULL;
+}
+
+static void test_two_receivers_on_one_frame(void)
+{
+  hicp_context *ctx = context(1);
+  float *p = tap_surface(2000, 4);
+  hicp_model *m = NULL;
+  int ok = hicp_model_build(ctx, p, 2000, 0, NULL, &m) == HICP_OK;
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = 1500; /* long enough for both receivers to be waiting */
+  o.tol = 0.0;
+  hicp_batch_options bo;
+  hicp_batch_options_init(&bo);
+  bo.track = 1; /* the frames run one after the other */
+  hicp_stream *s = NULL;
+  ok = ok && hicp_stream_create(ctx, m, &o, &bo, &s) == HICP_OK;
+  float *f = moved(p, 2000, 2.0, 0.01);
+  for (int k = 0; ok && k < 2; k++)
+    ok = hicp_stream_submit(s, f, 2000, NULL, NULL) == HICP_OK;
+  twin_arg a[2] = {{s, -1000, 99, -1}, {s, -1000, 99, -1}};
+  pthread_t th[2];
+  int started = 0;
+  for (; ok && started < 2; started++)
+    ok = pthread_create(&th[started], NULL, twin_receiver, &a[started]) == 0;
+  for (int k = 0; k < started; k++)
+    pthread_join(th[k], NULL);
+  char why[128];
+  snprintf(why, sizeof why, "rc %d and %d, frames %llu and %llu, errors %d and %d", a[0].rc,
+           a[1].rc, (unsigned long long)a[0].frame, (unsigned long long)a[1].frame, a[0].error,
+           a[1].error);
+  tap_report(ok && a[0].rc == 0 && a[1].rc == 0 && a[0].error == 0 && a[1].error == 0 &&
+                 a[0].frame + a[1].frame == 1 && a[0].frame != a[1].frame,
+             "two receivers waiting on one stream's frame get a frame each", why);
+  hicp_stream_destroy(s);
+  free(f);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+  free(p);
+}
+
 int main(int argc, char **argv)
 {
   for (int i = 1; i < argc; i++)
@@ -551,7 +612,7 @@ int main(int argc, char **argv)
       fprintf(stderr, "usage: test_threads [--tap=-]\n");
       return 2;
     }
-  printf("1..8\n");
+  printf("1..9\n");
   test_prefork_child_keeps_threads();
   test_shared_model();
   test_cancel_registration();
@@ -559,5 +620,6 @@ int main(int argc, char **argv)
   test_batch_cancel();
   test_failing_at_once();
   test_stream_destroyed_under_a_late_receiver();
+  test_two_receivers_on_one_frame();
   return tap_failed() != 0;
 }
