@@ -84,6 +84,25 @@ static void sleep_ms(int ms)
   nanosleep(&ts, NULL);
 }
 
+/* n points on a test surface (tap_surface, seed), in *p, and a model of
+ * them on ctx; NULL where the build failed. */
+static hicp_model *surface_model(hicp_context *ctx, size_t n, uint64_t seed, float **p)
+{
+  *p = tap_surface(n, seed);
+  hicp_model *m = NULL;
+  return hicp_model_build(ctx, *p, n, 0, NULL, &m) == HICP_OK ? m : NULL;
+}
+
+/* Registration options for max_iter iterations, none stopped early. */
+static hicp_reg_options all_iterations(int max_iter)
+{
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = max_iter;
+  o.tol = 0.0;
+  return o;
+}
+
 /* ---- 1. Threads sharing one model ---- */
 
 enum { NQ = 64 }; /* nearest-neighbour queries a thread asks */
@@ -221,13 +240,10 @@ static void test_cancel_registration(void)
 {
   enum { N = 20000 };
   hicp_context *ctx = context(2);
-  float *p = tap_surface(N, 13);
-  hicp_model *m = NULL;
-  int ok = hicp_model_build(ctx, p, N, 0, NULL, &m) == HICP_OK;
-  hicp_reg_options o;
-  hicp_reg_options_init(&o);
-  o.max_iter = 1000000; /* would run for hours */
-  o.tol = 0.0;
+  float *p;
+  hicp_model *m = surface_model(ctx, N, 13, &p);
+  int ok = m != NULL;
+  hicp_reg_options o = all_iterations(1000000); /* would run for hours */
   o.nn = HICP_NN_BRUTE;
   cancel_arg a;
   a.ctx = ctx;
@@ -289,9 +305,9 @@ static void *submitter(void *p)
 static void test_stream_two_threads(void)
 {
   hicp_context *ctx = context(3);
-  float *p = tap_surface(8000, 5);
-  hicp_model *m = NULL;
-  int ok = hicp_model_build(ctx, p, 8000, 0, NULL, &m) == HICP_OK;
+  float *p;
+  hicp_model *m = surface_model(ctx, 8000, 5, &p);
+  int ok = m != NULL;
   hicp_reg_options o;
   hicp_reg_options_init(&o);
   o.max_iter = 15;
@@ -352,9 +368,9 @@ static void test_batch_cancel(void)
 {
   enum { NB = 40, BN = 3000 };
   hicp_context *ctx = context(3);
-  float *p = tap_surface(6000, 9);
-  hicp_model *m = NULL;
-  int ok = hicp_model_build(ctx, p, 6000, 0, NULL, &m) == HICP_OK;
+  float *p;
+  hicp_model *m = surface_model(ctx, 6000, 9, &p);
+  int ok = m != NULL;
   const float *frames[NB];
   size_t counts[NB];
   hicp_result res[NB];
@@ -363,10 +379,7 @@ static void test_batch_cancel(void)
     counts[k] = BN;
     hicp_result_init(&res[k]);
   }
-  hicp_reg_options o;
-  hicp_reg_options_init(&o);
-  o.max_iter = 300;
-  o.tol = 0.0;
+  hicp_reg_options o = all_iterations(300);
   later_arg la = {ctx, 50};
   pthread_t th;
   ok = ok && pthread_create(&th, NULL, cancel_later, &la) == 0;
@@ -516,13 +529,10 @@ static void *late_receiver(void *p)
 static void test_stream_destroyed_under_a_late_receiver(void)
 {
   hicp_context *ctx = context(1);
-  float *p = tap_surface(2000, 3);
-  hicp_model *m = NULL;
-  int ok = hicp_model_build(ctx, p, 2000, 0, NULL, &m) == HICP_OK;
-  hicp_reg_options o;
-  hicp_reg_options_init(&o);
-  o.max_iter = 1000000; /* a frame that runs until the destroy cancels it */
-  o.tol = 0.0;
+  float *p;
+  hicp_model *m = surface_model(ctx, 2000, 3, &p);
+  int ok = m != NULL;
+  hicp_reg_options o = all_iterations(1000000); /* until the destroy cancels it */
   late_arg a = {NULL, -1000};
   ok = ok && hicp_stream_create(ctx, m, &o, NULL, &a.s) == HICP_OK;
   ok = ok && hicp_stream_submit(a.s, p, 2000, NULL, NULL) == HICP_OK;
@@ -569,13 +579,10 @@ static void *twin_receiver(void *p)
 static void test_two_receivers_on_one_frame(void)
 {
   hicp_context *ctx = context(1);
-  float *p = tap_surface(2000, 4);
-  hicp_model *m = NULL;
-  int ok = hicp_model_build(ctx, p, 2000, 0, NULL, &m) == HICP_OK;
-  hicp_reg_options o;
-  hicp_reg_options_init(&o);
-  o.max_iter = 1500; /* long enough for both receivers to be waiting */
-  o.tol = 0.0;
+  float *p;
+  hicp_model *m = surface_model(ctx, 2000, 4, &p);
+  int ok = m != NULL;
+  hicp_reg_options o = all_iterations(1500); /* both receivers wait meanwhile */
   hicp_batch_options bo;
   hicp_batch_options_init(&bo);
   bo.track = 1; /* the frames run one after the other */
