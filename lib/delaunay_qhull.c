@@ -498,6 +498,43 @@ double hicp__delaunay_resolution_floor(const hicp__vtx *vtx, uint32_t nv,
   return REALepsilon * (whi - wlo);
 }
 
+/* One run of Qhull: its state, and the stream its messages go to, kept
+ * for an error's text (qhull_message).  qrun_open: 0, or -1 out of
+ * memory (nothing then to close). */
+typedef struct qrun {
+  qhT *qh;
+  FILE *err;
+  char *msg;
+  size_t msglen;
+} qrun;
+
+static void qrun_close(qrun *r, int ran)
+{
+  if (ran) { /* what qh_new_qhull built, and Qhull's short-memory pool */
+    qh_freeqhull(r->qh, !qh_ALL);
+    int curlong, totlong;
+    qh_memfreeshort(r->qh, &curlong, &totlong);
+  }
+  if (r->err != NULL)
+    fclose(r->err);
+  free(r->msg);
+  free(r->qh);
+}
+
+static int qrun_open(qrun *r)
+{
+  r->msg = NULL;
+  r->msglen = 0;
+  r->qh = malloc(sizeof *r->qh);
+  r->err = open_memstream(&r->msg, &r->msglen);
+  if (r->qh == NULL || r->err == NULL) {
+    qrun_close(r, 0);
+    return -1;
+  }
+  qh_zero(r->qh, r->err);
+  return 0;
+}
+
 int hicp__flat_hull_face(const hicp__vtx *vtx, uint32_t nv, uint32_t *most)
 {
   *most = 0;
@@ -505,35 +542,27 @@ int hicp__flat_hull_face(const hicp__vtx *vtx, uint32_t nv, uint32_t *most)
   if (nv < 4 || hicp__mul_size((size_t)nv, 3 * sizeof(coordT), &bytes) != 0 || nv > INT32_MAX)
     return 1;
   coordT *pts = malloc(bytes);
-  qhT *qh = malloc(sizeof *qh);
-  char *msgbuf = NULL;
-  size_t msglen = 0;
-  FILE *err = open_memstream(&msgbuf, &msglen);
-  int rc = -1;
-  if (pts != NULL && qh != NULL && err != NULL) {
-    double mid[3];
-    centre_points(vtx, nv, pts, mid);
-    qh_zero(qh, err);
-    char options[] = "qhull Qc";
-    const int exitcode = qh_new_qhull(qh, 3, (int)nv, pts, False, options, NULL, err);
-    rc = exitcode == qh_ERRmem ? -1 : 1;
-    if (exitcode == 0) {
-      facetT *facet;
-      FORALLfacets {
-        const int k = qh_setsize(qh, facet->vertices) +
-                      (facet->coplanarset != NULL ? qh_setsize(qh, facet->coplanarset) : 0);
-        *most = (uint32_t)k > *most ? (uint32_t)k : *most;
-      }
-      rc = 0;
-    }
-    qh_freeqhull(qh, !qh_ALL);
-    int curlong, totlong;
-    qh_memfreeshort(qh, &curlong, &totlong);
+  qrun q;
+  if (pts == NULL || qrun_open(&q) != 0) {
+    free(pts);
+    return -1;
   }
-  if (err != NULL)
-    fclose(err);
-  free(msgbuf);
-  free(qh);
+  double mid[3];
+  centre_points(vtx, nv, pts, mid);
+  char options[] = "qhull Qc";
+  const int exitcode = qh_new_qhull(q.qh, 3, (int)nv, pts, False, options, NULL, q.err);
+  int rc = exitcode == qh_ERRmem ? -1 : 1;
+  if (exitcode == 0) {
+    qhT *qh = q.qh; /* FORALLfacets names it */
+    facetT *facet;
+    FORALLfacets {
+      const int k = qh_setsize(qh, facet->vertices) +
+                    (facet->coplanarset != NULL ? qh_setsize(qh, facet->coplanarset) : 0);
+      *most = (uint32_t)k > *most ? (uint32_t)k : *most;
+    }
+    rc = 0;
+  }
+  qrun_close(&q, 1);
   free(pts);
   return rc;
 }
@@ -558,35 +587,28 @@ int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv,
   /* Qhull's memory is part of the build's, checked by hicp_model_build
    * before it starts (model_build.c). */
   coordT *pts = malloc(bytes);
-  qhT *qh = malloc(sizeof *qh);
-  char *msgbuf = NULL;
-  size_t msglen = 0;
-  FILE *err = open_memstream(&msgbuf, &msglen);
   edge_buf eb = {NULL, 0, 0};
   char *dropped = calloc(nv, 1);
   uint64_t *off = NULL;
   uint32_t *slot = NULL;
-  if (pts == NULL || qh == NULL || err == NULL || dropped == NULL) {
+  qrun q;
+  if (pts == NULL || dropped == NULL || qrun_open(&q) != 0) {
     free(pts);
-    free(qh);
     free(dropped);
-    if (err != NULL)
-      fclose(err);
-    free(msgbuf);
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the Delaunay triangulation");
   }
+  qhT *qh = q.qh;
   qhull_points(vtx, nv, guards, nguards, pts);
 
   double t0 = hicp__now_ms();
-  qh_zero(qh, err);
   char options[] = "qhull d Qbb Qc Qi Qz Qt";
-  int exitcode = qh_new_qhull(qh, 3, (int)np, pts, False, options, NULL, err);
+  int exitcode = qh_new_qhull(qh, 3, (int)np, pts, False, options, NULL, q.err);
   *qhull_ms = hicp__now_ms() - t0;
   int result = HICP_OK;
   if (exitcode != 0) {
     char why[300];
-    fflush(err);
-    qhull_message(msgbuf, msglen, why, sizeof why);
+    fflush(q.err);
+    qhull_message(q.msg, q.msglen, why, sizeof why);
     /* Out of memory is the system's failure, not the input's: the caller
      * falls back to a kd-tree only on HICP_EQHULL, and a model saved so
      * would stay 4.6 times slower (stop 48's static-analysis review) */
@@ -607,12 +629,7 @@ int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv,
     }
     qh->NOerrexit = True;
   }
-  qh_freeqhull(qh, !qh_ALL);
-  int curlong, totlong;
-  qh_memfreeshort(qh, &curlong, &totlong);
-  fclose(err);
-  free(msgbuf);
-  free(qh);
+  qrun_close(&q, 1);
   free(pts);
 
   if (result == HICP_OK) {
