@@ -365,6 +365,10 @@ typedef struct batch_job {
   const float *const *frames;
   const size_t *counts;
   const double (*origins)[3]; /* NULL: every frame's origin is zero */
+  /* the frames are clouds' points (hicp_register_batch_clouds), packed and
+   * checked when each cloud was made: registered where they are, as
+   * hicp_register_cloud() does, with no copy made or counted */
+  int in_place;
   size_t nframes, stride;
   const hicp__plan *plan;
   const hicp_transform *inits;
@@ -473,12 +477,19 @@ static void *batch_worker(void *arg)
       continue;
     }
     hicp__clear_error(j->cm->ctx);
-    float *p0 = NULL;
-    /* the frame with this worker's copy of it, before either */
-    int rc = hicp__check_frame_budget(j->cm->ctx, j->plan, j->counts[i],
-                                      hicp__kept_copy_bytes(j->counts[i]));
-    if (rc == HICP_OK)
-      rc = hicp__copy_points_kept(j->cm->ctx, "scan", j->frames[i], j->counts[i], j->stride, &p0);
+    const float *p0 = j->frames[i];
+    int rc;
+    if (j->in_place) { /* a NULL cloud fails here, on its NULL points */
+      rc = hicp__check_count(j->cm->ctx, "scan", p0, j->counts[i]);
+    } else { /* the frame with this worker's copy of it, before either */
+      float *copy = NULL;
+      rc = hicp__check_frame_budget(j->cm->ctx, j->plan, j->counts[i],
+                                    hicp__kept_copy_bytes(j->counts[i]));
+      if (rc == HICP_OK)
+        rc = hicp__copy_points_kept(j->cm->ctx, "scan", j->frames[i], j->counts[i], j->stride,
+                                    &copy);
+      p0 = copy;
+    }
     if (rc == HICP_OK)
       rc = run_frame(j->ctx, j->cm, j->m, p0, j->counts[i], frame_origin(j->origins, i), j->plan,
                      j->inits != NULL ? &j->inits[i] : NULL, r);
@@ -514,8 +525,9 @@ static int batch_independent(hicp_context *ctx, const hicp_model *m, const float
   pthread_t tid[64];
   int started[64] = {0};
   for (int i = 0; i < c->n; i++) {
-    batch_job j = {ctx,   &c->m[i], i,      m,     frames, counts, origins, nframes,
-                   stride, plan,    inits,   results, rstride, &next, &pace};
+    batch_job j = {ctx,     &c->m[i], i,     m,       frames,  counts, origins,
+                   origins != NULL, nframes, stride, plan, inits, results, rstride,
+                   &next,   &pace};
     jobs[i] = j;
   }
   for (int i = 1; i < c->n; i++)
@@ -686,24 +698,42 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
         continue;
       }
       const double t_start = hicp__now_ms(); /* the frame's start: its copy counts */
-      float *p0 = NULL;
-      /* the frame with its copy and the two frames' matches, before any */
-      int frc = hicp__check_frame_budget(ctx, &plan, counts[i],
-                                         hicp__kept_copy_bytes(counts[i]) +
-                                             match_bytes(counts[i], cur_cap, prev_cap));
-      if (frc == HICP_OK)
-        frc = hicp__copy_points_kept(ctx, "scan", frames[i], counts[i], stride, &p0);
-      if (frc == HICP_OK && match_buffer(&cur, &cur_cap, counts[i], prev_cap) != 0)
+      /* The frame is held to the limit as the single call is (hicp_register:
+       * the registration and its copy; hicp_register_cloud: the
+       * registration of the cloud's points where they are), before
+       * anything is allocated.  The two frames' matches only speed the
+       * searches: where the limit leaves no room for them the frame runs
+       * without, from the start table, to the same pose. */
+      const int in_place = origins != NULL;
+      const uint64_t copy = in_place ? 0 : hicp__kept_copy_bytes(counts[i]);
+      const float *p0 = frames[i];
+      int frc = in_place ? hicp__check_count(ctx, "scan", p0, counts[i])
+                         : hicp__check_frame_budget(ctx, &plan, counts[i], copy);
+      const int matches =
+          frc == HICP_OK &&
+          hicp__frame_fits(ctx, &plan, counts[i], copy + match_bytes(counts[i], cur_cap, prev_cap));
+      if (frc == HICP_OK && !in_place) {
+        float *kept = NULL;
+        frc = hicp__copy_points_kept(ctx, "scan", frames[i], counts[i], stride, &kept);
+        p0 = kept;
+      }
+      if (frc == HICP_OK && matches && match_buffer(&cur, &cur_cap, counts[i], prev_cap) != 0)
         frc = hicp__fail(ctx, HICP_ENOMEM, "out of memory");
       if (frc == HICP_OK) {
-        const uint32_t *warm = bo.reuse_matches && prev != NULL && prev_n == counts[i] ? prev : NULL;
+        const uint32_t *warm =
+            matches && bo.reuse_matches && prev != NULL && prev_n == counts[i] ? prev : NULL;
         frc = hicp__register_frame(ctx, m, p0, counts[i], frame_origin(origins, i), &plan, &pose,
-                                   team.nw > 0 ? &team : NULL, warm, cur, r, t_start);
+                                   team.nw > 0 ? &team : NULL, warm, matches ? cur : NULL, r,
+                                   t_start);
       }
       hicp__scratch_done(ctx, HICP_SCRATCH_SCAN);
       if (frc != HICP_OK) {
         hicp__result_failed(r, i, frc, hicp_context_error(ctx));
         prev_n = 0; /* the next frame starts afresh from the last good pose */
+      } else if (!matches) {
+        r->frame = i;
+        pose = r->transform;
+        prev_n = 0; /* no matches for the next frame to start from */
       } else {
         r->frame = i;
         pose = r->transform;
@@ -793,6 +823,7 @@ typedef struct entry {
   size_t cap;       /* points p0 has room for */
   size_t n;
   double origin[3]; /* p0 is relative to it (hicp_stream_submit_cloud) */
+  int cloud;        /* submitted as a cloud (hicp_stream_submit_cloud) */
   hicp_transform init;
   int has_init;
   unsigned cancel_seen; /* the context's cancel requests before it was submitted */
@@ -903,6 +934,19 @@ static void give_entry(hicp_stream *s, entry *e)
     free(e);
 }
 
+/* What a stream's frame is charged for its copy when it runs: what the
+ * single call would be (hicp_register: a copy of the frame's size;
+ * hicp_register_cloud: none, the cloud's points being used where they
+ * are), so that the frame runs or is refused as that call would be.  The
+ * copy the stream holds may be larger (a kept one) and is counted apart,
+ * in what the stream holds (submit); a frame's outcome does not depend on
+ * the frames before it (stop 54's review: a frame too large for the limit
+ * left its larger copy to the frames after it, which were refused). */
+static uint64_t single_call_copy(const entry *e)
+{
+  return e->cloud ? 0 : hicp__kept_copy_bytes(e->n);
+}
+
 typedef struct stream_worker {
   hicp_stream *s;
   crew_member *cm;
@@ -919,8 +963,7 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
   if (hicp__canceled(cm->ctx)) {
     rc = hicp__fail(cm->ctx, HICP_ECANCELED, "canceled before it started");
   } else if (!s->bo.track) {
-    /* the frame with the copy of it the stream holds */
-    rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n, copy_bytes(e->cap));
+    rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n, single_call_copy(e));
     if (rc == HICP_OK)
       rc = run_frame(s->ctx, cm, s->m, e->p0, e->n, e->origin, &s->plan,
                      e->has_init ? &e->init : NULL, r);
@@ -928,21 +971,27 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
     /* Tracking runs in order on the stream's one worker thread.  Poses
      * are absolute, so a frame may have another origin than the last. */
     const double t_start = hicp__now_ms();
-    /* the frame with its copy and the two frames' match buffers */
-    rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n,
-                                  copy_bytes(e->cap) + match_bytes(e->n, s->cur_cap, s->prev_cap));
-    if (rc == HICP_OK && match_buffer(&s->cur, &s->cur_cap, e->n, s->prev_cap) != 0)
+    /* the frame as the single call, and the two frames' matches where the
+     * limit leaves room for them (as in a tracked batch: without, the
+     * frame runs from the start table to the same pose) */
+    const uint64_t copy = single_call_copy(e);
+    rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n, copy);
+    const int matches =
+        rc == HICP_OK &&
+        hicp__frame_fits(cm->ctx, &s->plan, e->n, copy + match_bytes(e->n, s->cur_cap, s->prev_cap));
+    if (rc == HICP_OK && matches && match_buffer(&s->cur, &s->cur_cap, e->n, s->prev_cap) != 0)
       rc = hicp__fail(cm->ctx, HICP_ENOMEM, "out of memory");
-    uint32_t *cur = rc == HICP_OK ? s->cur : NULL;
+    uint32_t *cur = rc == HICP_OK && matches ? s->cur : NULL;
     const uint32_t *warm =
-        s->bo.reuse_matches && s->prev != NULL && s->prev_n == e->n ? s->prev : NULL;
+        matches && s->bo.reuse_matches && s->prev != NULL && s->prev_n == e->n ? s->prev : NULL;
     const hicp_transform *init = e->has_init ? &e->init : &s->pose;
-    rc = rc != HICP_OK ? rc
-         : cur == NULL ? hicp__fail(cm->ctx, HICP_ENOMEM, "out of memory")
-                       : hicp__register_frame(cm->ctx, s->m, e->p0, e->n, e->origin, &s->plan, init,
-                                            s->team.nw > 0 ? &s->team : NULL, warm, cur, r,
-                                            t_start);
-    if (rc == HICP_OK) { /* this frame's matches become the last frame's */
+    if (rc == HICP_OK)
+      rc = hicp__register_frame(cm->ctx, s->m, e->p0, e->n, e->origin, &s->plan, init,
+                                s->team.nw > 0 ? &s->team : NULL, warm, cur, r, t_start);
+    if (rc == HICP_OK && !matches) {
+      s->pose = r->transform;
+      s->prev_n = 0; /* no matches for the next frame to start from */
+    } else if (rc == HICP_OK) { /* this frame's matches become the last frame's */
       const size_t cap = s->cur_cap;
       s->pose = r->transform;
       s->cur = s->prev;
@@ -1077,7 +1126,8 @@ int hicp_stream_create(hicp_context *ctx, const hicp_model *m, const hicp_reg_op
 
 /* Queues n points at xyz (stride bytes apart), relative to origin. */
 static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
-                  const double origin[3], const hicp_transform *init, uint64_t *frame)
+                  const double origin[3], int cloud, const hicp_transform *init,
+                  uint64_t *frame)
 {
   hicp_context *ctx = s->ctx;
   if (init != NULL && hicp_transform_check(init) != HICP_OK)
@@ -1145,6 +1195,7 @@ static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
   e->p0 = p;
   e->cap = cap;
   e->n = n;
+  e->cloud = cloud;
   e->cancel_seen = hicp__cancel_count(ctx);
   memcpy(e->origin, origin, sizeof e->origin);
   if (init != NULL) {
@@ -1183,7 +1234,7 @@ int hicp_stream_submit(hicp_stream *s, const float *xyz, size_t n, const hicp_tr
   if (s == NULL)
     return HICP_EINVAL;
   static const double zero[3] = {0.0, 0.0, 0.0};
-  return submit(s, xyz, n, s->stride, zero, init, frame);
+  return submit(s, xyz, n, s->stride, zero, 0, init, frame);
 }
 
 int hicp_stream_submit_cloud(hicp_stream *s, const hicp_cloud *cloud, const hicp_transform *init,
@@ -1195,7 +1246,7 @@ int hicp_stream_submit_cloud(hicp_stream *s, const hicp_cloud *cloud, const hicp
     return hicp__fail(s->ctx, HICP_EINVAL, "hicp_stream_submit_cloud: NULL cloud");
   if (s->stride != 3 * sizeof(float))
     return hicp__fail(s->ctx, HICP_EINVAL, "scan_stride does not apply to a cloud");
-  return submit(s, cloud->xyz, cloud->n, s->stride, cloud->origin, init, frame);
+  return submit(s, cloud->xyz, cloud->n, s->stride, cloud->origin, 1, init, frame);
 }
 
 /* Leaves hicp_stream_receive (under the stream's lock) with `rc`: a

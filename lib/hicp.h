@@ -187,8 +187,15 @@ typedef struct hicp_context_options {
                               quota are read at a process's first context,
                               and again in a forked child).
                               Batches and streams hold each worker's frame
-                              to it, so a call with W workers may take up
-                              to W times as much.  A model build's share
+                              to it as the single call does (its points
+                              and a copy of them, as hicp_register(); a
+                              cloud's without a copy, as
+                              hicp_register_cloud()), so a call with W
+                              workers may take up to W times as much.  A
+                              tracked frame also keeps its matches for the
+                              next (8 bytes a point) where the limit
+                              leaves room, and runs without them, to the
+                              same pose, where it does not.  A model build's share
                               for Qhull is an estimate (2.8 KB a point;
                               regular lattices take more). */
   unsigned flags;       /**< reserved, must be 0 */
@@ -931,11 +938,13 @@ HICP_API int hicp_stream_create(hicp_context *ctx, const hicp_model *model,
  * copies of frames that have run (each up to 64 MiB) and four received
  * results' places, outside that count, and a tracked stream the matches
  * of its last frame and a buffer for the next's.  A frame may be given a
- * kept copy larger than itself, counted at its size, and a new copy has
- * room for the largest frame so far where the limit allows: once a stream
- * has seen its largest frame, with up to four frames outstanding,
- * submitting and receiving allocate no memory on the CPU (as
- * hicp_context_destroy() says of registrations).
+ * kept copy larger than itself, counted at its size in what the stream
+ * holds; the frame's registration is held to the limit as the single
+ * call's (hicp_context_options.memory_limit), whatever copy it was given.
+ * A new copy has room for the largest frame so far where the limit
+ * allows: once a stream has seen its largest frame, with up to four
+ * frames outstanding, submitting and receiving allocate no memory on the
+ * CPU (as hicp_context_destroy() says of registrations).
  * @return 0, ::HICP_EINVAL (a NULL argument, an initial transform that is
  *         not rigid), ::HICP_ENONFINITE, ::HICP_ERANGE, ::HICP_EEMPTY,
  *         ::HICP_ELIMIT, ::HICP_ENOMEM.

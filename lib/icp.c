@@ -636,6 +636,13 @@ int hicp__check_frame_budget(hicp_context *ctx, const hicp__plan *plan, size_t n
   return hicp__check_budget(ctx, hicp__frame_bytes(plan, n) + held, "the registration");
 }
 
+int hicp__frame_fits(const hicp_context *ctx, const hicp__plan *plan, size_t n, uint64_t held)
+{
+  if (n == 0 || n > HICP_SCAN_MAX)
+    return 1; /* refused by the registration, with its own message */
+  return hicp__frame_bytes(plan, n) + held <= ctx->memory_limit;
+}
+
 int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0, size_t n,
                          const double origin[3], const hicp__plan *plan,
                          const hicp_transform *init, hicp__team *team, const uint32_t *warm,

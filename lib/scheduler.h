@@ -84,6 +84,10 @@ void hicp__result_failed(hicp_result *r, uint64_t frame, int code, const char *m
 uint64_t hicp__frame_bytes(const hicp__plan *plan, size_t n);
 int hicp__check_frame_budget(hicp_context *ctx, const hicp__plan *plan, size_t n,
                              uint64_t held);
+/* Whether the registration of n points and `held` bytes beside it fit the
+ * limit, without failing: for memory a frame can do without (a tracked
+ * frame's matches, which only speed its searches). */
+int hicp__frame_fits(const hicp_context *ctx, const hicp__plan *plan, size_t n, uint64_t held);
 
 /* Options resolved against a model (icp.c). */
 int hicp__make_plan(hicp_context *ctx, const hicp_model *m, const hicp_reg_options *user,

@@ -895,6 +895,130 @@ Test(batch, tracked_stream_after_a_failed_frame)
   hicp_model_destroy(m);
 }
 
+/* A one-thread CPU context with memory limit `limit`. */
+static hicp_context *limited_context(uint64_t limit)
+{
+  hicp_context_options co;
+  hicp_context_options_init(&co);
+  co.threads = 1;
+  co.backend = HICP_BACKEND_CPU;
+  co.memory_limit = limit;
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(&co, &ctx), 0);
+  return ctx;
+}
+
+/* The least memory limit under which the single call registers frame f
+ * (n points; as a cloud with `cloud`), found by halving. */
+static uint64_t least_limit(const hicp_model *m, const float *f, size_t n, int cloud,
+                            const hicp_reg_options *o)
+{
+  uint64_t lo = 1024, hi = UINT64_C(256) << 20; /* refused, and run */
+  while (hi - lo > 1) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    hicp_context *ctx = limited_context(mid);
+    hicp_cloud *c = NULL;
+    if (cloud)
+      cr_assert_eq(hicp_cloud_from_xyz(ctx, f, n, 0, &c), 0, "%s", hicp_context_error(ctx));
+    hicp_result r;
+    hicp_result_init(&r);
+    const int rc = cloud ? hicp_register_cloud(ctx, m, c, o, NULL, &r)
+                         : hicp_register(ctx, m, f, n, o, NULL, &r);
+    cr_assert(rc == HICP_OK || rc == HICP_ELIMIT, "%s", hicp_context_error(ctx));
+    *(rc == HICP_OK ? &hi : &lo) = mid;
+    hicp_cloud_destroy(c);
+    hicp_context_destroy(ctx);
+  }
+  return hi;
+}
+
+/* Batches and streams hold each frame to the memory limit as the single
+ * call does: under the least limit at which hicp_register (or
+ * hicp_register_cloud) runs a frame, a batch's or stream's frame runs
+ * too, with the same pose (stop 54's review: cloud batches copied the
+ * clouds and counted the copy, tracked batches counted their matches,
+ * and a stream charged a frame the larger copy an earlier frame, refused
+ * for its size, had left). */
+Test(batch, frames_held_to_the_limit_as_the_single_call)
+{
+  hicp_model *m = make_model();
+  size_t n;
+  float *f = make_frame(3, &n);
+  const hicp_reg_options o = reg_opts();
+  const float *frames[3] = {f, f, f};
+  const size_t counts[3] = {n, n, n};
+  /* the poses with room to spare: tracked and not */
+  hicp_transform want[2][3];
+  hicp_context *ctx = limited_context(0);
+  for (int track = 0; track <= 1; track++) {
+    hicp_batch_options bo;
+    hicp_batch_options_init(&bo);
+    bo.track = track;
+    hicp_result r[3];
+    for (int k = 0; k < 3; k++)
+      hicp_result_init(&r[k]);
+    cr_assert_eq(hicp_register_batch(ctx, m, frames, counts, 3, &o, &bo, NULL, r), 0);
+    for (int k = 0; k < 3; k++)
+      want[track][k] = r[k].transform;
+  }
+  hicp_context_destroy(ctx);
+
+  for (int cloud = 0; cloud <= 1; cloud++) {
+    const uint64_t limit = least_limit(m, f, n, cloud, &o);
+    ctx = limited_context(limit);
+    hicp_cloud *c = NULL;
+    cr_assert_eq(hicp_cloud_from_xyz(ctx, f, n, 0, &c), 0);
+    const hicp_cloud *clouds[3] = {c, c, c};
+    for (int track = 0; track <= 1; track++) {
+      hicp_batch_options bo;
+      hicp_batch_options_init(&bo);
+      bo.track = track;
+      hicp_result r[3];
+      for (int k = 0; k < 3; k++)
+        hicp_result_init(&r[k]);
+      const int rc = cloud ? hicp_register_batch_clouds(ctx, m, clouds, 3, &o, &bo, NULL, r)
+                           : hicp_register_batch(ctx, m, frames, counts, 3, &o, &bo, NULL, r);
+      cr_assert_eq(rc, HICP_OK, "cloud %d, track %d, limit %llu: %s", cloud, track,
+                   (unsigned long long)limit, hicp_context_error(ctx));
+      for (int k = 0; k < 3; k++)
+        cr_assert(memcmp(&r[k].transform, &want[track][k], sizeof r[k].transform) == 0,
+                  "cloud %d, track %d: frame %d's pose differs", cloud, track, k);
+
+      /* A stream: first a frame three times as large, which the limit
+       * refuses when it runs, then the frame itself. */
+      const size_t nbig = 3 * n;
+      float *big = malloc(sizeof(float) * 3 * nbig);
+      cr_assert_not_null(big);
+      for (int k = 0; k < 3; k++)
+        memcpy(big + 3 * n * (size_t)k, f, sizeof(float) * 3 * n);
+      hicp_stream *s = stream_on(ctx, m, &o, track);
+      cr_assert_eq(hicp_stream_submit(s, big, nbig, NULL, NULL), 0, "%s",
+                   hicp_context_error(ctx));
+      hicp_result rs;
+      hicp_result_init(&rs);
+      cr_assert_eq(hicp_stream_receive(s, &rs, 1), 0);
+      cr_assert_eq(rs.error, HICP_ELIMIT, "the large frame: %s", rs.note);
+      for (int k = 0; k < 2; k++) {
+        cr_assert_eq(cloud ? hicp_stream_submit_cloud(s, c, NULL, NULL)
+                           : hicp_stream_submit(s, f, n, NULL, NULL),
+                     0, "%s", hicp_context_error(ctx));
+        hicp_result_init(&rs);
+        cr_assert_eq(hicp_stream_receive(s, &rs, 1), 0);
+        cr_assert_eq(rs.error, 0, "cloud %d, track %d, frame %d after the large one: %s", cloud,
+                     track, k, rs.note);
+        cr_assert(memcmp(&rs.transform, &want[track][k], sizeof rs.transform) == 0,
+                  "cloud %d, track %d: streamed frame %d's pose differs", cloud, track, k);
+      }
+      hicp_stream_destroy(s);
+      free(big);
+    }
+    hicp_cloud_destroy(c);
+    hicp_context_destroy(ctx);
+  }
+  free(f);
+  hicp_model_destroy(m);
+}
+
 Test(batch, bad_arguments)
 {
   hicp_model *m = make_model();

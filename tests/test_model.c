@@ -311,6 +311,63 @@ Test(model, unresolvable_scales_fall_back_to_kdtree)
   hicp_context_destroy(ctx);
 }
 
+/* Two integer lattices 3e6 apart: the hull's flat faces bring guards 1e7
+ * out, and Qhull merged the lattices' cospherical cells 19 times its
+ * roundoff thick, a region of hundreds triangulated as it fell; walks
+ * answered model points with a neighbour 1 away (stop 54's review).  The
+ * merged cells' thickness is now part of the resolution: such a graph is
+ * refused and the kd-tree answers.  Whatever the build chooses, every
+ * method answers as brute force, on the points and between them. */
+Test(model, merged_lattices_answer_exactly)
+{
+  enum { K = 6, N = 2 * K * K * K };
+  static float p[3 * N];
+  int n = 0;
+  for (int c = 0; c < 2; c++)
+    for (int x = 0; x < K; x++)
+      for (int y = 0; y < K; y++)
+        for (int z = 0; z < K; z++, n++) {
+          p[3 * n] = (float)(x + c * 3e6);
+          p[3 * n + 1] = (float)y;
+          p[3 * n + 2] = (float)(z + c * 9e5);
+        }
+  /* queries: the points, and a half-integer grid about the first lattice */
+  enum { H = 2 * K + 1, NQ = N + H * H * H };
+  static float q[3 * NQ];
+  memcpy(q, p, sizeof p);
+  int nq = N;
+  for (int x = 0; x < H; x++)
+    for (int y = 0; y < H; y++)
+      for (int z = 0; z < H; z++, nq++) {
+        q[3 * nq] = 0.5f * (float)x - 0.5f;
+        q[3 * nq + 1] = 0.5f * (float)y - 0.5f;
+        q[3 * nq + 2] = 0.5f * (float)z - 0.5f;
+      }
+  hicp_context *ctx = ctx_new();
+  hicp_model *m;
+  cr_assert_eq(hicp_model_build(ctx, p, N, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  static uint32_t want[NQ], got[NQ];
+  static float want_d[NQ], got_d[NQ];
+  hicp_nn_options no;
+  hicp_nn_options_init(&no);
+  no.method = HICP_NN_BRUTE;
+  cr_assert_eq(hicp_nn_query(ctx, m, q, NQ, &no, want, want_d, NULL), 0);
+  for (int i = 0; i < N; i++)
+    cr_assert(want[i] == (uint32_t)i && want_d[i] == 0.0f, "brute force: point %d", i);
+  const hicp_nn_method methods[] = {HICP_NN_PNN_OPT, HICP_NN_PNN, HICP_NN_ZERO, HICP_NN_KDTREE,
+                                    HICP_NN_KDANN};
+  for (size_t k = 0; k < sizeof methods / sizeof methods[0]; k++) {
+    no.method = methods[k];
+    cr_assert_eq(hicp_nn_query(ctx, m, q, NQ, &no, got, got_d, NULL), 0);
+    for (int i = 0; i < NQ; i++)
+      cr_assert(got[i] == want[i] && got_d[i] == want_d[i],
+                "method %d, query %d (%g %g %g): %u at %g, brute force %u at %g", (int)methods[k],
+                i, q[3 * i], q[3 * i + 1], q[3 * i + 2], got[i], got_d[i], want[i], want_d[i]);
+  }
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
 Test(model, strided_input)
 {
   struct {
