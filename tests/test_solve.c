@@ -369,6 +369,57 @@ Test(solve, stop_tests)
   cr_assert_eq(hicp__check_stop(&s, 3, 0.4, 2.0, &T, &T2), HICP__GO);
 }
 
+/* The rotation increment, 1 - cos of the angle between two rotations, is
+ * exactly 0 between a rotation and itself, and keeps its relative
+ * accuracy at small angles: the trace form left an ulp of 3 on rotations
+ * whose rows round off unit length, so a --min-step under about 1.2e-6
+ * degrees could not stop a registration whose rotation had stopped
+ * changing (stop 54's review). */
+Test(solve, rotation_increment_is_exact_at_rest)
+{
+  th_rng r;
+  th_rng_seed(&r, 54);
+  int nonzero_by_trace = 0;
+  for (int i = 0; i < 200; i++) {
+    double R[9], Q[9], D[9];
+    th_rotation(360.0 * th_uniform(&r), 180.0 * th_uniform(&r) - 90.0, 360.0 * th_uniform(&r), R);
+    cr_assert_eq(hicp__rot_step(R, R), 0.0, "rotation %d", i);
+    double tr = 0.0;
+    for (int k = 0; k < 9; k++)
+      tr = tr + R[k] * R[k];
+    nonzero_by_trace += (3.0 - tr) * 0.5 != 0.0;
+    /* a small turn about z after R: 1 - cos = 2 sin^2(a/2) */
+    const double a = 1e-7 * (1.0 + th_uniform(&r));
+    th_rotation(0.0, 0.0, a * 180.0 / M_PI, D);
+    for (int row = 0; row < 3; row++)
+      for (int col = 0; col < 3; col++)
+        Q[3 * row + col] = D[3 * row] * R[col] + D[3 * row + 1] * R[3 + col] +
+                           D[3 * row + 2] * R[6 + col];
+    const double want = 2.0 * sin(0.5 * a) * sin(0.5 * a);
+    cr_assert(fabs(hicp__rot_step(Q, R) - want) < 1e-6 * want, "rotation %d: %g against %g", i,
+              hicp__rot_step(Q, R), want);
+  }
+  cr_assert(nonzero_by_trace > 0, "the case the trace form got wrong did not arise");
+}
+
+/* Trimming keeps ceil(trim * nc) pairs for the fraction as written: 0.55 of
+ * 100 pairs is 55, though 0.55 * 100 is 55.000000000000007 in double
+ * (stop 54's review: it kept 56, and 0.07 kept 8). */
+Test(solve, trim_keeps_the_fraction_written)
+{
+  for (int nc = 1; nc <= 1000; nc += 37)
+    for (int k = 1; k <= 100; k++) {
+      char text[16];
+      snprintf(text, sizeof text, "0.%02d", k % 100);
+      const double trim = k == 100 ? 1.0 : strtod(text, NULL);
+      const double want = ceil((double)k * nc / 100.0 - 1e-9);
+      const double got = hicp__trim_keep(trim, (double)nc);
+      cr_assert_eq(got, want < 1.0 ? 1.0 : want, "trim %s of %d: %g", text, nc, got);
+    }
+  cr_assert_eq(hicp__trim_keep(0.551, 100.0), 56.0);
+  cr_assert_eq(hicp__trim_keep(1e-9, 100.0), 1.0);
+}
+
 /* hicp__rot_to_quat inverts hicp__quat_to_rot over rotations of every
  * angle (each of Shepperd's four branches), and gives the identity's
  * quaternion exactly. */
