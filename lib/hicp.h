@@ -830,7 +830,11 @@ typedef struct hicp_batch_options {
   int track;           /**< 1: tracking, each frame starts from the previous
                             frame's pose (the first from its own init); the
                             frames then run one after another, each spread
-                            over every worker.  0 (default): frames are
+                            over every worker.  A frame that fails leaves
+                            the pose as it was: the next starts from the
+                            last pose found (in a stream, from the failed
+                            frame's own init where it was given one),
+                            with no matches carried over.  0 (default): frames are
                             independent and run side by side. */
   int reuse_matches;   /**< with track: frames with as many points as the
                             previous one (the same sensor grid) start their
