@@ -414,25 +414,26 @@ static int attach_isolated(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv,
  * (DISTround) the cells at that scale are noise.  Inputs whose scales
  * differ by some 1e7 or more (points 1 apart beside one 1e13 away: the
  * fuzzer's find) come out with Delaunay edges missing, and the walk, which
- * needs every edge, answers wrong.  Returns DISTround / s, or the
- * merged cells' thickness / s where that is more: the squared distance
- * below which Qhull could not resolve these points. */
+ * needs every edge, answers wrong.  Returns DISTround / s, widened by
+ * what merges added (below): the squared distance below which Qhull could
+ * not resolve these points. */
 static double lifted_resolution2(qhT *qh, const coordT *pts, uint32_t nv)
 {
-  /* Qhull's own roundoff, or what its merges made of it: merged cells
+  /* Qhull's own roundoff, and what its merges added to it: merged cells
    * are as thick as the points' farthest distances above and below them
-   * (max_outside, max_vertex, min_vertex), and two points' lifted heights
-   * may err by that on either side, 2 T, taken twice again for margin.
-   * Two lattices 3e6 apart (so guarded, the guards 1e7 out) merged cells
-   * 19 times DISTround thick across points 1 apart, a region of hundreds
+   * (max_outside, max_vertex, min_vertex; Qhull starts the last two at
+   * +-DISTround, merged or not), and two points' lifted heights may err
+   * by the excess on either side, taken twice again for margin.  Two
+   * lattices 3e6 apart (so guarded, the guards 1e7 out) merged cells 19
+   * times DISTround thick across points 1 apart, a region of hundreds
    * left as Qhull triangulated it, and walks answered points 1 away from
    * the nearest: DISTround alone had the pair resolved (stop 54's
-   * review).  Real models' merges stay within 8 DISTround, their closest
-   * pairs 1e5 times above this or more (docs/design.md). */
-  double thick = qh->DISTround;
-  const double merged[3] = {4.0 * qh->max_outside, 4.0 * qh->max_vertex, -4.0 * qh->min_vertex};
-  for (int k = 0; k < 3; k++)
-    thick = merged[k] > thick ? merged[k] : thick;
+   * review).  Unmerged inputs keep DISTround (docs/design.md). */
+  double most = qh->max_outside;
+  most = qh->max_vertex > most ? qh->max_vertex : most;
+  most = -qh->min_vertex > most ? -qh->min_vertex : most;
+  const double thick =
+      qh->DISTround + (most > qh->DISTround ? 4.0 * (most - qh->DISTround) : 0.0);
   double wlo = HUGE_VAL, whi = -HUGE_VAL, big = 0.0;
   for (uint32_t i = 0; i < nv; i++) {
     const coordT *p = &pts[3 * (size_t)i];

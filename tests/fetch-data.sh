@@ -14,4 +14,4 @@ tar -xzf "$tarball" -C "$dir" --strip-components=1 \
   data/meshes/bunny00.off data/meshes/ChineseDragon-10kv.off data/meshes/boeing.off \
   data/meshes/fandisk_large.off data/meshes/turbine.off \
   data/points_3/building.ply data/points_3/sphere_20k.xyz data/points_3/kitten.xyz \
-  data/points_3/oni.ply data/points_3/cube.xyz
+  data/points_3/oni.ply data/points_3/cube.xyz data/points_3/poste_france.xyz
