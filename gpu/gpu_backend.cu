@@ -50,7 +50,6 @@ static int cuda_fail(hicp_context *ctx, cudaError_t e, const char *what)
   else if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorInvalidDevice)
     code = HICP_ENODEVICE;
   const char *msg = cudaGetErrorString(e);
-  cudaGetLastError(); /* clear a non-sticky error */
   if (code == HICP_ENOMEM)
     return hicp__fail(ctx, code, "CUDA: out of device memory (%s)", what);
   return hicp__fail(ctx, code, "CUDA error in %s: %s", what, msg);
@@ -75,6 +74,37 @@ static int fault(const char *kind)
         rc = cuda_fail(ctx, e_, #call);            \
     }                                              \
   } while (0)
+
+/* The caller's CUDA state, as it was, at every way out of the library: its
+ * thread's current device (hicp sets its own device for its calls), and
+ * its last error (cudaGetLastError), which hicp's failed calls leave to be
+ * cleared only when the caller had none pending: a pending error stays the
+ * caller's to read, and is never taken for hicp's own (hicp's launches
+ * report through cudaLaunchKernel's return, not the last error).  Stop
+ * 55's review: an application on device 1 found itself on device 0 after a
+ * registration, and a tracked hybrid frame failed on the caller's own
+ * pending error.  One per entry point, and per worker operation (a hybrid
+ * team runs its first worker on the caller's thread). */
+struct caller_cuda_state {
+  int device;
+  bool have_device;
+  bool error_pending;
+  caller_cuda_state()
+  {
+    error_pending = cudaPeekAtLastError() != cudaSuccess;
+    have_device = cudaGetDevice(&device) == cudaSuccess;
+  }
+  ~caller_cuda_state()
+  {
+    int now;
+    if (have_device && cudaGetDevice(&now) == cudaSuccess && now != device)
+      cudaSetDevice(device);
+    if (!error_pending)
+      cudaGetLastError();
+  }
+  caller_cuda_state(const caller_cuda_state &) = delete;
+  caller_cuda_state &operator=(const caller_cuda_state &) = delete;
+};
 
 /* ------------------------------------------------------------------------ */
 /* Per-context device state: the device, a stream, uploaded models. */
@@ -114,12 +144,18 @@ extern "C" int hicp__gpu_compiled(void)
 
 extern "C" int hicp__gpu_count(char *why, size_t why_len)
 {
+  caller_cuda_state keep;
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
+    /* With no driver at all the runtime says "insufficient driver": the
+     * driver's version, 0, tells the two apart (stop 55's review) */
+    int driver = 0;
+    const int no_driver = e == cudaErrorInsufficientDriver &&
+                          cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0;
     if (why != NULL && why_len > 0)
-      snprintf(why, why_len, "no usable CUDA device (%s)", cudaGetErrorString(e));
-    cudaGetLastError();
+      snprintf(why, why_len, "no usable CUDA device (%s)",
+               no_driver ? "no NVIDIA driver is installed" : cudaGetErrorString(e));
     return 0;
   }
   if (n == 0 && why != NULL && why_len > 0)
@@ -129,11 +165,10 @@ extern "C" int hicp__gpu_count(char *why, size_t why_len)
 
 extern "C" int hicp__gpu_describe(int ordinal, hicp__gpu_info *info)
 {
+  caller_cuda_state keep;
   cudaDeviceProp p;
-  if (cudaGetDeviceProperties(&p, ordinal) != cudaSuccess) {
-    cudaGetLastError();
+  if (cudaGetDeviceProperties(&p, ordinal) != cudaSuccess)
     return HICP_ENODEVICE;
-  }
   memset(info, 0, sizeof *info);
   info->ordinal = ordinal;
   /* the driver's name field is 256 bytes; ours keeps the first 127 */
@@ -157,12 +192,12 @@ static void gpu_destroy(struct hicp__gpu *g)
   reg_buffers_release(g->reg);
   if (g->stream != NULL)
     cudaStreamDestroy(g->stream);
-  cudaGetLastError();
   free(g);
 }
 
 extern "C" void hicp__gpu_release(hicp_context *ctx)
 {
+  caller_cuda_state keep;
   struct hicp__gpu **slot = hicp__context_gpu_slot(ctx);
   gpu_destroy(*slot);
   *slot = NULL;
@@ -827,6 +862,7 @@ extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
                                   const struct hicp__xf *T0, double t_start,
                                   struct hicp__icp_out *out)
 {
+  caller_cuda_state keep;
   struct hicp__gpu *g;
   int rc = gpu_state(ctx, &g);
   if (rc != HICP_OK)
@@ -943,13 +979,13 @@ extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
     out->reduce_ms = (double)fin->ns_reduce * 1e-6;
     out->solve_ms = (double)fin->ns_solve * 1e-6;
   }
-  cudaGetLastError();
   return rc;
 }
 
 extern "C" int hicp__gpu_nn(hicp_context *ctx, const hicp_model *m, const float *q, size_t n,
                             int method, uint32_t *vertex, float *d2, hicp_walk_stats *stats)
 {
+  caller_cuda_state keep;
   struct hicp__gpu *g;
   int rc = gpu_state(ctx, &g);
   if (rc != HICP_OK)
@@ -973,9 +1009,9 @@ extern "C" int hicp__gpu_nn(hicp_context *ctx, const hicp_model *m, const float 
   TRY(cudaMemsetAsync(ds, 0, sizeof(unsigned long long) * NN_STATS, g->stream));
   if (rc == HICP_OK) {
     unsigned blocks = (unsigned)((n + 255) / 256);
-    nn_kernel<<<blocks, 256, 0, g->stream>>>(view, (const float *)dq, (uint32_t)n, method,
-                                             (uint32_t *)dv, (float *)dd, (unsigned long long *)ds);
-    TRY(cudaGetLastError());
+    uint32_t nq = (uint32_t)n;
+    void *args[] = {&view, &dq, &nq, &method, &dv, &dd, &ds};
+    TRY(cudaLaunchKernel((const void *)nn_kernel, dim3(blocks), dim3(256), args, 0, g->stream));
   }
   unsigned long long st[NN_STATS];
   TRY(cudaMemcpyAsync(vertex, dv, sizeof(uint32_t) * n, cudaMemcpyDeviceToHost, g->stream));
@@ -1039,6 +1075,7 @@ struct gpu_worker {
 
 static int gw_begin(hicp__worker *w, const hicp_model *m, hicp__frame *f)
 {
+  caller_cuda_state keep;
   gpu_worker *s = (gpu_worker *)w->state;
   hicp_context *ctx = w->ctx;
   int rc = HICP_OK;
@@ -1087,6 +1124,7 @@ static int gw_pass_a(hicp__worker *w, const hicp_model *m, hicp__frame *f, const
                      int method, const hicp__select *sel, uint32_t c0, uint32_t c1)
 {
   (void)m;
+  caller_cuda_state keep;
   gpu_worker *s = (gpu_worker *)w->state;
   hicp_context *ctx = w->ctx;
   cudaStream_t st = s->g->stream;
@@ -1101,8 +1139,10 @@ static int gw_pass_a(hicp__worker *w, const hicp_model *m, hicp__frame *f, const
   if (rc == HICP_OK && fault("kernel"))
     rc = cuda_fail(ctx, cudaErrorLaunchFailure, "range_pass_a");
   if (rc == HICP_OK) {
-    range_pass_a<<<c1 - c0, THREADS, 0, st>>>(P, *T, *sel, c0);
-    TRY(cudaGetLastError());
+    hicp__xf Tv = *T;
+    hicp__select sv = *sel;
+    void *args[] = {&P, &Tv, &sv, &c0};
+    TRY(cudaLaunchKernel((const void *)range_pass_a, dim3(c1 - c0), dim3(THREADS), args, 0, st));
   }
   TRY(cudaMemcpyAsync(f->match + i0, P.match + i0, sizeof(uint32_t) * np, cudaMemcpyDeviceToHost, st));
   TRY(cudaMemcpyAsync(f->track + i0, P.track + i0, sizeof(hicp__track) * np, cudaMemcpyDeviceToHost, st));
@@ -1119,14 +1159,16 @@ static int gw_pass_b(hicp__worker *w, const hicp_model *m, hicp__frame *f,
                      const hicp__select *sel, uint32_t c0, uint32_t c1)
 {
   (void)m;
+  caller_cuda_state keep;
   gpu_worker *s = (gpu_worker *)w->state;
   hicp_context *ctx = w->ctx;
   cudaStream_t st = s->g->stream;
   int rc = HICP_OK;
   TRY(cudaSetDevice(s->g->device));
   if (rc == HICP_OK) {
-    range_pass_b<<<c1 - c0, THREADS, 0, st>>>(s->P, *sel, c0);
-    TRY(cudaGetLastError());
+    hicp__select sv = *sel;
+    void *args[] = {&s->P, &sv, &c0};
+    TRY(cudaLaunchKernel((const void *)range_pass_b, dim3(c1 - c0), dim3(THREADS), args, 0, st));
   }
   TRY(cudaMemcpyAsync(f->part + c0, s->P.part + c0, sizeof(hicp__partial) * (c1 - c0),
                       cudaMemcpyDeviceToHost, st));
@@ -1136,14 +1178,15 @@ static int gw_pass_b(hicp__worker *w, const hicp_model *m, hicp__frame *f,
 
 static void gw_end(hicp__worker *w)
 {
+  caller_cuda_state keep;
   gpu_worker *s = (gpu_worker *)w->state;
   cudaSetDevice(s->g->device);
   dfree(&s->b);
-  cudaGetLastError();
 }
 
 static void gw_destroy(hicp__worker *w)
 {
+  caller_cuda_state keep;
   gpu_worker *s = (gpu_worker *)w->state;
   if (s == NULL)
     return;
@@ -1156,6 +1199,7 @@ static const hicp__worker_ops gpu_worker_ops = {gw_begin, gw_pass_a, gw_pass_b, 
 
 extern "C" int hicp__gpu_worker_init(hicp__worker *w, hicp_context *ctx, int logical)
 {
+  caller_cuda_state keep;
   memset(w, 0, sizeof *w);
   int device = hicp__context_device(ctx, logical);
   gpu_worker *s = (gpu_worker *)calloc(1, sizeof *s);

@@ -4,9 +4,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 #include "backend.h"
 #include "budget.h"
@@ -99,6 +103,10 @@ static void note_fork_in_child(void)
 int hicp__default_threads(void)
 {
   int n = hicp__usable_cores();
+  if (n <= 0) { /* no topology: the CPUs the thread may run on */
+    cpu_set_t set;
+    n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  }
   if (n <= 0) {
     long c = sysconf(_SC_NPROCESSORS_ONLN);
     n = c > 0 ? (int)c : 1;
@@ -107,6 +115,19 @@ int hicp__default_threads(void)
   uint64_t memory;
   hicp__cgroup_process(&quota, &memory);
   return quota > 0 && quota < n ? quota : n;
+}
+
+/* OMP_THREAD_LIMIT caps every team libgomp starts: a context asked for more
+ * threads would run fewer than it says (stop 55's review: "2 threads" under
+ * OMP_THREAD_LIMIT=1, one running). */
+static int thread_limit(int n)
+{
+#if defined(_OPENMP)
+  const int limit = omp_get_thread_limit();
+  return limit > 0 && limit < n ? limit : n;
+#else
+  return n;
+#endif
 }
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
@@ -153,7 +174,7 @@ int hicp_context_create(const hicp_context_options *user, hicp_context **out)
   hicp_context *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL)
     return HICP_ENOMEM;
-  ctx->threads = o.threads > 0 ? o.threads : hicp__default_threads();
+  ctx->threads = thread_limit(o.threads > 0 ? o.threads : hicp__default_threads());
   ctx->backend = o.backend;
   ctx->memory_limit = hicp__memory_limit(o.memory_limit); /* the default read once */
   atomic_init(&ctx->cancel, 0);

@@ -174,7 +174,9 @@ typedef struct hicp_context_options {
   int threads;          /**< CPU worker threads; 0 = one per core the
                              calling thread may run on, and no more than
                              its cgroup's CPU quota allows, rounded up
-                             (default) */
+                             (default).  Either is capped by OpenMP's
+                             thread limit (OMP_THREAD_LIMIT), as the
+                             threads that run are. */
   hicp_backend backend; /**< default ::HICP_BACKEND_AUTO */
   const int *devices;   /**< CUDA device ordinals to use, copied; NULL = all.
                              A device may be listed more than once: each entry

@@ -36,4 +36,23 @@ static inline int hicp__hwloc_init(hwloc_topology_t *t)
   return 1;
 }
 
+/* hwloc_topology_load(t) of a topology made by hicp__hwloc_init(): 1 when
+ * it describes this machine; else the topology is destroyed and 0 returned
+ * (it failed), or -1: hwloc's own environment (HWLOC_XMLFILE,
+ * HWLOC_SYNTHETIC, HWLOC_FSROOT) made it describe another machine, whose
+ * cores and CPU numbers are not this one's (stop 55's review: 512 threads
+ * on a 2-core machine under HWLOC_SYNTHETIC). */
+static inline int hicp__hwloc_load(hwloc_topology_t t)
+{
+  if (hwloc_topology_load(t) != 0) {
+    hwloc_topology_destroy(t);
+    return 0;
+  }
+  if (!hwloc_topology_is_thissystem(t)) {
+    hwloc_topology_destroy(t);
+    return -1;
+  }
+  return 1;
+}
+
 #endif /* HICP_SYSFS_H */

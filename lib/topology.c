@@ -22,11 +22,7 @@ static int load_topology(hwloc_topology_t *t, int io)
     return 0;
   if (io)
     hwloc_topology_set_io_types_filter(*t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-  if (hwloc_topology_load(*t) != 0) {
-    hwloc_topology_destroy(*t);
-    return 0;
-  }
-  return 1;
+  return hicp__hwloc_load(*t) == 1;
 }
 
 int hicp__topology_read(hicp__topology *t)

@@ -20,7 +20,7 @@ AC_ARG_WITH([cuda],
   [], [with_cuda=auto])
 AC_ARG_WITH([cuda-arch],
   [AS_HELP_STRING([--with-cuda-arch=LIST],
-    [compute capabilities to build SASS for, e.g. "80 90" (default); PTX is added for the highest])],
+    [compute capabilities to build SASS for, e.g. "80 90" (default); PTX is added for the last one listed])],
   [], [with_cuda_arch="80 90"])
 AC_ARG_ENABLE([cuda-rpath],
   [AS_HELP_STRING([--disable-cuda-rpath], [do not add the CUDA library directory to the run path])],

@@ -356,6 +356,19 @@ set -- $views
   ok "perturb --view: the same scan at any scale ($1 of 4000 points)" ||
   notok "perturb --view: the same scan at any scale (points:$views)"
 
+# --view of a projection with no area: a slanted line seen from +z hides
+# none of its points (stop 55's review: its grid's cells came from the area
+# alone, 1e-151 wide, and their count overflowed: 1 point of 1000 kept)
+awk 'BEGIN { for (i = 0; i < 1000; i++) printf "%.3f 0 %.3f\n", i * 0.001, i * 0.001 }' >"$tmp/slant.xyz"
+kept=$("$bin" perturb "$tmp/slant.xyz" -o "$tmp/slant.ply" --view 0,0,1 2>&1 | head -1 | awk '{print $3}')
+[ "$kept" = 1000 ] && ok "perturb --view: a line seen side-on keeps its 1000 points" ||
+  notok "perturb --view: a line seen side-on keeps its 1000 points (kept $kept)"
+# all points on one spot of the image: the front one is kept
+awk 'BEGIN { for (i = 0; i < 50; i++) printf "0 0 %d\n", i }' >"$tmp/pole.xyz"
+kept=$("$bin" perturb "$tmp/pole.xyz" -o "$tmp/pole.ply" --view 0,0,1 2>&1 | head -1 | awk '{print $3}')
+[ "$kept" = 1 ] && ok "perturb --view: points behind one another keep the front one" ||
+  notok "perturb --view: points behind one another keep the front one (kept $kept)"
+
 # standard output closed: the report cannot go to the output file that
 # would take its descriptor (stop 44: the file was replaced by the report,
 # exit 0); the run fails and the file stays as it was
@@ -749,6 +762,37 @@ for opt in "--rotate 10,,5,0" "--rotate ,10,5,0" "--translate 1,2,3," "--view 0,
   check "perturb $opt (an empty field) exits 2" 2 "$bin" perturb "$g" -o "$o/p7.ply" $opt
   opt=${opt#--}; one_line_error "${opt%% *}"
 done
+# stop 55's review: an angle past 5.7e307 degrees overflowed to inf (NaN
+# points, blamed on the output file), and so did a translation beyond any
+# cloud's limit; the angle is whole turns plus the rest, the translation
+# an option's error
+check "perturb --rotate 1e308,0,0 runs" 0 "$bin" perturb "$g" -o "$o/p8.ply" --rotate 1e308,0,0
+"$bin" perturb "$g" -o "$o/p9.ply" --rotate 10,-8,12 >/dev/null 2>&1
+"$bin" perturb "$g" -o "$o/p10.ply" --rotate 730,-368,-348 >/dev/null 2>&1
+cmp -s "$o/p9.ply" "$o/p10.ply" && ok "perturb --rotate: whole turns change nothing" ||
+  notok "perturb --rotate: whole turns change nothing"
+for opt in "--translate 1e308,0,0" "--translate-rel 0,1e300,0"; do
+  # shellcheck disable=SC2086
+  check "perturb $opt exits 2" 2 "$bin" perturb "$g" -o "$o/p11.ply" $opt
+  one_line_error "beyond hicp's limit"
+done
+[ ! -e "$o/p11.ply" ] && ok "perturb beyond the limit writes nothing" || notok "perturb beyond the limit writes nothing"
+# a command's --help does not look at the HICP_* settings (hicp.1; stop
+# 55's review: only 'hicp --help' did not)
+for c in "perturb --help" "devices -h" "register a b --help"; do
+  # shellcheck disable=SC2086
+  check "HICP_SIMD=bogus hicp $c exits 0" 0 env HICP_SIMD=bogus "$bin" $c
+done
+# the default thread count: no more than OMP_THREAD_LIMIT, and not from a
+# topology hwloc's environment made up (stop 55's review: 2 threads said,
+# 1 running; 512 threads under HWLOC_SYNTHETIC on a 2-core machine)
+OMP_THREAD_LIMIT=1 "$bin" devices --json >"$tmp/out" 2>"$tmp/err"
+grep -q '"threads_default":1,' "$tmp/out" && ok "devices: OMP_THREAD_LIMIT=1 gives one thread" ||
+  notok "devices: OMP_THREAD_LIMIT=1 gives one thread ($(cat "$tmp/out"))"
+HWLOC_SYNTHETIC="pack:8 core:64 pu:2" taskset -c 0 "$bin" devices >"$tmp/out" 2>"$tmp/err"
+grep -q 'another machine); hicp uses 1 thread,' "$tmp/out" &&
+  ok "devices: a topology of another machine is not taken for this one's" ||
+  notok "devices: a topology of another machine is not taken for this one's ($(head -1 "$tmp/out"))"
 # a nonzero number that underflows to 0 is refused: 0 means "off" for
 # these (stop 44: --max-dist 1e-400 ran with no limit at all)
 for opt in "--max-dist 1e-400" "--time-budget 1e-400" "--tol 5e-999"; do

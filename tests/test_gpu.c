@@ -18,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(HICP_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
 
 #include "backend.h"
 #include "context.h"
@@ -529,6 +532,87 @@ Test(gpu, hybrid_split_bitwise)
   hicp_model_destroy(m);
   free(p);
   free(s);
+}
+
+/* The caller's own CUDA state survives every call (stop 55's review): its
+ * thread's current device (here the last device, the context on device 0:
+ * a host of one GPU sees the same device either way, so only the error
+ * half can fail there), and its pending last error, which hicp neither
+ * clears nor takes for a failure of its own (a hybrid worker's launch check
+ * read it, and the frame fell back to the CPU with "GPU failed").  And
+ * where the caller has no error pending, hicp leaves none. */
+Test(gpu, callers_cuda_state_kept)
+{
+  need_gpu();
+#if defined(HICP_HAVE_CUDA)
+  int ndev = 0;
+  cr_assert_eq(cudaGetDeviceCount(&ndev), cudaSuccess);
+  th_rng r;
+  th_rng_seed(&r, 9);
+  const size_t n = 6000;
+  float *p = malloc(sizeof(float) * 3 * n), *s = malloc(sizeof(float) * 3 * n);
+  cr_assert(p != NULL && s != NULL);
+  for (size_t i = 0; i < n; i++) {
+    ellipsoid_point(&r, &p[3 * i]);
+    s[3 * i] = p[3 * i] + 0.02f;
+    s[3 * i + 1] = p[3 * i + 1] - 0.01f;
+    s[3 * i + 2] = p[3 * i + 2] + (float)(1e-3 * th_normal(&r));
+  }
+  hicp_model *m = model_of(p, n);
+  hicp_reg_options o;
+  hicp_batch_options bo;
+  ten_iterations(&o, &bo, 1);
+  hicp_context *cc = th_context(2, HICP_BACKEND_CPU);
+  hicp_result ref;
+  hicp_result_init(&ref);
+  cr_assert_eq(hicp_register(cc, m, s, n, &o, NULL, &ref), 0);
+  const float *frames[2] = {s, s};
+  const size_t counts[2] = {n, n};
+  static const hicp_backend backends[] = {HICP_BACKEND_CUDA, HICP_BACKEND_HYBRID};
+  for (int pending = 0; pending <= 1; pending++)
+    for (int b = 0; b < 2; b++)
+      for (int batch = 0; batch <= 1; batch++) {
+        hicp_context *gc = th_context(2, backends[b]);
+        cr_assert_eq(cudaSetDevice(ndev - 1), cudaSuccess);
+        (void)cudaGetLastError();
+        cudaError_t want = cudaSuccess;
+        if (pending) { /* a non-sticky error of the caller's own */
+          (void)cudaSetDevice(ndev);
+          void *none = NULL;
+          if (cudaPeekAtLastError() == cudaSuccess)
+            (void)cudaMalloc(&none, SIZE_MAX / 2);
+          want = cudaPeekAtLastError();
+          cr_assert_neq(want, cudaSuccess, "an invalid device left no error to keep");
+        }
+        hicp_result res[2];
+        hicp_result_init(&res[0]);
+        hicp_result_init(&res[1]);
+        const int rc = batch ? hicp_register_batch(gc, m, frames, counts, 2, &o, &bo, NULL, res)
+                             : hicp_register(gc, m, s, n, &o, NULL, &res[0]);
+        int now = -1;
+        cr_assert_eq(cudaGetDevice(&now), cudaSuccess);
+        const cudaError_t left = cudaPeekAtLastError();
+        (void)cudaGetLastError();
+        const char *what = batch ? "a tracked batch" : "hicp_register";
+        cr_assert_eq(rc, 0, "%s, backend %d: %s", what, (int)backends[b], hicp_context_error(gc));
+        cr_assert_eq(now, ndev - 1, "%s, backend %d: the caller's device %d became %d", what,
+                     (int)backends[b], ndev - 1, now);
+        cr_assert_eq(left, want, "%s, backend %d, error pending %d: the caller's last error %d, now %d",
+                     what, (int)backends[b], pending, (int)want, (int)left);
+        cr_assert(strstr(res[0].note, "GPU failed") == NULL, "%s, backend %d: %s", what,
+                  (int)backends[b], res[0].note);
+        cr_assert(memcmp(&res[0].transform, &ref.transform, sizeof ref.transform) == 0,
+                  "%s, backend %d: not the CPU's transform", what, (int)backends[b]);
+        hicp_context_destroy(gc);
+      }
+  cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+  hicp_context_destroy(cc);
+  hicp_model_destroy(m);
+  free(p);
+  free(s);
+#else
+  cr_skip_test("a build without CUDA");
+#endif
 }
 
 struct halt_case {

@@ -4,6 +4,7 @@
 
 #include <hwloc.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "budget.h"
@@ -27,12 +28,14 @@ int cmd_devices(int argc, char **argv)
     }
   }
   hwloc_topology_t topo = NULL;
-  int packages = 0, cores = 0, pus = 0, numa = 0;
-  if (hicp__hwloc_init(&topo) && hwloc_topology_load(topo) == 0) {
+  int packages = 0, cores = 0, pus = 0, numa = 0, loaded = 0;
+  if (hicp__hwloc_init(&topo) && (loaded = hicp__hwloc_load(topo)) == 1) {
     packages = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
     cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
     pus = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
     numa = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
+  } else {
+    topo = NULL; /* none made, or destroyed by hicp__hwloc_load */
   }
   cli_common common;
   cli_common_init(&common);
@@ -66,7 +69,10 @@ int cmd_devices(int argc, char **argv)
   } else {
     const int threads = hicp_context_threads(ctx);
     char why_threads[64] = "";
-    if (quota > 0 && threads == quota)
+    const char *omp_limit = getenv("OMP_THREAD_LIMIT");
+    if (omp_limit != NULL && atoi(omp_limit) == threads)
+      snprintf(why_threads, sizeof why_threads, " (OMP_THREAD_LIMIT)");
+    else if (quota > 0 && threads == quota)
       snprintf(why_threads, sizeof why_threads, " (its cgroup's CPU quota)");
     if (packages > 0)
       printf("cpu          %d package%s, %d cores, %d hardware threads; hicp uses %d thread%s%s, "
@@ -74,8 +80,9 @@ int cmd_devices(int argc, char **argv)
              packages, packages == 1 ? "" : "s", cores, pus, threads, threads == 1 ? "" : "s",
              why_threads, hicp_cpu_vector_code());
     else
-      printf("cpu          topology unknown (hwloc cannot read it); hicp uses %d thread%s%s, %s "
-             "code\n",
+      printf("cpu          topology unknown (%s); hicp uses %d thread%s%s, %s code\n",
+             loaded < 0 ? "hwloc's HWLOC_* settings describe another machine"
+                        : "hwloc cannot read it",
              threads, threads == 1 ? "" : "s", why_threads, hicp_cpu_vector_code());
     printf("memory       %.3g GB a call by default (3/4 of %s)\n", (double)limit / 1e9,
            limit_of[0] == 'c' ? "its cgroup's memory limit" : "physical memory");

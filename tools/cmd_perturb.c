@@ -286,6 +286,19 @@ int cmd_perturb(int argc, char **argv)
     cli_error("%s: no points left to write", in);
     goto done;
   }
+  /* A translation (or noise) too large for any cloud is the command line's
+   * fault, not the output file's (stop 55's review: "c.ply: ... beyond
+   * hicp's limit", exit 1) */
+  double reach = 0.0;
+  for (size_t i = 0; i < 3 * (n + nout); i++)
+    reach = fabs(f[i]) > reach || f[i] != f[i] ? fabs(f[i]) : reach;
+  if (!(reach <= HICP_COORD_MAX)) {
+    cli_error("the moved points reach a coordinate of %.3g, beyond hicp's limit of %.3g "
+              "(--translate, --translate-rel%s)",
+              reach, HICP_COORD_MAX, noise > 0.0 ? ", --noise" : "");
+    status = CLI_USAGE;
+    goto done;
+  }
   /* Truth: the inverse motion, x = R^T (p - centre - t) + centre. */
   hicp_transform truth;
   hicp_transform_identity(&truth);

@@ -70,7 +70,11 @@ int main(int argc, char **argv)
     usage(stdout);
     return cli_finish(CLI_OK);
   }
-  if (check_environment() != 0)
+  /* a command's --help does not look at the settings either (hicp.1) */
+  int asks_help = 0;
+  for (int i = 2; i < argc; i++)
+    asks_help = asks_help || strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+  if (!asks_help && check_environment() != 0)
     return CLI_USAGE;
   static const struct {
     const char *name;

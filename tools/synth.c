@@ -1,6 +1,7 @@
 /* synth.c: see synth.h. */
 #include "config.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,12 @@ double synth_normal(synth_rng *r)
 
 void synth_rotation(double roll, double pitch, double yaw, double r[9])
 {
+  /* whole turns off first (fmod is exact, and leaves angles within one
+   * turn as they are): 1e308 degrees times pi overflowed to inf, and cos
+   * of it is NaN */
+  roll = fmod(roll, 360.0);
+  pitch = fmod(pitch, 360.0);
+  yaw = fmod(yaw, 360.0);
   double a = roll * M_PI / 180, b = pitch * M_PI / 180, c = yaw * M_PI / 180;
   double ca = cos(a), sa = sin(a), cb = cos(b), sb = sin(b), cc = cos(c), sc = sin(c);
   r[0] = cc * cb;
@@ -140,16 +147,22 @@ size_t synth_visible(const double *p, size_t n, const double toward[3], unsigned
     vmax = fmax(vmax, pv);
   }
   /* Front and back surfaces project onto the same cells: about four points
-   * per cell leaves roughly two in front. */
-  double area = fmax((umax - umin) * (vmax - vmin), 1e-300);
-  double cell = sqrt(area * 4.0 / (double)n);
+   * per cell leaves roughly two in front.  A projection with (almost) no
+   * area, a line seen side-on, takes four points a cell along its length:
+   * cells from the area alone would be far too small, and their count
+   * beyond any integer (a slanted line seen from +z kept 1 point of
+   * 1,000).  All points on one spot: one cell, the front point kept. */
+  const double du = umax - umin, dv = vmax - vmin;
+  double cell = fmax(sqrt(du * dv * 4.0 / (double)n), fmax(du, dv) * 4.0 / (double)n);
   if (!(cell > 0.0))
-    cell = 1.0;
-  size_t nu = (size_t)((umax - umin) / cell) + 1, nvv = (size_t)((vmax - vmin) / cell) + 1;
-  if (nu * nvv > 64u * 1024u * 1024u) {
+    cell = DBL_MIN;
+  /* counted in double: no cast of a count beyond size_t */
+  const double cells = (floor(du / cell) + 1.0) * (floor(dv / cell) + 1.0);
+  if (!(cells <= 64.0 * 1024.0 * 1024.0)) {
     memset(keep, 1, n);
     return n;
   }
+  size_t nu = (size_t)(du / cell) + 1, nvv = (size_t)(dv / cell) + 1;
   double *front = malloc(sizeof(double) * nu * nvv);
   size_t *cellof = malloc(sizeof(size_t) * n);
   double *depth = malloc(sizeof(double) * n);
