@@ -950,7 +950,9 @@ HICP_API int hicp_stream_create(hicp_context *ctx, const hicp_model *model,
  * A new copy has room for the largest frame so far where the limit
  * allows: once a stream has seen its largest frame, with up to four
  * frames outstanding, submitting and receiving allocate no memory on the
- * CPU (as hicp_context_destroy() says of registrations).
+ * CPU backend (as hicp_context_destroy() says of registrations).  On a
+ * GPU, each of the stream's device workers also allocates (host memory
+ * too, through the CUDA driver) when it takes its first frame.
  * @return 0, ::HICP_EINVAL (a NULL argument, an initial transform that is
  *         not rigid), ::HICP_ENONFINITE, ::HICP_ERANGE, ::HICP_EEMPTY,
  *         ::HICP_ELIMIT, ::HICP_ENOMEM.

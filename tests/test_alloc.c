@@ -226,6 +226,11 @@ static void open_scan_set(int threads, const hicp_model *m, size_t n, uint64_t s
   hicp_context_options co;
   hicp_context_options_init(&co);
   co.threads = threads;
+  /* The promise is the CPU's (hicp.h).  With a device, "auto" takes the
+   * GPU, whose batch and stream workers each set up their device state at
+   * their first frame (an H200, stop 55: about 107 allocations a worker;
+   * docs/gpu.md) */
+  co.backend = HICP_BACKEND_CPU;
   s->m = m;
   s->n = n;
   s->strided = strided_scan(n, seed);
