@@ -117,7 +117,10 @@ HICP_API int hicp_version_number(void);
 /** @name Enumerations */
 /** @{ */
 
-/** Where the work runs. */
+/** Where the work runs.  On a GPU, hicp sets its own device on the threads
+ * that run its calls and puts the caller's back before it returns; it
+ * reads no CUDA error the caller left pending, and clears only those its
+ * own calls leave. */
 typedef enum hicp_backend {
   HICP_BACKEND_AUTO = 0, /**< GPU when one is usable, else CPU */
   HICP_BACKEND_CPU = 1,  /**< OpenMP on the host */

@@ -70,7 +70,7 @@ int cmd_devices(int argc, char **argv)
     const int threads = hicp_context_threads(ctx);
     char why_threads[64] = "";
     const char *omp_limit = getenv("OMP_THREAD_LIMIT");
-    if (omp_limit != NULL && atoi(omp_limit) == threads)
+    if (omp_limit != NULL && atoi(omp_limit) == threads && (cores == 0 || cores > threads))
       snprintf(why_threads, sizeof why_threads, " (OMP_THREAD_LIMIT)");
     else if (quota > 0 && threads == quota)
       snprintf(why_threads, sizeof why_threads, " (its cgroup's CPU quota)");
