@@ -479,20 +479,31 @@ static void ellipsoid_point(th_rng *r, float *p)
   p[2] = (float)(0.5 * cos(v));
 }
 
-/* One iteration split between a GPU worker and CPU workers: same bits. */
-Test(gpu, hybrid_split_bitwise)
+/* n points of the ellipsoid (seed) and a scan of them, moved (0.02, -0.01)
+ * with noise of 1e-3 in z */
+static void ellipsoid_case(uint64_t seed, size_t n, float **model, float **scan)
 {
-  need_gpu();
   th_rng r;
-  th_rng_seed(&r, 5);
-  size_t n = 30000;
+  th_rng_seed(&r, seed);
   float *p = malloc(sizeof(float) * 3 * n), *s = malloc(sizeof(float) * 3 * n);
+  cr_assert(p != NULL && s != NULL);
   for (size_t i = 0; i < n; i++) {
     ellipsoid_point(&r, &p[3 * i]);
     s[3 * i] = p[3 * i] + 0.02f;
     s[3 * i + 1] = p[3 * i + 1] - 0.01f;
     s[3 * i + 2] = p[3 * i + 2] + (float)(1e-3 * th_normal(&r));
   }
+  *model = p;
+  *scan = s;
+}
+
+/* One iteration split between a GPU worker and CPU workers: same bits. */
+Test(gpu, hybrid_split_bitwise)
+{
+  need_gpu();
+  const size_t n = 30000;
+  float *p, *s;
+  ellipsoid_case(5, n, &p, &s);
   hicp_model *m = model_of(p, n);
   hicp_context *ctx = th_context(2, HICP_BACKEND_HYBRID);
   hicp_reg_options o;
@@ -547,17 +558,9 @@ Test(gpu, callers_cuda_state_kept)
 #if defined(HICP_HAVE_CUDA)
   int ndev = 0;
   cr_assert_eq(cudaGetDeviceCount(&ndev), cudaSuccess);
-  th_rng r;
-  th_rng_seed(&r, 9);
   const size_t n = 6000;
-  float *p = malloc(sizeof(float) * 3 * n), *s = malloc(sizeof(float) * 3 * n);
-  cr_assert(p != NULL && s != NULL);
-  for (size_t i = 0; i < n; i++) {
-    ellipsoid_point(&r, &p[3 * i]);
-    s[3 * i] = p[3 * i] + 0.02f;
-    s[3 * i + 1] = p[3 * i + 1] - 0.01f;
-    s[3 * i + 2] = p[3 * i + 2] + (float)(1e-3 * th_normal(&r));
-  }
+  float *p, *s;
+  ellipsoid_case(9, n, &p, &s);
   hicp_model *m = model_of(p, n);
   hicp_reg_options o;
   hicp_batch_options bo;
