@@ -286,19 +286,6 @@ int cmd_perturb(int argc, char **argv)
     cli_error("%s: no points left to write", in);
     goto done;
   }
-  /* A translation (or noise) too large for any cloud is the command line's
-   * fault, not the output file's (stop 55's review: "c.ply: ... beyond
-   * hicp's limit", exit 1) */
-  double reach = 0.0;
-  for (size_t i = 0; i < 3 * (n + nout); i++)
-    reach = fabs(f[i]) > reach || f[i] != f[i] ? fabs(f[i]) : reach;
-  if (!(reach <= HICP_COORD_MAX)) {
-    cli_error("the moved points reach a coordinate of %.3g, beyond hicp's limit of %.3g "
-              "(--translate, --translate-rel%s)",
-              reach, HICP_COORD_MAX, noise > 0.0 ? ", --noise" : "");
-    status = CLI_USAGE;
-    goto done;
-  }
   /* Truth: the inverse motion, x = R^T (p - centre - t) + centre. */
   hicp_transform truth;
   hicp_transform_identity(&truth);
@@ -318,7 +305,16 @@ int cmd_perturb(int argc, char **argv)
     goto done;
   /* in double: a scan far from the origin keeps its detail (the cloud
    * gets an origin, and the file doubles) */
-  if (hicp_cloud_from_xyz_double(ctx, f, n + nout, 0, &dst) != HICP_OK) {
+  const int made = hicp_cloud_from_xyz_double(ctx, f, n + nout, 0, &dst);
+  if (made == HICP_ERANGE || made == HICP_ENONFINITE) {
+    /* the input was finite and in range: the command line moved it out,
+     * not the output file's fault (stop 55's review: "c.ply: ...", exit 1) */
+    cli_error("the moved points: %s (--translate, --translate-rel%s)", hicp_context_error(ctx),
+              noise > 0.0 ? ", --noise" : "");
+    status = CLI_USAGE;
+    goto done;
+  }
+  if (made != HICP_OK) {
     cli_fail(ctx, out);
     goto done;
   }
