@@ -887,7 +887,7 @@ extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
   P.s_noise = f->s_noise;
   P.max_d2 = p->max_d2;
   P.trim = p->trim;
-  P.sigma = p->filter_sigma;
+  P.sigma = p->sigma_k;
   P.filter_start = p->filter_start;
   P.T0 = *T0;
   P.p0 = r->p0;

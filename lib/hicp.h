@@ -720,12 +720,17 @@ typedef struct hicp_reg_options {
                               standard deviations from the mean (default 3).
                               The mean and deviation are those of the pairs
                               the previous iteration kept (a window that
-                              tightens as outliers drop out), so below about
-                              2 the window shrinks each iteration until few
-                              pairs remain: where the last window held none
-                              it starts again from all of them, and where
-                              it keeps none the registration stops with
-                              ::HICP_STOP_NO_PAIRS.  Use 2.5 or more. */
+                              tightens as outliers drop out), the deviation
+                              scaled up by what that cut takes from a normal
+                              distribution's (by 1.4% at 3, 85% at 1), so
+                              the window keeps its width for any value.  The
+                              filter is two-sided: below about 1.5 it drops
+                              some of the nearest pairs too (trim is the
+                              better cut).  Where the last window held no pair it
+                              starts again from all of them; where the
+                              bounds keep none (distances equal to 1e-8 of
+                              their size) the registration stops with
+                              ::HICP_STOP_NO_PAIRS. */
   size_t scan_stride;    /**< bytes between scan points; 0 = packed xyz */
   int chunk_points;      /**< points per reduction chunk, a power of two from
                               256 to 65536; 0 = 1024.  Results are bit-identical

@@ -101,7 +101,7 @@ static int make_plan(hicp_context *ctx, const hicp_model *m, const hicp_reg_opti
   p->max_d2 = o->max_dist > 0.0 ? o->max_dist * o->max_dist : HUGE_VAL;
   p->trim = o->trim;
   p->filter_start = o->filter_start;
-  p->filter_sigma = o->filter_sigma;
+  p->sigma_k = hicp__sigma_k(o->filter_sigma);
   p->chunk = (uint32_t)chunk;
   p->time_budget_ms = o->time_budget_ms;
   return HICP_OK;
@@ -343,7 +343,7 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
     combine(f, &tot);
     if (sigma_now || p->trim < 1.0) {
       if (sigma_now) {
-        hicp__sigma_bounds(&tot, p->filter_sigma, &sel);
+        hicp__sigma_bounds(&tot, p->sigma_k, &sel);
         win_lo = sel.e_lo;
         win_hi = sel.e_hi;
       }

@@ -35,7 +35,7 @@ typedef struct hicp__plan {
   double max_d2;       /* +inf when off */
   double trim;         /* 1 = off */
   int filter_start;    /* -1 = off */
-  double filter_sigma;
+  double sigma_k;      /* the sigma filter's multiplier (hicp__sigma_k) */
   uint32_t chunk;      /* points per chunk, power of two >= 256 */
   double time_budget_ms;
 } hicp__plan;

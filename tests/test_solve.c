@@ -421,6 +421,58 @@ Test(solve, trim_keeps_the_fraction_written)
   cr_assert_eq(hicp__trim_keep(1e-9, 100.0), 1.0);
 }
 
+/* The variance of a standard normal cut at +- a, as a fraction of the
+ * whole one's, from libm (the test's reference; the library's
+ * hicp__sigma_k uses none of it). */
+static double cut_variance(double a)
+{
+  const double phi = exp(-0.5 * a * a) / sqrt(2.0 * M_PI);
+  return 1.0 - 2.0 * a * phi / erf(a / sqrt(2.0));
+}
+
+/* The sigma filter's multiplier holds the window: bounds at +- S of a
+ * normal distribution's deviation give back +- S, and a window started
+ * wide settles there, for S below 2 as above it.  With S itself as the
+ * multiplier (the filter before stop 56) the window at S = 1 shrinks to
+ * nothing. */
+Test(solve, sigma_k_holds_the_window)
+{
+  static const double S[] = {0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, 9.0, 12.0};
+  for (size_t i = 0; i < sizeof S / sizeof S[0]; i++) {
+    const double k = hicp__sigma_k(S[i]);
+    const double back = k * sqrt(cut_variance(S[i]));
+    cr_assert(fabs(back - S[i]) <= 1e-12 * S[i], "S %g: k %.17g gives %.17g", S[i], k, back);
+    /* a wide first window closes on S: quickly from S = 0.5 up, slowly
+     * below (k / sqrt(3) tends to 1, so the map there is nearly the
+     * identity), and never past it */
+    double a = 50.0;
+    for (int it = 0; it < 400; it++) {
+      a = k * sqrt(cut_variance(a));
+      cr_assert_geq(a, S[i] * (1.0 - 1e-12), "S %g: the window %.17g", S[i], a);
+    }
+    cr_assert(fabs(a - S[i]) <= (S[i] >= 1.0 ? 1e-9 : S[i] >= 0.5 ? 1e-5 : 1.0) * S[i],
+              "S %g: the window settles at %.17g", S[i], a);
+  }
+  double a = 50.0;
+  for (int it = 0; it < 100 && a > 1e-3; it++)
+    a = 1.0 * sqrt(cut_variance(a));
+  cr_assert_lt(a, 0.01, "k = S = 1 should shrink the window (%g)", a);
+  /* the limits: sqrt(3) as S goes to 0 (no NaN where S^2 underflows), S
+   * itself from 16, and nondecreasing in between */
+  cr_assert(fabs(hicp__sigma_k(1e-300) - sqrt(3.0)) < 1e-15);
+  cr_assert(fabs(hicp__sigma_k(1e-9) - sqrt(3.0)) < 1e-15);
+  cr_assert_eq(hicp__sigma_k(16.0), 16.0);
+  cr_assert_eq(hicp__sigma_k(1e9), 1e9);
+  cr_assert(fabs(hicp__sigma_k(16.0 - 1e-9) - (16.0 - 1e-9)) < 1e-13);
+  double prev = hicp__sigma_k(0.0);
+  cr_assert(isfinite(prev));
+  for (double s = 0.01; s < 20.0; s += 0.01) {
+    const double k = hicp__sigma_k(s);
+    cr_assert(k >= prev && k >= s, "k(%g) = %.17g after %.17g", s, k, prev);
+    prev = k;
+  }
+}
+
 /* hicp__rot_to_quat inverts hicp__quat_to_rot over rotations of every
  * angle (each of Shepperd's four branches), and gives the identity's
  * quaternion exactly. */

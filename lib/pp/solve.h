@@ -433,6 +433,44 @@ HICP_PP double hicp__trim_keep(double trim, double nc)
   return keep < 1.0 ? 1.0 : keep > nc ? nc : keep;
 }
 
+/* The sigma filter's multiplier k for the user's S (filter_sigma), made
+ * once per registration on the host (hicp__make_plan) and used as `sigma`
+ * below by both backends.
+ *
+ * The window's deviation is that of the pairs inside the last bounds: a
+ * distribution cut at mean +- k sd, whose deviation is smaller than the
+ * whole one's.  Bounds of S times it would shrink at every iteration (for
+ * inliers' distances with Gaussian noise, to nothing below S = 1.5, and by
+ * a tenth each time at S = 2: docs/design.md).  For a normal distribution
+ * cut at +- S of its deviation the cut one's variance is the fraction
+ *     v(S) = 1 - 2 S phi(S) / (2 Phi(S) - 1)
+ * of the whole one's, so bounds of k = S / sqrt(v(S)) times the window's
+ * deviation stand at S of the distribution's own, a window that keeps its
+ * width for any S: k(3) = 3.04, k(1) = 1.85, and k tends to sqrt(3) as S
+ * goes to 0 (a uniform distribution's cut).
+ *
+ * The exponential cancels from v:  2 S phi(S) / (2 Phi(S) - 1) = 1 / M(S),
+ * M(S) = sum over n >= 0 of S^2n / (2n+1)!!  (1, 3, 15, 105, ...), and
+ * with r = (M - 1) / S^2, a sum of positive terms from 1/3,
+ * k^2 = S^2 / (1 - 1/M) = S^2 + 1/r: + * / and sqrt alone, so k has the
+ * same bits on every machine, which a libm's exp and erf would not
+ * promise, and it is never below S.  From S = 16, 1/r is below 1e-50 and
+ * k is S. */
+HICP_PP double hicp__sigma_k(double S)
+{
+  if (!(S < 16.0))
+    return S;
+  const double s2 = S * S;
+  double term = 1.0 / 3.0, r = term;
+  for (int n = 1; n < 4096; n++) {
+    term = term * s2 / (double)(2 * n + 3);
+    r += term;
+    if (term <= r * 0x1p-60)
+      break;
+  }
+  return HICP_SQRT(s2 + 1.0 / r);
+}
+
 /* The sigma filter (thesis section 3.8): keep the pairs whose distance e
  * satisfies |e - mean| <= sigma * std.  The mean and standard deviation are
  * those of the pairs inside the previous iteration's bounds (the window),
