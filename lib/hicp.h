@@ -11,8 +11,13 @@
  *
  * Conventions
  * - Every function that can fail returns 0 (::HICP_OK) or a negative
- *   ::hicp_error code.  Functions that take a context also leave a one-line
- *   description of the failure in it (hicp_context_error()).
+ *   ::hicp_error code, but for hicp_context_start_threads(), which returns
+ *   the number of threads (at least 1) when it succeeds: test its result
+ *   for a negative value.  (hicp_context_threads() and hicp_device_count()
+ *   return counts and do not fail.)  Functions that take a context also
+ *   leave a one-line description of the failure in it (hicp_context_error();
+ *   hicp_context_create() has no context to leave it in, and
+ *   hicp_stream_receive()'s codes are its answers, with no message).
  * - The library never prints, never exits and never aborts.  GNU OpenMP
  *   (libgomp) prints "Thread creation failed" and exits when the system
  *   refuses a thread to a parallel region (an address-space or process
@@ -30,8 +35,10 @@
  * - The context given to file, model, query and device calls only keeps
  *   their error message and holds them to its memory limit: there it may be
  *   NULL (no message is kept, the default limit applies).  Registrations,
- *   batches, streams and the context's own calls run on it and refuse a
- *   NULL one with ::HICP_EINVAL.
+ *   batches, streams and hicp_context_start_threads() run on it and refuse
+ *   a NULL one with ::HICP_EINVAL; for a NULL context
+ *   hicp_context_threads() returns 0, hicp_context_error() "no context",
+ *   and hicp_context_cancel() does nothing.
  * - Transforms are 4x4 row-major doubles mapping scan coordinates into model
  *   coordinates: x = R p + t.
  *

@@ -817,6 +817,10 @@ one_line_error "min-step: expected T,DEG"
 check "--tol 1e-310 (a subnormal) is taken" 0 "$bin" register "$g" "$g" --tol 1e-310
 check "--tol 1e400 (overflow) exits 2" 2 "$bin" register a b --tol 1e400
 one_line_error "tol"
+# an option with no upper bound says "finite", not "from 0 to inf" (which
+# would offer the 'inf' it refuses: stop 56's review)
+check "--tol inf exits 2" 2 "$bin" register a b --tol inf
+one_line_error "tol: expected a finite number of at least 0, got 'inf'"
 check "--max-dist 0x1p-4 (hexadecimal) exits 2" 2 "$bin" register a b --max-dist 0x1p-4
 one_line_error "max-dist"
 check "model info -o exits 2" 2 "$bin" model info "$g" -o "$o/info.hicpm"

@@ -379,7 +379,10 @@ int cli_double(const char *opt, const char *s, double lo, double hi, double *out
 {
   double v;
   if (parse_number(s, &v) != 0 || v < lo || v > hi) {
-    cli_error("%s: expected a number from %g to %g, got '%s'", opt, lo, hi, s);
+    if (isinf(hi)) /* "from 0 to inf" would offer what parse_number refuses */
+      cli_error("%s: expected a finite number of at least %g, got '%s'", opt, lo, s);
+    else
+      cli_error("%s: expected a number from %g to %g, got '%s'", opt, lo, hi, s);
     return -1;
   }
   *out = v;

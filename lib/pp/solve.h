@@ -482,7 +482,7 @@ HICP_PP void hicp__sigma_bounds(const hicp__partial *tot, double sigma, hicp__se
   s->sigma_on = 1;
   if (!(n > 0.0)) {
     /* The window caught no pair: the pairs moved past it (equal distances
-     * give a window of no width), or it shrank away (S below about 2).
+     * give a window of no width).
      * Start it afresh: keep every candidate now, and take the next
      * statistics over them all, rather than stop for want of pairs. */
     s->e_lo = -1.0e308;
