@@ -575,6 +575,9 @@ HICP_API int hicp_model_save(hicp_context *ctx, const hicp_model *model, const c
  * The file is read into memory (its size, charged to the context's memory
  * limit: ::HICP_ELIMIT) and not used after: the model is unaffected if the
  * file is later changed, replaced or removed.
+ * @return 0, ::HICP_EINVAL (a NULL argument), ::HICP_EIO (the file cannot
+ *         be opened or read, or is not a regular file), ::HICP_EFORMAT,
+ *         ::HICP_ELIMIT, ::HICP_ENOMEM.
  */
 HICP_API int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out);
 
