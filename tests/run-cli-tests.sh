@@ -356,6 +356,16 @@ set -- $views
   ok "perturb --view: the same scan at any scale ($1 of 4000 points)" ||
   notok "perturb --view: the same scan at any scale (points:$views)"
 
+# --samples writes face by face, as a scanner writes in scan order (stop 56:
+# in drawn order, random, which slowed the kd-tree peers of bench/run 1.4-2.7
+# times): each of the octahedron's faces is one octant, so 4000 samples come
+# in 8 runs of one octant each, where drawn order gives about 3500
+runs=$("$bin" perturb "$tmp/oct.off" -o "$tmp/faces.ply" --samples 4000 --ascii >/dev/null 2>&1 &&
+  awk 'body { k = ($1 > 0) ($2 > 0) ($3 > 0); if (k != last) n++; last = k }
+       /^end_header/ { body = 1 } END { print n + 0 }' "$tmp/faces.ply")
+[ "$runs" -eq 8 ] && ok "perturb --samples writes the samples face by face" ||
+  notok "perturb --samples writes the samples face by face ($runs runs of one face)"
+
 # --view of a projection with no area: a slanted line seen from +z hides
 # none of its points (stop 55's review: its grid's cells came from the area
 # alone, 1e-151 wide, and their count overflowed: 1 point of 1000 kept)

@@ -95,24 +95,50 @@ int synth_sample_mesh(const float *xyz, size_t nv, const double origin[3], const
     free(cum);
     return -1;
   }
-  for (size_t i = 0; i < count; i++) {
-    double target = synth_uniform(r) * total;
-    size_t lo = 0, hi = ntri; /* first t with cum[t + 1] > target */
-    while (lo < hi) {
-      size_t mid = lo + (hi - lo) / 2;
-      if (cum[mid + 1] > target)
-        hi = mid;
-      else
-        lo = mid + 1;
-    }
-    size_t t = lo < ntri ? lo : ntri - 1;
-    double s1 = sqrt(synth_uniform(r)), s2 = synth_uniform(r);
-    double wa = 1.0 - s1, wb = s1 * (1.0 - s2), wc = s1 * s2;
-    for (int d = 0; d < 3; d++)
-      out[3 * i + d] = origin[d] + wa * xyz[3 * (size_t)tri[3 * t] + d] +
-                       wb * xyz[3 * (size_t)tri[3 * t + 1] + d] +
-                       wc * xyz[3 * (size_t)tri[3 * t + 2] + d];
+  /* The samples are written face by face in the mesh's order (in the order
+   * drawn within a face), as a scanner writes its points in its scan order:
+   * drawn order is random, which no sensor gives, and which slows a kd-tree
+   * search several times over through its cache misses (a 200,000-point
+   * model and its scan: Open3D 2.7 times, PCL 1.4 times; stop 56's review
+   * of bench/run).  The draws are made twice from the same state, first to
+   * count each face's samples, then to place them, so the points and the
+   * generator's state after them are what one pass in drawn order gave. */
+  size_t *at = calloc(ntri + 1, sizeof *at);
+  if (at == NULL) {
+    free(cum);
+    return -2;
   }
+  const synth_rng start = *r;
+  for (int placing = 0; placing < 2; placing++) {
+    *r = start;
+    for (size_t i = 0; i < count; i++) {
+      double target = synth_uniform(r) * total;
+      size_t lo = 0, hi = ntri; /* first t with cum[t + 1] > target */
+      while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cum[mid + 1] > target)
+          hi = mid;
+        else
+          lo = mid + 1;
+      }
+      size_t t = lo < ntri ? lo : ntri - 1;
+      double s1 = sqrt(synth_uniform(r)), s2 = synth_uniform(r);
+      if (!placing) {
+        at[t + 1]++;
+        continue;
+      }
+      double wa = 1.0 - s1, wb = s1 * (1.0 - s2), wc = s1 * s2;
+      const size_t j = at[t]++;
+      for (int d = 0; d < 3; d++)
+        out[3 * j + d] = origin[d] + wa * xyz[3 * (size_t)tri[3 * t] + d] +
+                         wb * xyz[3 * (size_t)tri[3 * t + 1] + d] +
+                         wc * xyz[3 * (size_t)tri[3 * t + 2] + d];
+    }
+    if (!placing) /* face t's samples start at at[t] */
+      for (size_t t = 0; t < ntri; t++)
+        at[t + 1] += at[t];
+  }
+  free(at);
   free(cum);
   return 0;
 }

@@ -20,7 +20,8 @@ double synth_normal(synth_rng *r);  /* N(0, 1) */
 void synth_rotation(double roll, double pitch, double yaw, double r[9]);
 
 /* `count` points sampled uniformly by area on the triangles of a mesh whose
- * vertices are origin + xyz; out receives 3 * count doubles.  Returns 0,
+ * vertices are origin + xyz; out receives 3 * count doubles, face by face
+ * in the mesh's order of faces.  Returns 0,
  * -1 when the mesh has no triangle of positive area, or -2 when memory ran
  * short. */
 int synth_sample_mesh(const float *xyz, size_t nv, const double origin[3], const uint32_t *tri,
