@@ -513,6 +513,13 @@ Test(io, xyz_columns_named_by_the_header)
       {"order.csv", "z,y,x\n3,-2,1.5\n6,5,4\n"},
       {"blanks.xyz", "id x y z nx\n7 1.5 -2 3 0\n8 4 5 6 0\n"},
       {"unnamed.csv", "a,b,c,d\n1.5,-2,3,0\n4,5,6,0\n"},
+      /* the rows' index unnamed, with blanks or tabs (stop 56's review: read
+       * from the index on, exit 0): pandas' to_csv(sep='\t') and (sep=' '),
+       * and R's write.table, whose header has one name fewer */
+      {"pandas_tab.txt", "\tx\ty\tz\n0\t1.5\t-2\t3\n1\t4\t5\t6\n"},
+      {"pandas_blank.txt", " x y z\n0 1.5 -2 3\n1 4 5 6\n"},
+      {"r.txt", "\"x\" \"y\" \"z\"\n\"1\" 1.5 -2 3\n\"2\" 4 5 6\n"},
+      {"r_more.txt", "x y z nx\n1 1.5 -2 3 0\n2 4 5 6 0\n"},
   };
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
     hicp_cloud_destroy(read_ok(write_text(dir, ok[i][0], ok[i][1]), want, 2));

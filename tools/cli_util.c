@@ -725,14 +725,24 @@ int cli_output_open(cli_output *out, const char *path)
     return -1;
   }
   out->path = path;
+  if (out->o.tmp != NULL)
+    snprintf(out->temp_fd_name, sizeof out->temp_fd_name, "/dev/fd/%d", out->o.f_fd);
   watch_temp(out);
   return 0;
 }
 
+/* The name the library writes the output by.  A named temporary goes by
+ * its descriptor: by its name, the library would take it for an existing
+ * file to replace and write a temporary of its own beside it, which no
+ * signal handler here knows of (stop 56's review: a SIGTERM during the
+ * write left OUT.tmpPID.0.tmpPID.0).  Through the descriptor the library
+ * writes this fresh, empty file in place. */
 const char *cli_output_name(const cli_output *out)
 {
   if (out->data_fd > 0)
     return out->data_name;
+  if (out->path != NULL && out->o.tmp != NULL && out->temp_fd_name[0] != '\0')
+    return out->temp_fd_name;
   return out->path != NULL ? hicp__outfile_name(&out->o, out->path) : NULL;
 }
 

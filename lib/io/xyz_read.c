@@ -109,14 +109,45 @@ static int axis_of(const char *tok)
   return -1;
 }
 
+/* The column a field starts after `marks` commas or semicolons: an empty
+ * field (pandas' unnamed index column, ",x,y,z") is a column too, so each
+ * mark moves one column on; blanks alone separate one. */
+static int next_column(int c, int first, int marks)
+{
+  return c + (first ? marks + 1 : marks > 0 ? marks : 1);
+}
+
+/* The columns of the line at t (at most MAX_COLUMNS + 1), counted as
+ * read_header counts a header's; the cursor is not moved. */
+static int line_columns(hicp__text *t)
+{
+  const unsigned char *at = t->p;
+  char kind, tok[128];
+  int c = -1;
+  for (int first = 1; c < MAX_COLUMNS; first = 0) {
+    const int marks = skip_separator(t, &kind);
+    if (t->p < t->end && *t->p == '\0')
+      break; /* the line's reading says so */
+    if (hicp__text_at_eol(t, 0))
+      break;
+    c = next_column(c, first, marks);
+    hicp__text_token(t, ",;", tok, sizeof tok);
+  }
+  t->p = at;
+  return c + 1;
+}
+
 /* The header line at t (its first word not a number): the columns of x, y
- * and z when it names all three (col[]), the first three when it names
- * none; one that names some is refused.  Leaves t at the line's end. */
-static int read_header(hicp__text *t, int col[3])
+ * and z when it names all three (col[]; *ncols the header's columns, 0
+ * past MAX_COLUMNS), the first three when it names none (*ncols 0); one
+ * that names some is refused.  Leaves t at the line's end. */
+static int read_header(hicp__text *t, int col[3], int *ncols)
 {
   int found[3] = {-1, -1, -1}, named = 0;
   char tok[128];
-  for (int c = -1, first = 1;; first = 0) {
+  *ncols = 0;
+  int c = -1;
+  for (int first = 1;; first = 0) {
     char kind;
     const int marks = skip_separator(t, &kind);
     int rc = hicp__text_check_nul(t);
@@ -124,9 +155,7 @@ static int read_header(hicp__text *t, int col[3])
       return rc;
     if (hicp__text_at_eol(t, 0))
       break;
-    /* the column: an empty name (pandas' unnamed index column, ",x,y,z")
-     * is one too, so each comma or semicolon moves one column on */
-    c += first ? marks + 1 : marks > 0 ? marks : 1;
+    c = next_column(c, first, marks);
     if (c >= MAX_COLUMNS)
       break; /* x, y and z are read among the first MAX_COLUMNS columns */
     hicp__text_token(t, ",;", tok, sizeof tok);
@@ -139,6 +168,7 @@ static int read_header(hicp__text *t, int col[3])
   if (named == 3) {
     for (int a = 0; a < 3; a++)
       col[a] = found[a];
+    *ncols = c < MAX_COLUMNS ? c + 1 : 0;
     return HICP_OK;
   }
   if (named > 0) {
@@ -155,6 +185,16 @@ static int read_header(hicp__text *t, int col[3])
                       t->name, t->line, named == 1 ? "" : "s", list);
   }
   return HICP_OK;
+}
+
+/* The last column read (*last) and each column's axis up to it (-1: a
+ * column between them, read past), from the columns of x, y and z. */
+static void set_columns(const int col[3], int *last, int axis_at[MAX_COLUMNS])
+{
+  *last = col[0] > col[1] ? col[0] : col[1];
+  *last = col[2] > *last ? col[2] : *last;
+  for (int c = 0; c <= *last; c++)
+    axis_at[c] = c == col[0] ? 0 : c == col[1] ? 1 : c == col[2] ? 2 : -1;
 }
 
 int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,
@@ -184,6 +224,7 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
   int col[3] = {0, 1, 2}, last = 2, axis_at[MAX_COLUMNS];
   for (int c = 0; c < 3; c++)
     axis_at[c] = c;
+  int header_cols = 0; /* a header that named x, y and z: its columns */
   while (t.p < t.end) {
     hicp__text_skip_blanks(&t);
     if (hicp__text_at_eol(&t, 0) || comment_line(&t)) {
@@ -194,15 +235,23 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
     if (!seen_data && !seen_header && count == SIZE_MAX && !starts_with_a_number(&t)) {
       /* a header of column names */
       seen_header = 1;
-      if ((rc = read_header(&t, col)) != HICP_OK)
+      if ((rc = read_header(&t, col, &header_cols)) != HICP_OK)
         return rc;
-      last = col[0] > col[1] ? col[0] : col[1];
-      last = col[2] > last ? col[2] : last;
-      for (int c = 0; c <= last; c++)
-        axis_at[c] = c == col[0] ? 0 : c == col[1] ? 1 : c == col[2] ? 2 : -1;
+      set_columns(col, &last, axis_at);
       if ((rc = hicp__text_skip_line(&t)) != HICP_OK)
         return rc;
       continue;
+    }
+    if (!seen_data && header_cols > 0 && line_columns(&t) == header_cols + 1 &&
+        header_cols < MAX_COLUMNS) {
+      /* One column more than the header names: the rows' names or index
+       * come first without a name of their own (R's write.table; pandas'
+       * to_csv with blanks or tabs, whose empty first name reads as
+       * padding), so the named columns are one further on, as R's
+       * read.table takes them.  Read as named, x would be the index. */
+      for (int a = 0; a < 3; a++)
+        col[a]++;
+      set_columns(col, &last, axis_at);
     }
     double v[3];
     char tok[128];
