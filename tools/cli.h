@@ -117,9 +117,9 @@ typedef struct cli_output {
   int watched;      /* 1 + its slot among the temporaries a signal removes */
   int data_fd;      /* standard output as the output: what was descriptor 1
                        (over 2), descriptor 1 now being standard error; else 0 */
-  char data_name[24]; /* with data_fd: "/dev/fd/N", its name for the library */
-  char temp_fd_name[24]; /* a named temporary's descriptor, "/dev/fd/N": the
-                            name the library writes it by (cli_output_name) */
+  char data_name[24]; /* "/dev/fd/N": the name the library writes by, for
+                         data_fd or for a named temporary's descriptor
+                         (cli_output_name); "" otherwise */
 } cli_output;
 /* Whether an output's name means standard output: "-", or a name of
  * descriptor 1 (/dev/stdout, /dev/fd/1, /proc/self/fd/1). */

@@ -726,7 +726,7 @@ int cli_output_open(cli_output *out, const char *path)
   }
   out->path = path;
   if (out->o.tmp != NULL)
-    snprintf(out->temp_fd_name, sizeof out->temp_fd_name, "/dev/fd/%d", out->o.f_fd);
+    snprintf(out->data_name, sizeof out->data_name, "/dev/fd/%d", out->o.f_fd);
   watch_temp(out);
   return 0;
 }
@@ -739,10 +739,8 @@ int cli_output_open(cli_output *out, const char *path)
  * writes this fresh, empty file in place. */
 const char *cli_output_name(const cli_output *out)
 {
-  if (out->data_fd > 0)
+  if (out->data_fd > 0 || (out->o.tmp != NULL && out->data_name[0] != '\0'))
     return out->data_name;
-  if (out->path != NULL && out->o.tmp != NULL && out->temp_fd_name[0] != '\0')
-    return out->temp_fd_name;
   return out->path != NULL ? hicp__outfile_name(&out->o, out->path) : NULL;
 }
 

@@ -224,7 +224,8 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
   int col[3] = {0, 1, 2}, last = 2, axis_at[MAX_COLUMNS];
   for (int c = 0; c < 3; c++)
     axis_at[c] = c;
-  int header_cols = 0; /* a header that named x, y and z: its columns */
+  int header_cols = 0; /* a header that named x, y and z: its columns, until
+                          the first line after it is read */
   while (t.p < t.end) {
     hicp__text_skip_blanks(&t);
     if (hicp__text_at_eol(&t, 0) || comment_line(&t)) {
@@ -242,16 +243,18 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
         return rc;
       continue;
     }
-    if (!seen_data && header_cols > 0 && line_columns(&t) == header_cols + 1 &&
-        header_cols < MAX_COLUMNS) {
+    if (header_cols > 0) { /* the first line after a header that named x, y and z */
       /* One column more than the header names: the rows' names or index
        * come first without a name of their own (R's write.table; pandas'
        * to_csv with blanks or tabs, whose empty first name reads as
        * padding), so the named columns are one further on, as R's
        * read.table takes them.  Read as named, x would be the index. */
-      for (int a = 0; a < 3; a++)
-        col[a]++;
-      set_columns(col, &last, axis_at);
+      if (header_cols < MAX_COLUMNS && line_columns(&t) == header_cols + 1) {
+        for (int a = 0; a < 3; a++)
+          col[a]++;
+        set_columns(col, &last, axis_at);
+      }
+      header_cols = 0; /* decided once, for the whole table */
     }
     double v[3];
     char tok[128];
