@@ -65,14 +65,24 @@ int main(int argc, char **argv)
     fprintf(stderr, "usage: %s BOEING.off [FRAMES]\n", argv[0]);
     return 2;
   }
-  int frames = argc > 2 ? atoi(argv[2]) : 40;
-  if (frames < 2 || frames > 100000) {
-    fprintf(stderr, "aar_approach: FRAMES must be from 2 to 100000\n");
+  long want = 40;
+  if (argc > 2) {
+    char *end;
+    want = strtol(argv[2], &end, 10);
+    if (end == argv[2] || *end != '\0')
+      want = 0; /* "40x" is not a number of frames */
+  }
+  if (want < 2 || want > 100000) {
+    fprintf(stderr, "aar_approach: FRAMES must be a whole number from 2 to 100000\n");
     return 2;
   }
+  const int frames = (int)want;
   hicp_context *ctx;
-  if (hicp_context_create(NULL, &ctx) != HICP_OK)
+  const int made = hicp_context_create(NULL, &ctx);
+  if (made != HICP_OK) {
+    fprintf(stderr, "aar_approach: cannot make a context: %s\n", hicp_strerror(made));
     return 1;
+  }
   hicp_cloud *mesh = NULL;
   hicp_model *model = NULL;
   hicp_stream *stream = NULL;
@@ -82,8 +92,10 @@ int main(int argc, char **argv)
   int status = 1;
   if (hicp_cloud_read(ctx, argv[1], HICP_FORMAT_AUTO, &mesh) != HICP_OK ||
       hicp_cloud_triangle_count(mesh) == 0) {
-    fprintf(stderr, "aar_approach: %s: %s\n", argv[1],
-            mesh ? "needs a mesh with faces" : hicp_context_error(ctx));
+    if (mesh == NULL) /* the library's message names the file */
+      fprintf(stderr, "aar_approach: %s\n", hicp_context_error(ctx));
+    else
+      fprintf(stderr, "aar_approach: %s: needs a mesh with faces\n", argv[1]);
     goto done;
   }
   /* The truth model: the receiver's surface sampled densely, built once. */
@@ -205,8 +217,11 @@ int main(int argc, char **argv)
     }
     hicp_result r;
     hicp_result_init(&r);
-    if (hicp_stream_receive(stream, &r, 1) != HICP_OK || r.error != HICP_OK) {
-      fprintf(stderr, "aar_approach: frame %d: %s\n", k, r.note);
+    const int got = hicp_stream_receive(stream, &r, 1);
+    if (got != HICP_OK || r.error != HICP_OK) {
+      /* the frame's own failure is in its result, a receive's in its code */
+      fprintf(stderr, "aar_approach: frame %d: %s\n", k,
+              got != HICP_OK ? hicp_strerror(got) : r.note[0] ? r.note : hicp_strerror(r.error));
       goto done;
     }
     pose_prev2 = pose_prev;

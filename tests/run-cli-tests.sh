@@ -270,8 +270,18 @@ if [ -r "$boeing" ] && [ -x "${HICP_AAR:-}" ]; then
 import re,sys
 m=re.search(r'worst position error ([0-9.]+) m', open('$tmp/out').read())
 sys.exit(0 if m and float(m.group(1)) < 0.2 else 1)" && ok "the approach is tracked within 0.2 m" || notok "the approach is tracked within 0.2 m"
+  check "aerial refuelling example refuses FRAMES 40x" 2 "$HICP_AAR" "$boeing" 40x
+  [ "$(cat "$tmp/err")" = "aar_approach: FRAMES must be a whole number from 2 to 100000" ] &&
+    ok "it says why, in one line" || notok "it says why, in one line ($(cat "$tmp/err"))"
 else
-  skip "needs libcgal-demo data"; skip "needs libcgal-demo data"
+  for k in 1 2 3 4; do skip "needs libcgal-demo data"; done
+fi
+if [ -x "${HICP_AAR:-}" ]; then
+  check "aerial refuelling example on an empty file exits 1" 1 "$HICP_AAR" /dev/null
+  [ "$(cat "$tmp/err")" = "aar_approach: /dev/null: the file is empty (no points)" ] &&
+    ok "it names the file once" || notok "it names the file once ($(cat "$tmp/err"))"
+else
+  skip "no example built"; skip "no example built"
 fi
 
 # Hostile files through every command that reads a cloud: exit 1 (never a
