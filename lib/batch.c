@@ -1090,10 +1090,13 @@ static void *stream_worker_main(void *arg)
 int hicp_stream_create(hicp_context *ctx, const hicp_model *m, const hicp_reg_options *opts,
                        const hicp_batch_options *bopts, hicp_stream **out)
 {
-  if (ctx == NULL || out == NULL)
+  if (out != NULL)
+    *out = NULL;
+  if (ctx == NULL)
     return HICP_EINVAL;
-  *out = NULL;
   hicp__clear_error(ctx);
+  if (out == NULL)
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_stream_create: NULL out");
   if (m == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_stream_create: NULL model");
   hicp_stream *s = calloc(1, sizeof *s);
@@ -1142,6 +1145,12 @@ int hicp_stream_create(hicp_context *ctx, const hicp_model *m, const hicp_reg_op
   return HICP_OK;
 }
 
+/* A submit to a stream that hicp_stream_stop has stopped. */
+static int stopped(hicp_context *ctx)
+{
+  return hicp__fail(ctx, HICP_ECANCELED, "the stream was stopped (hicp_stream_stop)");
+}
+
 /* Queues n points at xyz (stride bytes apart), relative to origin. */
 static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
                   const double origin[3], int cloud, const hicp_transform *init,
@@ -1164,6 +1173,10 @@ static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
    * that once the largest has been seen any kept copy serves any frame. */
   const uint64_t entry_bytes = sizeof(entry);
   pthread_mutex_lock(&s->mu);
+  if (s->stopping) {
+    pthread_mutex_unlock(&s->mu);
+    return stopped(ctx);
+  }
   const uint64_t held = s->held;
   const size_t frames = s->len + 1;
   const uint64_t room_left = held < ctx->memory_limit ? ctx->memory_limit - held : 0;
@@ -1221,6 +1234,13 @@ static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
     e->has_init = 1;
   }
   pthread_mutex_lock(&s->mu);
+  if (s->stopping) { /* hicp_stream_stop while the points were copied */
+    s->held -= bytes;
+    give_copy(s, e->p0, e->cap);
+    give_entry(s, e);
+    pthread_mutex_unlock(&s->mu);
+    return stopped(ctx);
+  }
   if (s->len == s->cap) {
     const size_t qcap = s->cap ? 2 * s->cap : 64;
     entry **q = realloc(s->q, sizeof *q * qcap);
@@ -1320,11 +1340,9 @@ int hicp_stream_receive(hicp_stream *s, hicp_result *result, int wait)
   return receive_leave(s, HICP_OK);
 }
 
-void hicp_stream_destroy(hicp_stream *s)
+/* hicp_stream_stop under the stream's lock. */
+static void stop_locked(hicp_stream *s)
 {
-  if (s == NULL)
-    return;
-  pthread_mutex_lock(&s->mu);
   s->stopping = 1;
   /* Unstarted frames are dropped, and running ones stop at their next
    * iteration boundary (their workers' contexts are cancelled): nobody
@@ -1336,8 +1354,26 @@ void hicp_stream_destroy(hicp_stream *s)
     hicp_context_cancel(s->crew.m[i].ctx);
   pthread_cond_broadcast(&s->work);
   /* A receiver blocked on another thread, or on its way to the lock,
-   * returns HICP_ECANCELED; nothing is freed until it has left. */
+   * returns HICP_ECANCELED. */
   pthread_cond_broadcast(&s->done);
+}
+
+void hicp_stream_stop(hicp_stream *s)
+{
+  if (s == NULL)
+    return;
+  pthread_mutex_lock(&s->mu);
+  stop_locked(s);
+  pthread_mutex_unlock(&s->mu);
+}
+
+void hicp_stream_destroy(hicp_stream *s)
+{
+  if (s == NULL)
+    return;
+  pthread_mutex_lock(&s->mu);
+  stop_locked(s);
+  /* nothing is freed until the receivers counted have left */
   while (atomic_load(&s->receivers) > 0)
     pthread_cond_wait(&s->done, &s->mu);
   pthread_mutex_unlock(&s->mu);

@@ -973,7 +973,8 @@ HICP_API int hicp_stream_create(hicp_context *ctx, const hicp_model *model,
  * too, through the CUDA driver) when it takes its first frame.
  * @return 0, ::HICP_EINVAL (a NULL argument, an initial transform that is
  *         not rigid), ::HICP_ENONFINITE, ::HICP_ERANGE, ::HICP_EEMPTY,
- *         ::HICP_ELIMIT, ::HICP_ENOMEM.
+ *         ::HICP_ELIMIT, ::HICP_ENOMEM, ::HICP_ECANCELED (the stream was
+ *         stopped: hicp_stream_stop()).
  */
 HICP_API int hicp_stream_submit(hicp_stream *stream, const float *xyz, size_t n,
                                 const hicp_transform *init, uint64_t *frame);
@@ -1002,8 +1003,9 @@ HICP_API int hicp_stream_submit_cloud(hicp_stream *stream, const hicp_cloud *clo
  *        fields say which frame and whether it failed, and a failed frame's
  *        `note` says why.
  * @return 0 when a result was received (also for a failed frame),
- *         ::HICP_EAGAIN, ::HICP_ECANCELED (hicp_stream_destroy() was called
- *         on another thread meanwhile: the stream is gone once this
+ *         ::HICP_EAGAIN, ::HICP_ECANCELED (the stream was stopped:
+ *         hicp_stream_stop(), or hicp_stream_destroy() on another thread
+ *         while this call waited, and then the stream is gone once this
  *         returns), or ::HICP_EINVAL (a NULL argument, a result not
  *         prepared, nothing outstanding).  Receiving sets no message on the
  *         stream's context, which the submitter may be using on another
@@ -1012,13 +1014,26 @@ HICP_API int hicp_stream_submit_cloud(hicp_stream *stream, const hicp_cloud *clo
 HICP_API int hicp_stream_receive(hicp_stream *stream, hicp_result *result, int wait);
 
 /**
+ * Stops the stream without freeing it; NULL is a no-op.  Frames not yet
+ * started are dropped, a running one stops at its next iteration, and
+ * from then on hicp_stream_submit() and hicp_stream_receive() return
+ * ::HICP_ECANCELED, on any thread, including receivers waiting in
+ * hicp_stream_receive() at the time.  Any thread may call it, at any time
+ * before hicp_stream_destroy(), as often as it likes.  The way to end a
+ * stream that other threads use: hicp_stream_stop(), let those threads see
+ * ::HICP_ECANCELED and join them, then hicp_stream_destroy().
+ */
+HICP_API void hicp_stream_stop(hicp_stream *stream);
+
+/**
  * Stops the stream (unreceived results are dropped) and frees it; NULL is a
- * no-op.  A receiver in hicp_stream_receive() on another thread, waiting
- * or on its way to wait, returns ::HICP_ECANCELED, and the stream is freed
- * once it has left; no
- * call on the stream may start after this one has.  A receiver between two
- * calls is not waiting, so a program whose receiver thread polls must tell
- * it to stop, and join it, before destroying the stream.
+ * no-op.  A receiver waiting in hicp_stream_receive() on another thread
+ * returns ::HICP_ECANCELED, and the stream is freed once it has left.  No
+ * other call on the stream may be under way or start once this one has:
+ * a call that has only just begun cannot be told from one not yet made,
+ * whose stream this frees under it.  A program whose other threads call
+ * on the stream (a receiver that loops, a submitter) stops it with
+ * hicp_stream_stop() and joins them first.
  */
 HICP_API void hicp_stream_destroy(hicp_stream *stream);
 
