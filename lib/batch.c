@@ -317,12 +317,13 @@ static int batch_crew(hicp_context *ctx, const hicp_model *m, size_t frames, cre
 }
 
 /* Runs one frame on a crew member; a device that fails hands the frame to
- * the CPU (same context, one thread) unless the user asked for "cuda". */
+ * the CPU (same context, one thread) unless the user asked for "cuda".
+ * t_start: the frame's start, for both tries, and before its copy where
+ * the worker made one (the single call's budget and time_ms count it). */
 static int run_frame(hicp_context *parent, crew_member *cm, const hicp_model *m, const float *p0,
                      size_t n, const double origin[3], const hicp__plan *plan,
-                     const hicp_transform *init, hicp_result *r)
+                     const hicp_transform *init, hicp_result *r, double t_start)
 {
-  const double t_start = hicp__now_ms(); /* the frame's start, for both tries */
   int rc =
       hicp__register_frame(cm->ctx, m, p0, n, origin, plan, init, NULL, NULL, NULL, r, t_start);
   /* a device that failed, or ran out of memory, is not kept for the next
@@ -492,7 +493,7 @@ static void *batch_worker(void *arg)
     }
     if (rc == HICP_OK)
       rc = run_frame(j->ctx, j->cm, j->m, p0, j->counts[i], frame_origin(j->origins, i), j->plan,
-                     j->inits != NULL ? &j->inits[i] : NULL, r);
+                     j->inits != NULL ? &j->inits[i] : NULL, r, t_frame);
     hicp__scratch_done(j->cm->ctx, HICP_SCRATCH_SCAN);
     if (rc != HICP_OK)
       hicp__result_failed(r, i, rc, hicp_context_error(j->cm->ctx));
@@ -982,7 +983,7 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
     rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n, single_call_copy(e));
     if (rc == HICP_OK)
       rc = run_frame(s->ctx, cm, s->m, e->p0, e->n, e->origin, &s->plan,
-                     e->has_init ? &e->init : NULL, r);
+                     e->has_init ? &e->init : NULL, r, hicp__now_ms()); /* copied at submit */
   } else {
     /* Tracking runs in order on the stream's one worker thread.  Poses
      * are absolute, so a frame may have another origin than the last. */
