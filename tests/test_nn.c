@@ -1338,3 +1338,36 @@ Test(nn, round_down)
               (double)got, (double)want);
   }
 }
+
+/* (stop 57, a mutation review) the tie bound covers what its comment derives, a
+ * relative 8u (u = 2^-24) for four roundings on each side, over the whole
+ * range of normal squared distances (a bound of 1 + 2u passed every other
+ * test). */
+Test(nn, tie_bound_covers_the_rounding)
+{
+  th_rng r;
+  th_rng_seed(&r, 3);
+  for (int i = 0; i < 100000; i++) {
+    const float d = (float)ldexp(1.0 + th_uniform(&r), (int)(250 * th_uniform(&r)) - 125);
+    const double need = (double)d * (1.0 + 8.0 * 0x1p-24);
+    cr_assert((double)hicp__tie_bound(d) >= need, "T(%a) = %a < %a", (double)d,
+              (double)hicp__tie_bound(d), need);
+  }
+  cr_assert(hicp__tie_bound(0.0f) > 0.0f);
+}
+
+/* (stop 57, a mutation review) a walk's answer holds only where both the query and
+ * its answer's tie ball are inside the guards' reach: a query at the
+ * guards' centre whose nearest vertex lies beyond the reach (a hollow
+ * model) is not safe. */
+Test(nn, guard_safe_needs_the_answer_inside)
+{
+  hicp__mview m;
+  memset(&m, 0, sizeof m);
+  m.guard_r2 = 1.0f;
+  const float q[3] = {0.0f, 0.0f, 0.0f};
+  cr_assert_eq(hicp__guard_safe(&m, q, 0.5f), 1);
+  cr_assert_eq(hicp__guard_safe(&m, q, 2.0f), 0);
+  const float far[3] = {2.0f, 0.0f, 0.0f};
+  cr_assert_eq(hicp__guard_safe(&m, far, 0.0f), 0);
+}

@@ -762,6 +762,43 @@ Test(register, degenerate_scans_and_options)
 /* Each increment threshold works alone (0 is off and takes no part), and
  * the sigma filter keeps a scan whose pair distances are all equal, for
  * every count (the mean of equal values rounds to a neighbour of them). */
+/* (stop 57, a mutation review) Trimming keeps the best ceil(trim * n)
+ * pairs exactly, where the distances differ (ties at the threshold are
+ * all kept): no test counted them, and a threshold one pair short went
+ * unseen.  At the initial pose (max_iter 0) and after iterations. */
+Test(register, trim_keeps_its_count)
+{
+  float pts[3 * 2000];
+  hicp_model *m = small_model(pts, 2000);
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  float scan[3 * 500];
+  th_rng r0;
+  th_rng_seed(&r0, 5);
+  for (int i = 0; i < 3 * 500; i++) /* off the vertices: distances differ */
+    scan[i] = pts[i] + (float)(0.01 * th_normal(&r0));
+  hicp_transform init;
+  hicp_transform_identity(&init);
+  init.m[3] = 0.02;
+  const double trims[3] = {0.5, 0.3, 0.999};
+  const uint64_t want[3] = {250, 150, 500};
+  for (int t = 0; t < 3; t++)
+    for (int iters = 0; iters <= 10; iters += 10) {
+      hicp_reg_options o;
+      hicp_reg_options_init(&o);
+      o.trim = trims[t];
+      o.max_iter = iters;
+      o.tol = 0;
+      hicp_result r;
+      hicp_result_init(&r);
+      cr_assert_eq(hicp_register(ctx, m, scan, 500, &o, &init, &r), 0, "%s",
+                   hicp_context_error(ctx));
+      cr_assert_eq(r.inliers, want[t], "trim %g, %d iterations: %llu pairs kept", trims[t],
+                   iters, (unsigned long long)r.inliers);
+    }
+  hicp_context_destroy(ctx);
+  hicp_model_destroy(m);
+}
+
 Test(register, one_step_threshold_and_equal_distances)
 {
   float pts[3 * 2000];
@@ -783,6 +820,7 @@ Test(register, one_step_threshold_and_equal_distances)
   cr_assert_eq(r.stop, HICP_STOP_INCREMENT, "translation alone: stop %d after %d", (int)r.stop,
                r.iterations);
   cr_assert_eq(r.iterations, 1);
+  cr_assert_eq(r.converged, 1); /* an increment test is a convergence test */
   hicp_reg_options_init(&o);
   o.tol = 0;
   o.max_iter = 40;
@@ -791,6 +829,7 @@ Test(register, one_step_threshold_and_equal_distances)
   cr_assert_eq(r.stop, HICP_STOP_INCREMENT, "rotation alone: stop %d after %d", (int)r.stop,
                r.iterations);
   cr_assert_eq(r.iterations, 1);
+  cr_assert_eq(r.converged, 1);
   /* A rotation threshold finer than 1 - cos can hold (6e-7 degrees) still
    * takes part: the translation's alone does not stop the first step
    * (until stop 42 it did: the threshold rounded to 0, "off") */

@@ -580,3 +580,108 @@ Test(solve, degenerate_collinear_keeps_the_current_spin)
     cr_assert_float_eq(T.r[k], cur.r[k], 1e-9, "r[%d] = %g, the current pose's %g", k, T.r[k],
                        cur.r[k]);
 }
+
+/* (stop 57, a mutation review) a thin scan (a rod, 1% as wide as long) turned 90
+ * degrees about its own axis.  The top eigenvalues of Q differ by about
+ * 4e-4 of the largest: well above HICP_DEGENERATE_GAP, so the spin is
+ * determined, not flagged degenerate, and recovered (a gap of 1e-3
+ * would have kept the current pose, the identity). */
+Test(solve, thin_scan_spin_is_determined)
+{
+  enum { N = 200 };
+  th_rng r;
+  th_rng_seed(&r, 7);
+  float p[3 * N], y[3 * N];
+  for (size_t i = 0; i < N; i++) {
+    p[3 * i] = (float)th_normal(&r);
+    p[3 * i + 1] = (float)(0.01 * th_normal(&r));
+    p[3 * i + 2] = (float)(0.01 * th_normal(&r));
+    /* 90 degrees about x: (x, y, z) -> (x, -z, y), exact in float */
+    y[3 * i] = p[3 * i];
+    y[3 * i + 1] = -p[3 * i + 2];
+    y[3 * i + 2] = p[3 * i + 1];
+  }
+  hicp__partial tot;
+  double noise = sums_of_pairs(p, y, N, &tot);
+  hicp__xf T;
+  int degenerate;
+  cr_assert_eq(hicp__solve_horn(&tot, noise, &ident, &T, &degenerate), 0);
+  cr_assert_eq(degenerate, 0);
+  static const double want[9] = {1, 0, 0, 0, 0, -1, 0, 1, 0};
+  for (int k = 0; k < 9; k++)
+    cr_assert(fabs(T.r[k] - want[k]) < 1e-9, "r[%d] = %.17g, want %g", k, T.r[k], want[k]);
+}
+
+/* (stop 57, a mutation review) the stop tests' edges.  The MSE-change test needs a
+ * previous MSE (not at k = 0, whose mse_prev is a placeholder 0), and the
+ * translation step counts every axis, z included. */
+Test(solve, stop_tests_edges)
+{
+  hicp__xf T, T2;
+  memset(&T, 0, sizeof T);
+  T.r[0] = T.r[4] = T.r[8] = 1;
+  T2 = T;
+  /* an MSE already under tol at the first iteration stops nothing */
+  hicp__conv c = {1e-6, 0.0, 0.0, 0.0, 10};
+  cr_assert_eq(hicp__check_stop(&c, 0, 1e-9, 0.0, &T, &T2), HICP__GO);
+  /* translation step 2e-3 along z alone: above a 1e-3 threshold */
+  hicp__conv s = {0.0, 0.0, 1e-3, 0.0, 10};
+  for (int d = 0; d < 3; d++) {
+    T2 = T;
+    T2.t[d] = 2e-3;
+    cr_assert_eq(hicp__check_stop(&s, 3, 0.4, 2.0, &T, &T2), HICP__GO, "axis %d", d);
+    T2.t[d] = 5e-4;
+    cr_assert_eq(hicp__check_stop(&s, 3, 0.4, 2.0, &T, &T2), HICP_STOP_INCREMENT, "axis %d", d);
+  }
+  cr_assert_float_eq(hicp__trans_step((double[3]){1, 2, 2}, (double[3]){0, 0, 0}), 3.0, 1e-15);
+}
+
+/* (stop 57, a mutation review) equal distances, whose window mean rounds to a
+ * neighbour of their value, are all kept by the sigma filter's bounds
+ * (the slack), for many values and counts. */
+Test(solve, sigma_bounds_keep_equal_distances)
+{
+  th_rng r;
+  th_rng_seed(&r, 11);
+  const float p[3] = {0, 0, 0};
+  const hicp__vtx y = {0, 0, 0, 0};
+  int off_mean = 0;
+  for (int trial = 0; trial < 2000; trial++) {
+    const double e2 = 1e-3 + th_uniform(&r);
+    const int n = 2 + trial % 37;
+    hicp__select s = hicp__iter_select(HUGE_VAL, 0, 0, -HUGE_VAL, HUGE_VAL);
+    hicp__partial tot;
+    hicp__partial_zero(&tot);
+    for (int i = 0; i < n; i++)
+      hicp__partial_add_pair(&tot, p, &y, e2, &s);
+    off_mean += tot.v[HICP_PF_E_W] / n != sqrt(e2);
+    hicp__sigma_bounds(&tot, hicp__sigma_k(3.0), &s);
+    hicp__partial in;
+    hicp__partial_zero(&in);
+    for (int i = 0; i < n; i++)
+      hicp__partial_add_pair(&in, p, &y, e2, &s);
+    cr_assert_eq(in.v[HICP_PF_N_IN], (double)n, "%d pairs at %.17g: window [%.17g, %.17g]", n,
+                 sqrt(e2), s.e_lo, s.e_hi);
+  }
+  cr_assert_gt(off_mean, 0, "no mean rounded off its value: the case did not arise");
+}
+
+/* (stop 57, a mutation review) the sigma filter begins at filter_start itself, and
+ * the stop tests read the inliers' MSE, not the candidates'. */
+Test(solve, filter_start_and_inlier_mse)
+{
+  cr_assert_eq(hicp__iter_select(1.0, 2, 1, 0, 1).want_e, 0);
+  cr_assert_eq(hicp__iter_select(1.0, 2, 2, 0, 1).want_e, 1);
+  cr_assert_eq(hicp__iter_select(1.0, 0, 0, 0, 1).want_e, 1);
+  cr_assert_eq(hicp__iter_select(1.0, -1, 5, 0, 1).want_e, 0);
+  hicp__partial tot;
+  hicp__partial_zero(&tot);
+  tot.v[HICP_PF_N_ALL] = tot.v[HICP_PF_N_C] = 4;
+  tot.v[HICP_PF_E2_ALL] = tot.v[HICP_PF_E2_C] = 400;
+  tot.v[HICP_PF_N_IN] = 2;
+  tot.v[HICP_PF_E2_IN] = 2;
+  hicp__conv c = {0.0, 1.5, 0.0, 0.0, 10};
+  double mse = -1;
+  cr_assert_eq(hicp__iter_stop(&c, &tot, 3, 7.0, &ident, &ident, &mse), HICP_STOP_MSE_ABS);
+  cr_assert_eq(mse, 1.0);
+}
