@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "icp.h"
 #include "model.h"
+#include "scheduler.h"
 #include "synth.h"
 #include "testhelp.h"
 
@@ -762,6 +764,32 @@ Test(register, degenerate_scans_and_options)
 /* Each increment threshold works alone (0 is off and takes no part), and
  * the sigma filter keeps a scan whose pair distances are all equal, for
  * every count (the mean of equal values rounds to a neighbour of them). */
+/* (stop 57, a mutation review) The rotation threshold's plan is
+ * 1 - cos(min_step_rot_deg), made as 2 sin^2(half): a factor lost there
+ * moved the threshold by sqrt(2) in angle, which the one-step test's
+ * thresholds (180 degrees, 1e-7) could not see. */
+Test(register, rotation_threshold_plan)
+{
+  float pts[3 * 500];
+  hicp_model *m = small_model(pts, 500);
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  const double degs[4] = {0.01, 0.5, 2.0, 30.0};
+  for (int k = 0; k < 4; k++) {
+    hicp_reg_options o;
+    hicp_reg_options_init(&o);
+    o.min_step_rot_deg = degs[k];
+    hicp__plan plan;
+    size_t stride;
+    cr_assert_eq(hicp__make_plan(ctx, m, &o, &plan, &stride), 0, "%s", hicp_context_error(ctx));
+    const double a = degs[k] * M_PI / 180.0; /* 1 - cos a, without its cancellation */
+    const double want = sin(a) * sin(a) / (1.0 + cos(a));
+    cr_assert(fabs(plan.conv.step_c - want) <= 1e-12 * want, "%g degrees: %.17g, want %.17g",
+              degs[k], plan.conv.step_c, want);
+  }
+  hicp_context_destroy(ctx);
+  hicp_model_destroy(m);
+}
+
 /* (stop 57, a mutation review) Trimming keeps the best ceil(trim * n)
  * pairs exactly, where the distances differ (ties at the threshold are
  * all kept): no test counted them, and a threshold one pair short went
