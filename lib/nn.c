@@ -111,9 +111,10 @@ static void qorder_make(hicp_context *ctx, const hicp_model *m, const unsigned c
   free(key);
 }
 
-static int nn_query(hicp_context *ctx, const hicp_model *model, const float *queries, size_t n,
-                    const double qorigin[3], const hicp_nn_options *user, uint32_t *index,
-                    float *d2, hicp_walk_stats *stats)
+static int nn_query(hicp_context *ctx, const char *fn, const hicp_model *model,
+                    const float *queries, size_t n, const double qorigin[3],
+                    const hicp_nn_options *user, uint32_t *index, float *d2,
+                    hicp_walk_stats *stats)
 {
   hicp_nn_options o;
   hicp_nn_options_init(&o);
@@ -121,9 +122,9 @@ static int nn_query(hicp_context *ctx, const hicp_model *model, const float *que
   if (user != NULL && hicp__copy_sized(&o, sizeof o, user, offsetof(hicp_nn_options, flags) + sizeof(unsigned), "hicp_nn_options", ctx) != 0)
     return HICP_EINVAL;
   if (model == NULL || (queries == NULL && n > 0) || (index == NULL && n > 0))
-    return hicp__fail(ctx, HICP_EINVAL, "hicp_nn_query: NULL argument");
+    return hicp__fail(ctx, HICP_EINVAL, "%s: NULL argument", fn);
   if ((unsigned)o.method > HICP_NN_PNN || o.flags != 0 || (o.warm_start != 0 && o.warm_start != 1))
-    return hicp__fail(ctx, HICP_EINVAL, "hicp_nn_query: invalid options");
+    return hicp__fail(ctx, HICP_EINVAL, "%s: invalid options", fn);
   size_t stride;
   int rc = hicp__point_stride(ctx, "query", o.query_stride, 3 * sizeof(float), &stride);
   if (rc != HICP_OK)
@@ -250,7 +251,7 @@ int hicp_nn_query(hicp_context *ctx, const hicp_model *model, const float *queri
                   hicp_walk_stats *stats)
 {
   static const double zero[3] = {0.0, 0.0, 0.0};
-  return nn_query(ctx, model, queries, n, zero, opts, index, d2, stats);
+  return nn_query(ctx, "hicp_nn_query", model, queries, n, zero, opts, index, d2, stats);
 }
 
 int hicp_nn_query_cloud(hicp_context *ctx, const hicp_model *model, const hicp_cloud *queries,
@@ -262,5 +263,6 @@ int hicp_nn_query_cloud(hicp_context *ctx, const hicp_model *model, const hicp_c
   if (opts != NULL && opts->struct_size >= offsetof(hicp_nn_options, warm_start) &&
       opts->query_stride != 0 && opts->query_stride != 3 * sizeof(float))
     return hicp__fail(ctx, HICP_EINVAL, "query_stride does not apply to a cloud");
-  return nn_query(ctx, model, queries->xyz, queries->n, queries->origin, opts, index, d2, stats);
+  return nn_query(ctx, "hicp_nn_query_cloud", model, queries->xyz, queries->n, queries->origin,
+                  opts, index, d2, stats);
 }

@@ -844,6 +844,9 @@ check "register --filter-sigma without --filter-start exits 2" 2 "$bin" register
 one_line_error "needs --filter-start"
 check "track --filter-sigma without --filter-start exits 2" 2 "$bin" track "$g" "$g" --filter-sigma 2
 one_line_error "needs --filter-start"
+# --ascii alone wrote nothing and said nothing
+check "register --ascii without --output exits 2" 2 "$bin" register "$g" "$g" --ascii
+one_line_error "needs --output"
 check "track --from-list of a missing file exits 1" 1 "$bin" track "$g" --from-list "$tmp/no-such-list"
 one_line_error "no-such-list: No such file or directory"
 for opt in "--min-step 1,,2" "--devices 0,,1" "--devices 0,"; do

@@ -602,6 +602,17 @@ Test(nn, bad_arguments)
   hicp_nn_options_init(&o);
   o.method = (hicp_nn_method)42;
   cr_assert_eq(hicp_nn_query(ctx, m, q, 1, &o, idx, NULL, NULL), HICP_EINVAL);
+  cr_assert_str_eq(hicp_context_error(ctx), "hicp_nn_query: invalid options");
+  /* the cloud's call names itself, whichever argument is wrong */
+  hicp_cloud *qc;
+  cr_assert_eq(hicp_cloud_from_xyz(ctx, q, 1, 0, &qc), 0);
+  cr_assert_eq(hicp_nn_query_cloud(ctx, m, qc, &o, idx, NULL, NULL), HICP_EINVAL);
+  cr_assert_str_eq(hicp_context_error(ctx), "hicp_nn_query_cloud: invalid options");
+  cr_assert_eq(hicp_nn_query_cloud(ctx, NULL, qc, NULL, idx, NULL, NULL), HICP_EINVAL);
+  cr_assert_str_eq(hicp_context_error(ctx), "hicp_nn_query_cloud: NULL argument");
+  cr_assert_eq(hicp_nn_query_cloud(ctx, m, qc, NULL, NULL, NULL, NULL), HICP_EINVAL);
+  cr_assert_str_eq(hicp_context_error(ctx), "hicp_nn_query_cloud: NULL argument");
+  hicp_cloud_destroy(qc);
   hicp_nn_options_init(&o);
   o.warm_start = 1;
   idx[0] = 77;

@@ -301,6 +301,10 @@ int cmd_register(int argc, char **argv)
   }
   if (cli_filter_sigma_alone(sigma_given, &o))
     return CLI_USAGE;
+  if (ascii && out_path == NULL) {
+    cli_error("--ascii needs --output FILE: without it nothing is written");
+    return CLI_USAGE;
+  }
   if (argc - optind != 2) {
     cli_error("register needs MODEL and SCAN (see 'hicp register --help')");
     return CLI_USAGE;
