@@ -541,8 +541,10 @@ int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_model_load: NULL argument");
   *out = NULL;
   int fd;
-  do /* retried when a signal interrupts it (a FIFO's open waits) */
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO's open would wait for a writer, only for the
+   * FIFO to be refused below (reads of a regular file ignore the flag) */
+  do
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   while (fd < 0 && errno == EINTR);
   if (fd < 0)
     return hicp__fail(ctx, HICP_EIO, "cannot open %s: %s", path, strerror(errno));

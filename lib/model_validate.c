@@ -9,48 +9,92 @@
 
 #include "model.h"
 
-static int has_edge(const hicp_model *m, uint32_t a, uint32_t b)
-{
-  for (uint32_t e = m->row[a]; e < m->row[a + 1]; e++)
-    if (m->nbr[e] == b)
-      return 1;
-  return 0;
-}
-
 static int validate_graph(hicp_context *ctx, const hicp_model *m)
 {
   if (m->row[0] != 0 || m->row[m->nv] != m->nedges)
     return hicp__fail(ctx, HICP_EINTERNAL, "graph: row offsets do not span the edge list");
-  for (uint32_t v = 0; v < m->nv; v++) {
-    if (m->row[v + 1] < m->row[v])
-      return hicp__fail(ctx, HICP_EINTERNAL, "graph: row %u has a negative length", (unsigned)v);
-    if (m->row[v + 1] == m->row[v])
-      return hicp__fail(ctx, HICP_EINTERNAL, "graph: vertex %u has no neighbour", (unsigned)v);
+  /* Linear in the edges, whatever the degrees: a vertex joined to all
+   * others (the centre of points on a sphere) made the repeat and reverse
+   * edge checks quadratic in its degree.  stamp[u] = the last row u was
+   * seen in; the reverse edges are checked against the transposed graph:
+   * rows without repeats are symmetric iff each vertex's in-neighbours are
+   * among its out-neighbours (the totals are equal, so then every set is). */
+  uint32_t *stamp = malloc(sizeof(uint32_t) * (m->nv ? m->nv : 1));
+  uint32_t *trow = calloc((size_t)m->nv + 1, sizeof(uint32_t));
+  uint32_t *tnbr = malloc(sizeof(uint32_t) * (m->nedges ? m->nedges : 1));
+  int rc = HICP_OK;
+  if (stamp == NULL || trow == NULL || tnbr == NULL) {
+    rc = hicp__fail(ctx, HICP_ENOMEM, "out of memory validating the graph");
+    goto out;
+  }
+  for (uint32_t v = 0; v < m->nv; v++)
+    stamp[v] = HICP_NONE;
+  for (uint32_t v = 0; v < m->nv && rc == HICP_OK; v++) {
+    if (m->row[v + 1] < m->row[v]) {
+      rc = hicp__fail(ctx, HICP_EINTERNAL, "graph: row %u has a negative length", (unsigned)v);
+      break;
+    }
+    if (m->row[v + 1] == m->row[v]) {
+      rc = hicp__fail(ctx, HICP_EINTERNAL, "graph: vertex %u has no neighbour", (unsigned)v);
+      break;
+    }
     for (uint32_t e = m->row[v]; e < m->row[v + 1]; e++) {
       uint32_t u = m->nbr[e];
-      if (u >= m->nv)
-        return hicp__fail(ctx, HICP_EINTERNAL, "graph: vertex %u has neighbour %u out of range",
-                          (unsigned)v, (unsigned)u);
-      if (u == v)
-        return hicp__fail(ctx, HICP_EINTERNAL, "graph: vertex %u is its own neighbour",
-                          (unsigned)v);
-      if (e > m->row[v] && m->ecode[e - 1] > m->ecode[e])
-        return hicp__fail(ctx, HICP_EINTERNAL, "graph: row %u is not sorted by edge length",
-                          (unsigned)v);
-      for (uint32_t f = m->row[v]; f < e; f++)
-        if (m->nbr[f] == u)
-          return hicp__fail(ctx, HICP_EINTERNAL, "graph: row %u repeats neighbour %u",
-                            (unsigned)v, (unsigned)u);
+      if (u >= m->nv) {
+        rc = hicp__fail(ctx, HICP_EINTERNAL, "graph: vertex %u has neighbour %u out of range",
+                        (unsigned)v, (unsigned)u);
+        break;
+      }
+      if (u == v) {
+        rc = hicp__fail(ctx, HICP_EINTERNAL, "graph: vertex %u is its own neighbour",
+                        (unsigned)v);
+        break;
+      }
+      if (e > m->row[v] && m->ecode[e - 1] > m->ecode[e]) {
+        rc = hicp__fail(ctx, HICP_EINTERNAL, "graph: row %u is not sorted by edge length",
+                        (unsigned)v);
+        break;
+      }
+      if (stamp[u] == v) {
+        rc = hicp__fail(ctx, HICP_EINTERNAL, "graph: row %u repeats neighbour %u", (unsigned)v,
+                        (unsigned)u);
+        break;
+      }
+      stamp[u] = v;
       if ((double)m->ecode[e] * (double)m->eunit[v] >
-          sqrt(hicp__vtx_dist2(&m->vtx[v], &m->vtx[u])))
-        return hicp__fail(ctx, HICP_EINTERNAL,
-                          "graph: edge %u->%u has a length code above its length", (unsigned)v,
-                          (unsigned)u);
-      if (!has_edge(m, u, v))
-        return hicp__fail(ctx, HICP_EINTERNAL, "graph: edge %u->%u has no reverse edge",
-                          (unsigned)v, (unsigned)u);
+          sqrt(hicp__vtx_dist2(&m->vtx[v], &m->vtx[u]))) {
+        rc = hicp__fail(ctx, HICP_EINTERNAL,
+                        "graph: edge %u->%u has a length code above its length", (unsigned)v,
+                        (unsigned)u);
+        break;
+      }
+      trow[u + 1]++;
     }
   }
+  if (rc == HICP_OK) {
+    for (uint32_t v = 0; v < m->nv; v++)
+      trow[v + 1] += trow[v];
+    for (uint32_t v = 0; v < m->nv; v++)
+      for (uint32_t e = m->row[v]; e < m->row[v + 1]; e++)
+        tnbr[trow[m->nbr[e]]++] = v; /* trow[u] ends at row u's end */
+    for (uint32_t v = 0; v < m->nv; v++)
+      stamp[v] = HICP_NONE;
+    for (uint32_t v = 0; v < m->nv && rc == HICP_OK; v++) {
+      const uint32_t tb = v ? trow[v - 1] : 0, te = trow[v];
+      for (uint32_t e = m->row[v]; e < m->row[v + 1]; e++)
+        stamp[m->nbr[e]] = v;
+      for (uint32_t k = tb; k < te && rc == HICP_OK; k++)
+        if (stamp[tnbr[k]] != v)
+          rc = hicp__fail(ctx, HICP_EINTERNAL, "graph: edge %u->%u has no reverse edge",
+                          (unsigned)tnbr[k], (unsigned)v);
+    }
+  }
+out:
+  free(stamp);
+  free(trow);
+  free(tnbr);
+  if (rc != HICP_OK)
+    return rc;
   /* Safe radii: never beyond half the distance to the nearest neighbour. */
   for (uint32_t v = 0; v < m->nv; v++) {
     const double best = hicp__shortest_edge2(m, v);

@@ -511,6 +511,72 @@ Test(model, validator_catches_corruption)
   hicp_context_destroy(ctx);
 }
 
+/* The graph's checks on a vertex joined to every other (the centre of
+ * points on a sphere: its row has n - 1 neighbours, and checking its
+ * repeats and reverse edges pair by pair was quadratic in that), and the
+ * two faults they look for, each named. */
+Test(model, validator_on_a_hub_vertex)
+{
+  enum { N = 3001 };
+  static float p[3 * N];
+  for (int i = 0; i < N - 1; i++) { /* a Fibonacci sphere, and its centre */
+    const double z = 1.0 - (2.0 * i + 1.0) / (N - 1), r = sqrt(1.0 - z * z);
+    const double phi = 2.399963229728653 * i;
+    p[3 * i] = (float)(r * cos(phi));
+    p[3 * i + 1] = (float)(r * sin(phi));
+    p[3 * i + 2] = (float)z;
+  }
+  p[3 * (N - 1)] = p[3 * (N - 1) + 1] = p[3 * (N - 1) + 2] = 0.0f;
+  hicp_context *ctx = ctx_new();
+  hicp_model_options o = validating();
+  hicp_model *m;
+  cr_assert_eq(hicp_model_build(ctx, p, N, 0, &o, &m), 0, "%s", hicp_context_error(ctx));
+  const uint32_t hub = m->vertex_of[N - 1];
+  cr_assert_eq(m->row[hub + 1] - m->row[hub], N - 1, "the centre has %u neighbours",
+               (unsigned)(m->row[hub + 1] - m->row[hub]));
+  cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
+  /* a repeat: the hub's second neighbour made its first (same code) */
+  const uint32_t e0 = m->row[hub];
+  const uint32_t nbr1 = m->nbr[e0 + 1], code1 = m->ecode[e0 + 1];
+  m->nbr[e0 + 1] = m->nbr[e0];
+  m->ecode[e0 + 1] = m->ecode[e0];
+  cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
+  cr_assert(strstr(hicp_context_error(ctx), "repeats neighbour") != NULL, "%s",
+            hicp_context_error(ctx));
+  m->nbr[e0 + 1] = nbr1;
+  m->ecode[e0 + 1] = code1;
+  cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
+  /* a missing reverse edge: in a sphere vertex's row, the hub (its
+   * longest edge, about 1) replaced by the sphere vertex farthest from it
+   * (about 2, not its neighbour): the length code stays below the length
+   * and the row stays sorted, so only the reverse-edge check can see it */
+  const uint32_t a = m->vertex_of[0];
+  uint32_t at = HICP_NONE, far = HICP_NONE;
+  double far2 = 0.0;
+  for (uint32_t e = m->row[a]; e < m->row[a + 1]; e++)
+    if (m->nbr[e] == hub)
+      at = e;
+  for (uint32_t b = 0; b < m->nv; b++) {
+    const double d2 = hicp__vtx_dist2(&m->vtx[a], &m->vtx[b]);
+    if (b != hub && d2 > far2) {
+      far2 = d2;
+      far = b;
+    }
+  }
+  cr_assert_neq(at, HICP_NONE, "the hub is vertex 0's neighbour");
+  cr_assert_gt(far2, 3.9);
+  for (uint32_t e = m->row[a]; e < m->row[a + 1]; e++)
+    cr_assert_neq(m->nbr[e], far, "the far vertex is no neighbour");
+  m->nbr[at] = far;
+  cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
+  cr_assert(strstr(hicp_context_error(ctx), "has no reverse edge") != NULL, "%s",
+            hicp_context_error(ctx));
+  m->nbr[at] = hub;
+  cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
 /* The Morton (Z-order) key of a point, computed here from the definition
  * rather than with the library's bit tricks: the box [lo, lo + ext] cut
  * into 2^21 - 1 cells per axis along its largest extent (points on the far

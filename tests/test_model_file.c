@@ -487,6 +487,23 @@ Test(model_file, open_reads_a_fifo_once, .timeout = 20)
   hicp_context_destroy(ctx);
 }
 
+/* hicp_model_load refuses a FIFO at once: its open waited for a writer
+ * (for ever if none came), only for the FIFO to be refused once one did.
+ * Without the fix this test hangs until Criterion's timeout. */
+Test(model_file, load_refuses_a_fifo_without_waiting, .timeout = 20)
+{
+  const char *fifo = th_path(th_tmpdir(), "model.hicp");
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  hicp_model *m = (hicp_model *)&ctx; /* not NULL: the call must clear it */
+  cr_assert_eq(hicp_model_load(ctx, fifo, &m), HICP_EIO);
+  cr_assert_null(m);
+  cr_assert(strstr(hicp_context_error(ctx), "is not a regular file") != NULL, "%s",
+            hicp_context_error(ctx));
+  hicp_context_destroy(ctx);
+}
+
 /* Entries in dir but "." and "..": a temporary's name may begin with '.'. */
 static int dir_entries(const char *dir)
 {
