@@ -335,7 +335,8 @@ static int run_frame(hicp_context *parent, crew_member *cm, const hicp_model *m,
   if (rc != HICP_OK && cm->gpu && parent->backend != HICP_BACKEND_CUDA &&
       (rc == HICP_EDEVICE || rc == HICP_ENOMEM || rc == HICP_ENODEVICE)) {
     char note[200];
-    snprintf(note, sizeof note, "GPU failed (%.120s); ran on the CPU", hicp_context_error(cm->ctx));
+    const char *why = hicp_context_error(cm->ctx);
+    snprintf(note, sizeof note, "GPU failed (%.*s); ran on the CPU", hicp__utf8_prec(why, 120), why);
     hicp__worker cpu;
     hicp__team team;
     hicp__cpu_worker_init(&cpu, cm->ctx, 1);
@@ -346,7 +347,7 @@ static int run_frame(hicp_context *parent, crew_member *cm, const hicp_model *m,
     rc = hicp__register_frame(cm->ctx, m, p0, n, origin, plan, init, &team, NULL, NULL, r,
                               t_start);
     if (rc == HICP_OK && r->struct_size >= offsetof(hicp_result, error))
-      snprintf(r->note, sizeof r->note, "%.159s", note);
+      snprintf(r->note, sizeof r->note, "%.*s", hicp__utf8_prec(note, 159), note);
   }
   if (rc == HICP_OK && cm->note != NULL && cm->note[0] != '\0' &&
       r->struct_size >= offsetof(hicp_result, error) &&

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "budget.h"
@@ -35,7 +36,18 @@ int hicp__over_budget(uint64_t bytes, uint64_t limit, const char *what, char *ms
     return 0;
   const int gib = (double)bytes >= 1073741824.0;
   const double unit = gib ? 1073741824.0 : 1048576.0;
-  snprintf(msg, size, "%s would need %.3g %s, over the memory limit of %.3g %s", what,
-           (double)bytes / unit, gib ? "GiB" : "MiB", (double)limit / unit, gib ? "GiB" : "MiB");
+  /* three significant digits, more where those would print the need and
+   * the limit alike ("would need 1 MiB, over the memory limit of 1 MiB");
+   * no fewer than the need's whole digits (2,000 GiB, not 2e+03) */
+  char need[32], lim[32];
+  int prec = 3;
+  for (double v = (double)bytes / unit; v >= 1000.0 && prec < 17; v /= 10.0)
+    prec++;
+  do {
+    snprintf(need, sizeof need, "%.*g", prec, (double)bytes / unit);
+    snprintf(lim, sizeof lim, "%.*g", prec, (double)limit / unit);
+  } while (strcmp(need, lim) == 0 && ++prec <= 17);
+  snprintf(msg, size, "%s would need %s %s, over the memory limit of %s %s", what, need,
+           gib ? "GiB" : "MiB", lim, gib ? "GiB" : "MiB");
   return 1;
 }

@@ -28,7 +28,7 @@ int hicp__cloud_from_raw(hicp_context *ctx, hicp__raw_cloud *raw, const char *na
   double lo[3] = {HUGE_VAL, HUGE_VAL, HUGE_VAL}, hi[3] = {-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
   int all_float = 1;
   char what[160];
-  snprintf(what, sizeof what, "%.150s:", name);
+  snprintf(what, sizeof what, "%.*s:", hicp__utf8_prec(name, 150), name);
   for (size_t i = 0; i < raw->n && rc == HICP_OK; i++) {
     const double *v3 = &raw->xyz[3 * i];
     rc = hicp__check_point(ctx, what, i, v3[0], v3[1], v3[2]);

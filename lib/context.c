@@ -229,15 +229,69 @@ static void *preflight_thread(void *arg)
   return NULL;
 }
 
+/* The stack size libgomp gives its threads: OMP_STACKSIZE, else
+ * GOMP_STACKSIZE, in libgomp's grammar (a number, optionally followed by
+ * B, K, M or G, K when none; an invalid one is passed over, as libgomp
+ * does); 0 when neither is set and valid (libgomp then uses the default's,
+ * as the check does). */
+static size_t omp_stacksize(void)
+{
+  static const char *const names[] = {"OMP_STACKSIZE", "GOMP_STACKSIZE"};
+  for (int i = 0; i < 2; i++) {
+    const char *s = getenv(names[i]);
+    if (s == NULL)
+      continue;
+    while (*s == ' ' || (*s >= '\t' && *s <= '\r'))
+      s++;
+    if (*s < '0' || *s > '9')
+      continue; /* invalid: libgomp says so, and tries the next */
+    char *end;
+    errno = 0;
+    const unsigned long v = strtoul(s, &end, 10);
+    int shift = 10;
+    while (*end == ' ' || (*end >= '\t' && *end <= '\r'))
+      end++;
+    if (*end != '\0') {
+      switch (*end | 0x20) {
+      case 'b': shift = 0; break;
+      case 'k': break;
+      case 'm': shift = 20; break;
+      case 'g': shift = 30; break;
+      default: end = NULL; break;
+      }
+      if (end == NULL)
+        continue;
+      for (end++; *end == ' ' || (*end >= '\t' && *end <= '\r'); end++)
+        ;
+    }
+    if (errno != 0 || *end != '\0' || ((v << shift) >> shift) != v)
+      continue;
+    return (size_t)(v << shift);
+  }
+  return 0;
+}
+
 static int threads_available(int n)
 {
   pthread_t *tid = malloc(sizeof *tid * (size_t)n);
   if (tid == NULL)
     return ENOMEM;
+  /* the stacks OpenMP will give the team: OMP_STACKSIZE=1G under an
+   * address-space limit passed a check with the default's 8 MiB, and
+   * libgomp then exited the process */
+  pthread_attr_t attr;
+  pthread_attr_t *ap = NULL;
+  const size_t stack = omp_stacksize();
+  if (stack != 0 && pthread_attr_init(&attr) == 0) {
+    ap = &attr;
+    (void)pthread_attr_setstacksize(ap, stack); /* refused: libgomp says so itself */
+  }
   preflight p = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
   int started = 0, err = 0;
-  while (started < n - 1 && (err = pthread_create(&tid[started], NULL, preflight_thread, &p)) == 0)
+  while (started < n - 1 && (err = pthread_create(&tid[started], ap, preflight_thread, &p)) == 0)
     started++;
+  if (ap != NULL)
+    pthread_attr_destroy(ap);
   pthread_mutex_lock(&p.mu);
   p.go = 1;
   pthread_cond_broadcast(&p.cv);

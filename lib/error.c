@@ -61,10 +61,39 @@ static void set_message(hicp_context *ctx, const char *msg)
  * "Qhull failed" for every input: stop 53's review). */
 static _Thread_local char orphan_err[HICP_ERRMSG_MAX];
 
+/* A message cut at s[len] (len > 0) ends on a whole UTF-8 character: a
+ * path's "é" cut after its first byte left a lone 0xC3 at the end. */
+static void utf8_whole(char *s, size_t len)
+{
+  size_t i = len;
+  while (i > 0 && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
+    i--; /* continuation bytes */
+  if (i == 0)
+    return;
+  const unsigned char lead = (unsigned char)s[i - 1];
+  const size_t want = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+  if (len - (i - 1) < want)
+    s[i - 1] = '\0';
+}
+
+int hicp__utf8_prec(const char *s, int max)
+{
+  const size_t len = strnlen(s, (size_t)max + 1);
+  if (len <= (size_t)max)
+    return (int)len;
+  /* s[max], the first byte left out, continues a character: that
+   * character (at most 4 bytes) is left out whole */
+  int i = max;
+  while (i > 0 && max - i < 3 && ((unsigned char)s[i] & 0xc0) == 0x80)
+    i--;
+  return ((unsigned char)s[i] & 0xc0) == 0x80 ? max : i;
+}
+
 int hicp__vfail(hicp_context *ctx, int code, const char *fmt, va_list ap)
 {
   char msg[HICP_ERRMSG_MAX];
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  if (vsnprintf(msg, sizeof msg, fmt, ap) >= (int)sizeof msg)
+    utf8_whole(msg, sizeof msg - 1);
   hicp__one_clean_line(msg);
   if (ctx != NULL)
     set_message(ctx, msg);
@@ -92,7 +121,9 @@ int hicp__fail_prefix(hicp_context *ctx, int code, const char *what)
   if (ctx != NULL && what != NULL && what[0] != '\0') {
     char tmp[HICP_ERRMSG_MAX];
     pthread_mutex_lock(&err_lock);
-    snprintf(tmp, sizeof tmp, "%.150s: %.350s", what, ctx->err[0] ? ctx->err : hicp_strerror(code));
+    const char *msg = ctx->err[0] ? ctx->err : hicp_strerror(code);
+    snprintf(tmp, sizeof tmp, "%.*s: %.*s", hicp__utf8_prec(what, 150), what,
+             hicp__utf8_prec(msg, 350), msg);
     hicp__one_clean_line(tmp);
     memcpy(ctx->err, tmp, sizeof tmp);
     pthread_mutex_unlock(&err_lock);

@@ -723,7 +723,8 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
       rc = hicp__gpu_register(ctx, m, &f, plan, &T0, t_start, &out);
       /* "auto" and "hybrid" carry on on the CPU when the device fails. */
       if (rc != HICP_OK && ctx->backend != HICP_BACKEND_CUDA && rc != HICP_EINVAL) {
-        snprintf(note, sizeof note, "GPU failed (%.100s); ran on the CPU", ctx->err);
+        snprintf(note, sizeof note, "GPU failed (%.*s); ran on the CPU",
+                 hicp__utf8_prec(ctx->err, 100), ctx->err);
         hicp__clear_error(ctx);
         backend = HICP_BACKEND_CPU;
       } else if (rc == HICP_OK && match_out != NULL) {
@@ -745,7 +746,8 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
        * frame starts again from its own starts. */
       if (rc != HICP_OK && team_has_gpu(team) && ctx->backend != HICP_BACKEND_CUDA &&
           (rc == HICP_EDEVICE || rc == HICP_ENOMEM || rc == HICP_ENODEVICE)) {
-        snprintf(note, sizeof note, "GPU failed (%.100s); ran on the CPU", ctx->err);
+        snprintf(note, sizeof note, "GPU failed (%.*s); ran on the CPU",
+                 hicp__utf8_prec(ctx->err, 100), ctx->err);
         hicp__clear_error(ctx);
         frame_start(&f, warm, order, m->nv);
         backend = HICP_BACKEND_CPU;

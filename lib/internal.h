@@ -56,6 +56,10 @@ int hicp__vfail(hicp_context *ctx, int code, const char *fmt, va_list ap) HICP_P
 /* The message of the last hicp__fail on ctx, or with ctx NULL of the last
  * one on this thread with no context. */
 const char *hicp__fail_message(const hicp_context *ctx);
+/* The precision that prints at most max bytes of s without cutting a
+ * UTF-8 character in two ("%.*s"): a path's "é" cut after its lead byte
+ * left that byte alone in a message. */
+int hicp__utf8_prec(const char *s, int max);
 /* Prefixes the context's message with "what: " (keeps the code). */
 int hicp__fail_prefix(hicp_context *ctx, int code, const char *what);
 

@@ -497,7 +497,8 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
          * box_plane_guards), or none Qhull could resolve: the
          * kd-tree serves every method exactly.  Keep
          * the reason for hicp model info. */
-        snprintf(m->fallback, sizeof m->fallback, "%.127s", hicp__fail_message(ctx));
+        const char *why = hicp__fail_message(ctx);
+        snprintf(m->fallback, sizeof m->fallback, "%.*s", hicp__utf8_prec(why, 127), why);
         hicp__clear_error(ctx);
         rc = HICP_OK;
       }

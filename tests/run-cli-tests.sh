@@ -847,6 +847,27 @@ one_line_error "needs --filter-start"
 # --ascii alone wrote nothing and said nothing
 check "register --ascii without --output exits 2" 2 "$bin" register "$g" "$g" --ascii
 one_line_error "needs --output"
+# OpenMP's threads get OMP_STACKSIZE's stacks, and the check that the
+# system gives them used the default's: under an address-space limit, 1 GiB
+# stacks passed it and libgomp printed "Thread creation failed" and exited
+# (stop 58's review).  A sanitizer's shadow memory does not fit the limit.
+if (ulimit -v 2000000 && exec "$bin" --version) >/dev/null 2>&1; then
+  check "threads of OMP_STACKSIZE=1G beyond ulimit -v exit 1" 1 \
+    sh -c 'ulimit -v 2000000 && OMP_STACKSIZE=1G exec "$@"' sh "$bin" register "$g" "$g" --threads 4
+  one_line_error "cannot start 4 threads"
+  check "GOMP_STACKSIZE=1G read when OMP_STACKSIZE is invalid" 1 \
+    sh -c 'ulimit -v 2000000 && OMP_STACKSIZE=junk GOMP_STACKSIZE=1G exec "$@"' sh "$bin" register "$g" "$g" --threads 4
+  # libgomp's own warning about the junk comes first, as it loads
+  if tail -n 1 "$tmp/err" | grep -q '^hicp: cannot start 4 threads' && ! grep -q 'Thread creation failed' "$tmp/err"; then
+    ok "hicp's error, not libgomp's exit"
+  else
+    notok "hicp's error, not libgomp's exit ($(tr '\n' '|' <"$tmp/err"))"
+  fi
+  check "threads of OMP_STACKSIZE=64M under ulimit -v start" 0 \
+    sh -c 'ulimit -v 2000000 && OMP_STACKSIZE=64M exec "$@"' sh "$bin" register "$g" "$g" --threads 4
+else
+  for k in 1 2 3 4 5; do skip "ulimit -v stops this build (a sanitizer's shadow memory)"; done
+fi
 check "track --from-list of a missing file exits 1" 1 "$bin" track "$g" --from-list "$tmp/no-such-list"
 one_line_error "no-such-list: No such file or directory"
 for opt in "--min-step 1,,2" "--devices 0,,1" "--devices 0,"; do

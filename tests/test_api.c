@@ -69,6 +69,49 @@ Test(api, messages_are_one_clean_line)
   hicp_context_destroy(ctx);
 }
 
+/* Whether s is whole UTF-8: each lead byte followed by its continuation
+ * bytes, none left alone. */
+static int whole_utf8(const char *s)
+{
+  for (const unsigned char *u = (const unsigned char *)s; *u != '\0';) {
+    const int want = *u >= 0xf0 ? 3 : *u >= 0xe0 ? 2 : *u >= 0xc0 ? 1 : *u >= 0x80 ? -1 : 0;
+    if (want < 0)
+      return 0;
+    u++;
+    for (int k = 0; k < want; k++, u++)
+      if ((*u & 0xc0) != 0x80)
+        return 0;
+  }
+  return 1;
+}
+
+/* A message cut at the length a context keeps ends on a whole character
+ * (stop 58's review: a path of "é" cut after a lead byte left it alone
+ * at the end, which iconv refuses).  Paths of every length around the
+ * cut, the characters starting at either parity, so that some cuts fall
+ * inside a character. */
+Test(api, long_messages_end_on_whole_characters)
+{
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  char path[1200];
+  int cut = 0;
+  for (int n = 200; n < 400; n++) {
+    /* odd n one byte longer before the characters: the cut falls in one */
+    int at = snprintf(path, sizeof path, "/nonexistent-%d%s/", n, n % 2 ? "x" : "");
+    for (int i = 0; i < n; i++, at += 2)
+      memcpy(path + at, "\xc3\xa9", 2);
+    path[at] = '\0';
+    hicp_cloud *c = NULL;
+    cr_assert_neq(hicp_cloud_read(ctx, path, HICP_FORMAT_AUTO, &c), 0);
+    const char *e = hicp_context_error(ctx);
+    cut += strlen(e) < strlen(path);
+    cr_assert(whole_utf8(e), "path of %d: a character cut at the end of: %s", n, e);
+  }
+  cr_assert_gt(cut, 0, "no message was long enough to be cut");
+  hicp_context_destroy(ctx);
+}
+
 Test(api, names_round_trip)
 {
   for (int b = 0; b <= 3; b++) {

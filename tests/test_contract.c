@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "cgroup.h"
 #include "context.h"
 #include "testhelp.h"
@@ -287,6 +288,49 @@ static void *refused_threads_child(void *arg)
                                                                                        : 5);
   }
   return NULL;
+}
+
+/* A memory limit's refusal tells the need from the limit (stop 58's
+ * review: three digits printed 8 GiB and 4 MiB as "would need 8 GiB, over
+ * the memory limit of 8 GiB") and writes large figures out. */
+Test(contract, limit_messages_tell_need_from_limit)
+{
+  static const struct {
+    uint64_t need, limit;
+    const char *text;
+  } cases[] = {
+      {(UINT64_C(8) << 30) + (UINT64_C(4) << 20), UINT64_C(8) << 30,
+       "x would need 8.004 GiB, over the memory limit of 8 GiB"},
+      {(UINT64_C(1) << 20) + 200, UINT64_C(1) << 20,
+       "x would need 1.0002 MiB, over the memory limit of 1 MiB"},
+      {UINT64_C(2500) << 30, UINT64_C(2000) << 30,
+       "x would need 2500 GiB, over the memory limit of 2000 GiB"},
+      {UINT64_C(300) << 20, UINT64_C(192) << 20,
+       "x would need 300 MiB, over the memory limit of 192 MiB"},
+  };
+  char msg[256];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cr_assert_eq(hicp__over_budget(cases[i].need, cases[i].limit, "x", msg, sizeof msg), 1);
+    cr_assert_str_eq(msg, cases[i].text);
+    cr_assert(th_limit_message(msg, cases[i].limit), "%s", msg);
+  }
+  cr_assert_eq(hicp__over_budget(UINT64_C(1) << 20, UINT64_C(1) << 20, "x", msg, sizeof msg), 0);
+}
+
+/* Cuts of a name or message inside a longer one ("%.*s") leave no part of
+ * a UTF-8 character behind. */
+Test(contract, utf8_cuts_keep_whole_characters)
+{
+  cr_assert_eq(hicp__utf8_prec("abc", 10), 3);
+  cr_assert_eq(hicp__utf8_prec("abc", 2), 2);
+  cr_assert_eq(hicp__utf8_prec("a\xc3\xa9" "b", 2), 1);   /* a|é: é left out */
+  cr_assert_eq(hicp__utf8_prec("a\xc3\xa9" "b", 3), 3);   /* aé|b */
+  cr_assert_eq(hicp__utf8_prec("\xe2\x82\xac", 1), 0);   /* € */
+  cr_assert_eq(hicp__utf8_prec("\xe2\x82\xac", 2), 0);
+  cr_assert_eq(hicp__utf8_prec("\xe2\x82\xac" "x", 3), 3);
+  cr_assert_eq(hicp__utf8_prec("\xf0\x9f\x98\x80", 3), 0); /* four bytes */
+  cr_assert_eq(hicp__utf8_prec("a\x80\x80\x80\x80\x80", 4), 4); /* not UTF-8: cut as asked */
+  cr_assert_eq(hicp__utf8_prec("", 0), 0);
 }
 
 /* Every constructor leaves its output NULL when it fails. */
