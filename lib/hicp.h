@@ -26,7 +26,10 @@
  *   thread, that the system gives all the threads at once, and report a
  *   refusal as ::HICP_ENOMEM.  What hicp cannot catch is a limit reached
  *   between that check and the region (another thread or process taking
- *   the last of it).
+ *   the last of it).  The libraries beneath print what their own
+ *   environment variables get wrong, as they load or start: libgomp about
+ *   a malformed OMP_* or GOMP_* value, hwloc about a HWLOC_* one (an
+ *   unknown HWLOC_COMPONENTS; HWLOC_HIDE_ERRORS silences most of those).
  * - Options structs are filled with defaults by their `*_init()` macro before
  *   use; the macro records the caller's struct size so that later versions of
  *   the library can add fields without breaking older programs.  Likewise
