@@ -385,10 +385,15 @@ HICP_API void hicp_transform_invert(const hicp_transform *t, hicp_transform *out
  */
 #define HICP_EXTENT_MIN 1e-12
 
+/** How far a rigid transform's R may be from a rotation: each entry of
+ * R R^T - I and det R - 1 at most this.  A rotation written with 6
+ * significant digits (printf's %g) is within about 2e-6 of one. */
+#define HICP_ROTATION_TOL 1e-5
+
 /**
  * Checks that @p t is a rigid transform (finite, R orthonormal with det +1
- * within 1e-6, last row 0 0 0 1, translation components at most
- * ::HICP_COORD_MAX in magnitude).  0 or ::HICP_EINVAL.
+ * within ::HICP_ROTATION_TOL, last row 0 0 0 1, translation components at
+ * most ::HICP_COORD_MAX in magnitude).  0 or ::HICP_EINVAL.
  */
 HICP_API int hicp_transform_check(const hicp_transform *t);
 

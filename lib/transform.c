@@ -40,20 +40,22 @@ int hicp_transform_check(const hicp_transform *t)
   for (int i = 0; i < 3; i++)
     if (fabs(t->m[4 * i + 3]) > HICP_COORD_MAX)
       return HICP_EINVAL;
-  /* R R^T = I and det R = +1, to 1e-6. */
+  /* R R^T = I and det R = +1, to HICP_ROTATION_TOL: a rotation printed
+   * with 6 significant digits (printf's %g, C++'s and Eigen's default)
+   * is up to about 2e-6 from one, and 1e-6 refused a quarter of them. */
   for (int i = 0; i < 3; i++) {
     for (int j = 0; j < 3; j++) {
       double s = 0.0;
       for (int k = 0; k < 3; k++)
         s += t->m[4 * i + k] * t->m[4 * j + k];
-      if (fabs(s - (i == j ? 1.0 : 0.0)) > 1e-6)
+      if (fabs(s - (i == j ? 1.0 : 0.0)) > HICP_ROTATION_TOL)
         return HICP_EINVAL;
     }
   }
   const double *m = t->m;
   double det = m[0] * (m[5] * m[10] - m[6] * m[9]) - m[1] * (m[4] * m[10] - m[6] * m[8]) +
                m[2] * (m[4] * m[9] - m[5] * m[8]);
-  if (fabs(det - 1.0) > 1e-6)
+  if (fabs(det - 1.0) > HICP_ROTATION_TOL)
     return HICP_EINVAL;
   return HICP_OK;
 }

@@ -341,6 +341,17 @@ grep -qF "rotation     180.000000 deg about (0.707107, 0.707107, 0.000000)" "$tm
   ok "--init with lone CR line ends and comments" ||
   notok "--init with lone CR line ends and comments: $(cat "$tmp/err")"
 
+# A rotation as printf's %g writes it (6 digits, 1.5e-6 from a rotation)
+# is a rigid transform; a 4-digit one (MATLAB's short format) is refused,
+# saying how far it is (stop 58: 1e-6 refused a quarter of 6-digit ones)
+printf -- '-0.783084 0.620088 -0.0476467 0\n0.470002 0.539891 -0.698296 0\n-0.40728 -0.569218 -0.714222 0\n' >"$tmp/g6.txt"
+check "--init of a rotation printed with 6 digits" 0 "$bin" register "$tmp/good.xyz" "$tmp/good.xyz" \
+  --init "$tmp/g6.txt" --max-iter 0
+printf -- '-0.7831 0.6201 -0.0476 0\n0.4700 0.5399 -0.6983 0\n-0.4073 -0.5692 -0.7142 0\n' >"$tmp/g4.txt"
+check "--init of a rotation printed with 4 decimals exits 1" 1 "$bin" register "$tmp/good.xyz" "$tmp/good.xyz" \
+  --init "$tmp/g4.txt" --max-iter 0
+one_line_error "from a rotation (R R^T - I and det R - 1 at most 1e-05"
+
 # A transform file's bad value is named (stop 46: a nan among 12 numbers
 # was "expected 16 (4x4) or 12 (3x4) numbers")
 printf '1 0 0 0\n0 1 0 nan\n0 0 1 0\n' >"$tmp/nan.txt"

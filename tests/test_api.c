@@ -232,6 +232,16 @@ Test(api, transforms)
     }
   t.m[0] = 1.1; /* not a rotation */
   cr_assert_eq(hicp_transform_check(&t), HICP_EINVAL);
+  /* a rotation as printf's %g writes it (6 digits): R R^T is 1.5e-6 from
+   * I, which the check's former 1e-6 refused */
+  static const double g6[9] = {-0.783084, 0.620088, -0.0476467, 0.470002, 0.539891,
+                               -0.698296, -0.40728,  -0.569218, -0.714222};
+  hicp_transform_identity(&t);
+  for (int i = 0; i < 9; i++)
+    t.m[4 * (i / 3) + i % 3] = g6[i];
+  cr_assert_eq(hicp_transform_check(&t), 0);
+  t.m[0] += 3e-5; /* a scale of 1 + 3e-5 along x: too far */
+  cr_assert_eq(hicp_transform_check(&t), HICP_EINVAL);
   hicp_transform_identity(&t);
   t.m[0] = t.m[5] = -1.0; /* a rotation by pi: fine */
   cr_assert_eq(hicp_transform_check(&t), 0);

@@ -596,7 +596,22 @@ int cli_read_transform(const char *path, hicp_transform *t)
       return -1;
     }
   if (hicp_transform_check(t) != HICP_OK) {
-    cli_error("%s: not a rigid transform (R must be a rotation, last row 0 0 0 1)", path);
+    if (!last_row) {
+      cli_error("%s: not a rigid transform (its last row must be 0 0 0 1)", path);
+      return -1;
+    }
+    /* how far R is from a rotation, as hicp_transform_check measures it */
+    const double *m = t->m;
+    double off = fabs(m[0] * (m[5] * m[10] - m[6] * m[9]) - m[1] * (m[4] * m[10] - m[6] * m[8]) +
+                      m[2] * (m[4] * m[9] - m[5] * m[8]) - 1.0);
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 3; j++) {
+        const double s = m[4 * i] * m[4 * j] + m[4 * i + 1] * m[4 * j + 1] + m[4 * i + 2] * m[4 * j + 2];
+        off = fmax(off, fabs(s - (i == j)));
+      }
+    cli_error("%s: not a rigid transform: R is %.2g from a rotation (R R^T - I and det R - 1 "
+              "at most %g; write R with 6 or more significant digits)",
+              path, off, HICP_ROTATION_TOL);
     return -1;
   }
   return 0;
