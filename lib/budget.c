@@ -40,9 +40,9 @@ int hicp__over_budget(uint64_t bytes, uint64_t limit, const char *what, char *ms
    * the limit alike ("would need 1 MiB, over the memory limit of 1 MiB");
    * no fewer than the need's whole digits (2,000 GiB, not 2e+03) */
   char need[32], lim[32];
-  int prec = 3;
-  for (double v = (double)bytes / unit; v >= 1000.0 && prec < 17; v /= 10.0)
-    prec++;
+  /* the need's whole digits once rounded (999.7 is "1000", not "1e+03") */
+  int prec = snprintf(NULL, 0, "%.0f", (double)bytes / unit);
+  prec = prec < 3 ? 3 : prec > 17 ? 17 : prec;
   do {
     snprintf(need, sizeof need, "%.*g", prec, (double)bytes / unit);
     snprintf(lim, sizeof lim, "%.*g", prec, (double)limit / unit);

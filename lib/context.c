@@ -230,24 +230,28 @@ static void *preflight_thread(void *arg)
 }
 
 /* The stack size libgomp gives its threads: OMP_STACKSIZE, else
- * GOMP_STACKSIZE, in libgomp's grammar (a number, optionally followed by
- * B, K, M or G, K when none; an invalid one is passed over, as libgomp
- * does); 0 when neither is set and valid (libgomp then uses the default's,
- * as the check does). */
+ * GOMP_STACKSIZE, else OMP_STACKSIZE_ALL (GCC 13's libgomp; an older one
+ * ignores it, and the check is then only stricter), parsed as libgomp's
+ * parse_stacksize does (strtoul, so a sign is taken; optionally B, K, M or
+ * G after, K when none; an invalid value is passed over, as libgomp does);
+ * 0 when none is set and valid, or the value is 0 (libgomp then uses the
+ * default's, as the check does). */
 static size_t omp_stacksize(void)
 {
-  static const char *const names[] = {"OMP_STACKSIZE", "GOMP_STACKSIZE"};
-  for (int i = 0; i < 2; i++) {
+  static const char *const names[] = {"OMP_STACKSIZE", "GOMP_STACKSIZE", "OMP_STACKSIZE_ALL"};
+  for (int i = 0; i < 3; i++) {
     const char *s = getenv(names[i]);
     if (s == NULL)
       continue;
     while (*s == ' ' || (*s >= '\t' && *s <= '\r'))
       s++;
-    if (*s < '0' || *s > '9')
+    if (*s == '\0')
       continue; /* invalid: libgomp says so, and tries the next */
     char *end;
     errno = 0;
     const unsigned long v = strtoul(s, &end, 10);
+    if (end == s)
+      continue;
     int shift = 10;
     while (*end == ' ' || (*end >= '\t' && *end <= '\r'))
       end++;

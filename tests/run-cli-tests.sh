@@ -350,7 +350,12 @@ check "--init of a rotation printed with 6 digits" 0 "$bin" register "$tmp/good.
 printf -- '-0.7831 0.6201 -0.0476 0\n0.4700 0.5399 -0.6983 0\n-0.4073 -0.5692 -0.7142 0\n' >"$tmp/g4.txt"
 check "--init of a rotation printed with 4 decimals exits 1" 1 "$bin" register "$tmp/good.xyz" "$tmp/good.xyz" \
   --init "$tmp/g4.txt" --max-iter 0
-one_line_error "from a rotation (R R^T - I and det R - 1 at most 1e-05"
+one_line_error "R is 3.6e-05 from a rotation (R R^T - I and det R - 1 at most 1e-05"
+# just past the limit, the distance is printed above it (not "1e-05")
+printf '1.0000051 0 0 0\n0 1 0 0\n0 0 1 0\n' >"$tmp/just.txt"
+check "--init of a rotation just past the limit exits 1" 1 "$bin" register "$tmp/good.xyz" "$tmp/good.xyz" \
+  --init "$tmp/just.txt" --max-iter 0
+one_line_error "R is 1.02e-05 from a rotation"
 
 # A transform file's bad value is named (stop 46: a nan among 12 numbers
 # was "expected 16 (4x4) or 12 (3x4) numbers")
@@ -874,10 +879,15 @@ if (ulimit -v 2000000 && exec "$bin" --version) >/dev/null 2>&1; then
   else
     notok "hicp's error, not libgomp's exit ($(tr '\n' '|' <"$tmp/err"))"
   fi
+  # a sign, which libgomp's strtoul takes (the review: "+1G" was passed
+  # over here, and libgomp exited)
+  check "threads of OMP_STACKSIZE=+1G beyond ulimit -v exit 1" 1 \
+    sh -c 'ulimit -v 2000000 && OMP_STACKSIZE=+1G exec "$@"' sh "$bin" register "$g" "$g" --threads 4
+  one_line_error "cannot start 4 threads"
   check "threads of OMP_STACKSIZE=64M under ulimit -v start" 0 \
     sh -c 'ulimit -v 2000000 && OMP_STACKSIZE=64M exec "$@"' sh "$bin" register "$g" "$g" --threads 4
 else
-  for k in 1 2 3 4 5; do skip "ulimit -v stops this build (a sanitizer's shadow memory)"; done
+  for k in 1 2 3 4 5 6 7; do skip "ulimit -v stops this build (a sanitizer's shadow memory)"; done
 fi
 check "track --from-list of a missing file exits 1" 1 "$bin" track "$g" --from-list "$tmp/no-such-list"
 one_line_error "no-such-list: No such file or directory"

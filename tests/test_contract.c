@@ -307,6 +307,9 @@ Test(contract, limit_messages_tell_need_from_limit)
        "x would need 2500 GiB, over the memory limit of 2000 GiB"},
       {UINT64_C(300) << 20, UINT64_C(192) << 20,
        "x would need 300 MiB, over the memory limit of 192 MiB"},
+      /* rounding up to a new digit: 999.7, not 1e+03 */
+      {(UINT64_C(9997) << 20) / 10, UINT64_C(500) << 20,
+       "x would need 999.7 MiB, over the memory limit of 500 MiB"},
   };
   char msg[256];
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

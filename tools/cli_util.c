@@ -609,9 +609,15 @@ int cli_read_transform(const char *path, hicp_transform *t)
         const double s = m[4 * i] * m[4 * j] + m[4 * i + 1] * m[4 * j + 1] + m[4 * i + 2] * m[4 * j + 2];
         off = fmax(off, fabs(s - (i == j)));
       }
-    cli_error("%s: not a rigid transform: R is %.2g from a rotation (R R^T - I and det R - 1 "
+    /* digits enough to print it above the limit (not "1e-05 ... at most 1e-05") */
+    char far[32];
+    int prec = 2;
+    snprintf(far, sizeof far, "%.*g", prec, off);
+    while (prec < 17 && strtod(far, NULL) <= HICP_ROTATION_TOL)
+      snprintf(far, sizeof far, "%.*g", ++prec, off);
+    cli_error("%s: not a rigid transform: R is %s from a rotation (R R^T - I and det R - 1 "
               "at most %g; write R with 6 or more significant digits)",
-              path, off, HICP_ROTATION_TOL);
+              path, far, HICP_ROTATION_TOL);
     return -1;
   }
   return 0;

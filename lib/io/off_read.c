@@ -61,12 +61,14 @@ int hicp__parse_off(hicp_context *ctx, const char *name, const unsigned char *bu
   hicp__text_token(&t, NULL, kw, sizeof kw);
   size_t kl = strlen(kw);
   if (kl < 3 || strcmp(kw + kl - 3, "OFF") != 0)
-    return hicp__fail(ctx, HICP_EFORMAT, "%s: not an OFF file (first word '%.20s')", name, kw);
+    return hicp__fail(ctx, HICP_EFORMAT, "%s: not an OFF file (first word '%.*s')", name,
+                      hicp__utf8_prec(kw, 20), kw);
   for (size_t i = 0; i + 3 < kl; i++) {
     if (kw[i] == '4')
       return hicp__fail(ctx, HICP_EUNSUPPORTED, "%s: 4OFF (homogeneous coordinates) is not supported", name);
     if (strchr("STCNn", kw[i]) == NULL)
-      return hicp__fail(ctx, HICP_EFORMAT, "%s: unknown OFF variant '%.20s'", name, kw);
+      return hicp__fail(ctx, HICP_EFORMAT, "%s: unknown OFF variant '%.*s'", name,
+                        hicp__utf8_prec(kw, 20), kw);
   }
   /* Geomview's binary OFF: "OFF BINARY" on the first line */
   hicp__text_skip_blanks(&t);

@@ -79,8 +79,8 @@ static int set_name(pcd *h, int i, const char *tok, size_t line)
 static int set_size(pcd *h, int i, const char *tok, size_t line)
 {
   if (strcmp(tok, "1") && strcmp(tok, "2") && strcmp(tok, "4") && strcmp(tok, "8"))
-    return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: field size '%.20s' is not 1, 2, 4 or 8",
-                      h->name, line, tok);
+    return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: field size '%.*s' is not 1, 2, 4 or 8",
+                      h->name, line, hicp__utf8_prec(tok, 20), tok);
   h->f[i].size = (unsigned)atoi(tok);
   return HICP_OK;
 }
@@ -88,8 +88,8 @@ static int set_size(pcd *h, int i, const char *tok, size_t line)
 static int set_type(pcd *h, int i, const char *tok, size_t line)
 {
   if (strlen(tok) != 1 || strchr("FIU", tok[0]) == NULL)
-    return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: field type '%.20s' is not F, I or U",
-                      h->name, line, tok);
+    return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: field type '%.*s' is not F, I or U",
+                      h->name, line, hicp__utf8_prec(tok, 20), tok);
   h->f[i].type = tok[0];
   return HICP_OK;
 }
@@ -98,8 +98,8 @@ static int set_count(pcd *h, int i, const char *tok, size_t line)
 {
   double v;
   if (hicp__parse_double(tok, &v) != HICP_OK || v < 1 || v > 1e6 || v != floor(v))
-    return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: field count '%.20s' is invalid", h->name,
-                      line, tok);
+    return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: field count '%.*s' is invalid", h->name,
+                      line, hicp__utf8_prec(tok, 20), tok);
   h->f[i].count = (uint64_t)v;
   return HICP_OK;
 }
@@ -150,8 +150,8 @@ static int parse_header(pcd *h, hicp__text *t)
       hicp__text_next_line(t);
       break;
     } else {
-      return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: unknown PCD header line '%.40s'",
-                        h->name, t->line, key);
+      return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: unknown PCD header line '%.*s'",
+                        h->name, t->line, hicp__utf8_prec(key, 40), key);
     }
     if (rc != HICP_OK)
       return rc;
@@ -259,11 +259,11 @@ static int read_ascii(pcd *h, hicp__text *t, const int idx[3], hicp__raw_cloud *
                                       strcmp(tok, "-nan") == 0 || !used))
           x = NAN, rc = HICP_OK;
         if (rc == HICP_ENONFINITE)
-          return hicp__fail(h->ctx, rc, "%s line %zu: non-finite number '%.24s'", h->name,
-                            t->line, tok);
+          return hicp__fail(h->ctx, rc, "%s line %zu: non-finite number '%.*s'", h->name,
+                            t->line, hicp__utf8_prec(tok, 24), tok);
         if (rc != HICP_OK)
-          return hicp__fail(h->ctx, rc, "%s line %zu: expected a number, got '%.24s'", h->name,
-                            t->line, tok);
+          return hicp__fail(h->ctx, rc, "%s line %zu: expected a number, got '%.*s'", h->name,
+                            t->line, hicp__utf8_prec(tok, 24), tok);
         if (used)
           for (int k = 0; k < 3; k++)
             if (fi == idx[k])
@@ -418,7 +418,8 @@ int hicp__parse_pcd(hicp_context *ctx, const char *name, const unsigned char *bu
     int binary = strcmp(h->data, "binary") == 0;
     int compressed = strcmp(h->data, "binary_compressed") == 0;
     if (!ascii && !binary && !compressed)
-      rc = hicp__fail(ctx, HICP_EFORMAT, "%s: unknown DATA kind '%.30s'", name, h->data);
+      rc = hicp__fail(ctx, HICP_EFORMAT, "%s: unknown DATA kind '%.*s'", name,
+                      hicp__utf8_prec(h->data, 30), h->data);
     /* "0 " per field, the last line's newline perhaps missing (+ 1) */
     else if (ascii && h->points > (avail + 1) / (2 * (size_t)h->nf))
       rc = hicp__fail(ctx, HICP_EFORMAT,

@@ -115,14 +115,14 @@ static int parse_header(ply *f, hicp__text *t)
       else if (strcmp(tok, "binary_big_endian") == 0)
         f->enc = BIN_BE;
       else
-        return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: unknown PLY format '%.40s'",
-                          f->name, t->line, tok);
+        return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: unknown PLY format '%.*s'",
+                          f->name, t->line, hicp__utf8_prec(tok, 40), tok);
       if (hicp__text_token(t, NULL, tok, sizeof tok) == 0)
         return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: the format line has no version",
                           f->name, t->line);
       if (strcmp(tok, "1.0") != 0 && strcmp(tok, "1") != 0)
-        return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: PLY version '%.20s' (1.0 expected)",
-                          f->name, t->line, tok);
+        return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: PLY version '%.*s' (1.0 expected)",
+                          f->name, t->line, hicp__utf8_prec(tok, 20), tok);
       have_format = 1;
     } else if (strcmp(tok, "element") == 0) {
       if (f->nel == MAX_ELEMENTS)
@@ -159,21 +159,21 @@ static int parse_header(ply *f, hicp__text *t)
         hicp__text_token(t, NULL, tok, sizeof tok);
         p->count_type = parse_type(tok);
         if (p->count_type == T_NONE || p->count_type == T_F32 || p->count_type == T_F64)
-          return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: bad list count type '%.40s'",
-                            f->name, t->line, tok);
+          return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: bad list count type '%.*s'",
+                            f->name, t->line, hicp__utf8_prec(tok, 40), tok);
         hicp__text_token(t, NULL, tok, sizeof tok);
       }
       p->type = parse_type(tok);
       if (p->type == T_NONE)
-        return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: unknown property type '%.40s'",
-                          f->name, t->line, tok);
+        return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: unknown property type '%.*s'",
+                          f->name, t->line, hicp__utf8_prec(tok, 40), tok);
       if (hicp__text_token(t, NULL, p->name, sizeof p->name) == 0)
         return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: property without a name", f->name,
                           t->line);
       e->nprops++;
     } else {
-      return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: unknown header line '%.40s'", f->name,
-                        t->line, tok);
+      return hicp__fail(f->ctx, HICP_EFORMAT, "%s line %zu: unknown header line '%.*s'", f->name,
+                        t->line, hicp__utf8_prec(tok, 40), tok);
     }
     hicp__text_skip_blanks(t);
     if (!hicp__text_at_eol(t, 0))

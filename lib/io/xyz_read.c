@@ -280,10 +280,11 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
         return rc;
       int prc = hicp__parse_double(tok, &v[axis_at[k]]);
       if (prc == HICP_ENONFINITE)
-        return hicp__fail(ctx, prc, "%s line %zu: non-finite coordinate '%.24s'", name, t.line, tok);
+        return hicp__fail(ctx, prc, "%s line %zu: non-finite coordinate '%.*s'", name, t.line,
+                          hicp__utf8_prec(tok, 24), tok);
       if (prc != HICP_OK)
-        return hicp__fail(ctx, HICP_EFORMAT, "%s line %zu: expected a number, got '%.24s'", name,
-                          t.line, tok);
+        return hicp__fail(ctx, HICP_EFORMAT, "%s line %zu: expected a number, got '%.*s'", name,
+                          t.line, hicp__utf8_prec(tok, 24), tok);
     }
     if (k == 1 && pts && axis_at[0] == 0 && v[0] >= 0 && v[0] <= 4e18 &&
         v[0] == (double)(uint64_t)v[0] && strpbrk(tok, ".eE") == NULL) {
