@@ -61,21 +61,6 @@ static void set_message(hicp_context *ctx, const char *msg)
  * "Qhull failed" for every input: stop 53's review). */
 static _Thread_local char orphan_err[HICP_ERRMSG_MAX];
 
-/* A message cut at s[len] (len > 0) ends on a whole UTF-8 character: a
- * path's "é" cut after its first byte left a lone 0xC3 at the end. */
-static void utf8_whole(char *s, size_t len)
-{
-  size_t i = len;
-  while (i > 0 && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
-    i--; /* continuation bytes */
-  if (i == 0)
-    return;
-  const unsigned char lead = (unsigned char)s[i - 1];
-  const size_t want = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
-  if (len - (i - 1) < want)
-    s[i - 1] = '\0';
-}
-
 int hicp__utf8_prec(const char *s, int max)
 {
   const size_t len = strnlen(s, (size_t)max + 1);
@@ -91,14 +76,16 @@ int hicp__utf8_prec(const char *s, int max)
 
 int hicp__vfail(hicp_context *ctx, int code, const char *fmt, va_list ap)
 {
-  char msg[HICP_ERRMSG_MAX];
-  if (vsnprintf(msg, sizeof msg, fmt, ap) >= (int)sizeof msg)
-    utf8_whole(msg, sizeof msg - 1);
+  /* formatted with room for the character the cut may fall in, then cut
+   * to what a context keeps on a whole character (hicp__utf8_prec) */
+  char msg[HICP_ERRMSG_MAX + 4];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  msg[hicp__utf8_prec(msg, HICP_ERRMSG_MAX - 1)] = '\0';
   hicp__one_clean_line(msg);
   if (ctx != NULL)
     set_message(ctx, msg);
   else
-    memcpy(orphan_err, msg, sizeof msg);
+    memcpy(orphan_err, msg, strlen(msg) + 1); /* at most HICP_ERRMSG_MAX */
   return code;
 }
 
