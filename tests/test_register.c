@@ -761,9 +761,6 @@ Test(register, degenerate_scans_and_options)
   hicp_model_destroy(m);
 }
 
-/* Each increment threshold works alone (0 is off and takes no part), and
- * the sigma filter keeps a scan whose pair distances are all equal, for
- * every count (the mean of equal values rounds to a neighbour of them). */
 /* (stop 57, a mutation review) The rotation threshold's plan is
  * 1 - cos(min_step_rot_deg), made as 2 sin^2(half): a factor lost there
  * moved the threshold by sqrt(2) in angle, which the one-step test's
@@ -827,6 +824,9 @@ Test(register, trim_keeps_its_count)
   hicp_model_destroy(m);
 }
 
+/* Each increment threshold works alone (0 is off and takes no part), and
+ * the sigma filter keeps a scan whose pair distances are all equal, for
+ * every count (the mean of equal values rounds to a neighbour of them). */
 Test(register, one_step_threshold_and_equal_distances)
 {
   float pts[3 * 2000];

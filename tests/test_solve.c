@@ -42,6 +42,17 @@ static double sums_of_pairs(const float *p, const float *y, size_t n, hicp__part
   return hicp__s_noise((double)n, pmax, ymax);
 }
 
+/* Horn's solve of the pairs (p[i], y[i]) taken at `cur`, which must
+ * succeed; returns its degenerate flag. */
+static int solve_pairs(const float *p, const float *y, size_t n, const hicp__xf *cur, hicp__xf *T)
+{
+  hicp__partial tot;
+  const double noise = sums_of_pairs(p, y, n, &tot);
+  int degenerate;
+  cr_assert_eq(hicp__solve_horn(&tot, noise, cur, T, &degenerate), 0);
+  return degenerate;
+}
+
 Test(solve, horn_recovers_exact_pose)
 {
   th_rng r;
@@ -62,12 +73,8 @@ Test(solve, horn_recovers_exact_pose)
         y[3 * i + d] = (float)(R[3 * d] * p[3 * i] + R[3 * d + 1] * p[3 * i + 1] +
                                R[3 * d + 2] * p[3 * i + 2] + t[d]);
     }
-    hicp__partial tot;
-    double noise = sums_of_pairs(p, y, n, &tot);
     hicp__xf T;
-    int degenerate;
-    cr_assert_eq(hicp__solve_horn(&tot, noise, &ident, &T, &degenerate), 0);
-    cr_assert_eq(degenerate, 0);
+    cr_assert_eq(solve_pairs(p, y, n, &ident, &T), 0);
     /* y was rounded to float: the pose is recovered to float precision. */
     for (int k = 0; k < 9; k++)
       cr_assert(fabs(T.r[k] - R[k]) < 1e-6, "seed %llu trial %d R[%d] %g vs %g",
@@ -95,12 +102,8 @@ Test(solve, degenerate_identical_points)
       p[3 * i + d] = 1.5f;
       y[3 * i + d] = d == 0 ? 4.0f : 1.5f;
     }
-  hicp__partial tot;
-  double noise = sums_of_pairs(p, y, 10, &tot);
   hicp__xf T;
-  int degenerate;
-  cr_assert_eq(hicp__solve_horn(&tot, noise, &ident, &T, &degenerate), 0);
-  cr_assert_eq(degenerate, 1);
+  cr_assert_eq(solve_pairs(p, y, 10, &ident, &T), 1);
   /* The smallest rotation consistent with the data: identity, and the
    * translation that moves the point onto its match. */
   for (int k = 0; k < 9; k++)
@@ -173,12 +176,9 @@ Test(solve, degenerate_noise_only)
           p[3 * i + d] = which == 0 ? one[d] : spread;
           y[3 * i + d] = which == 0 ? spread : one[d];
         }
-      hicp__partial tot;
-      double noise = sums_of_pairs(p, y, n, &tot);
       hicp__xf T;
-      int degenerate;
-      cr_assert_eq(hicp__solve_horn(&tot, noise, &ident, &T, &degenerate), 0);
-      cr_assert_eq(degenerate, 1, "n %zu, %s identical", n, which ? "matches" : "scan points");
+      cr_assert_eq(solve_pairs(p, y, n, &ident, &T), 1, "n %zu, %s identical", n,
+                   which ? "matches" : "scan points");
       for (int k = 0; k < 9; k++)
         cr_assert_eq(T.r[k], (k % 4 == 0) ? 1.0 : 0.0, "n %zu, %s identical: r[%d] = %g", n,
                      which ? "matches" : "scan points", k, T.r[k]);
@@ -533,13 +533,9 @@ Test(solve, degenerate_keeps_the_current_rotation)
         p[3 * i + d] = 1.5f;
         y[3 * i + d] = d == 0 ? 4.0f : 1.5f;
       }
-    hicp__partial tot;
-    double noise = sums_of_pairs(p, y, (size_t)n, &tot);
     const hicp__xf cur = turned(30.0, 1);
     hicp__xf T;
-    int degenerate;
-    cr_assert_eq(hicp__solve_horn(&tot, noise, &cur, &T, &degenerate), 0);
-    cr_assert_eq(degenerate, 1, "%d pairs", n);
+    cr_assert_eq(solve_pairs(p, y, (size_t)n, &cur, &T), 1, "%d pairs", n);
     for (int k = 0; k < 9; k++)
       cr_assert_float_eq(T.r[k], cur.r[k], 1e-14, "%d pairs: r[%d]", n, k);
     for (int d = 0; d < 3; d++) {
@@ -601,12 +597,8 @@ Test(solve, thin_scan_spin_is_determined)
     y[3 * i + 1] = -p[3 * i + 2];
     y[3 * i + 2] = p[3 * i + 1];
   }
-  hicp__partial tot;
-  double noise = sums_of_pairs(p, y, N, &tot);
   hicp__xf T;
-  int degenerate;
-  cr_assert_eq(hicp__solve_horn(&tot, noise, &ident, &T, &degenerate), 0);
-  cr_assert_eq(degenerate, 0);
+  cr_assert_eq(solve_pairs(p, y, N, &ident, &T), 0);
   static const double want[9] = {1, 0, 0, 0, 0, -1, 0, 1, 0};
   for (int k = 0; k < 9; k++)
     cr_assert(fabs(T.r[k] - want[k]) < 1e-9, "r[%d] = %.17g, want %g", k, T.r[k], want[k]);
