@@ -151,6 +151,7 @@ int hicp__cpu_start_threads(int threads)
 #pragma omp atomic
     ran++;
   }
+  hicp__team_ended(ran); /* its threads now spin a while (lib/contention.c) */
   return ran;
 }
 

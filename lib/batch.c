@@ -87,6 +87,7 @@ static int child_context(hicp_context *parent, int threads, hicp_backend backend
   o.threads = threads;
   o.backend = backend;
   o.memory_limit = parent->memory_limit;
+  o.flags = parent->fixed_threads ? HICP_CONTEXT_FIXED_THREADS : 0u;
   o.devices = devices;
   o.ndevices = ndevices;
   int rc = hicp_context_create(&o, out);

@@ -165,7 +165,7 @@ int hicp_context_create(const hicp_context_options *user, hicp_context **out)
   if (user != NULL && hicp__copy_sized(&o, sizeof o, user, offsetof(hicp_context_options, flags) + sizeof(unsigned), "hicp_context_options", NULL) != 0)
     return HICP_EINVAL;
   if (o.threads < 0 || o.threads > 4096 || (unsigned)o.backend > HICP_BACKEND_HYBRID ||
-      o.flags != 0 || o.ndevices < 0 || o.ndevices > 1024 || (o.ndevices > 0 && o.devices == NULL))
+      (o.flags & ~HICP_CONTEXT_FIXED_THREADS) != 0 || o.ndevices < 0 || o.ndevices > 1024 || (o.ndevices > 0 && o.devices == NULL))
     return HICP_EINVAL;
   for (int i = 0; i < o.ndevices; i++)
     if (o.devices[i] < 0)
@@ -177,6 +177,7 @@ int hicp_context_create(const hicp_context_options *user, hicp_context **out)
   ctx->threads = thread_limit(o.threads > 0 ? o.threads : hicp__default_threads());
   ctx->backend = o.backend;
   ctx->memory_limit = hicp__memory_limit(o.memory_limit); /* the default read once */
+  ctx->fixed_threads = (o.flags & HICP_CONTEXT_FIXED_THREADS) != 0;
   atomic_init(&ctx->cancel, 0);
   if (o.ndevices > 0) {
     ctx->devices = malloc(sizeof(int) * (size_t)o.ndevices);

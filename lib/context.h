@@ -13,6 +13,7 @@ struct hicp_context {
   int *devices;
   int ndevices;
   uint64_t memory_limit;
+  int fixed_threads;          /* HICP_CONTEXT_FIXED_THREADS: no fewer under load */
   /* Cancellation counts requests rather than setting a flag, so that a
    * request can be dated: a call is cancelled by the requests made after it
    * began, a stream's frame by those made after it was submitted. */

@@ -14,6 +14,9 @@ static const char *const hicp__simd_names[] = {"scalar", "avx2", "avx512", "avx5
 static const char *const hicp__bind_names[] = {"0", "1", 0};
 /* HICP_QORDER: the queries' order off or on, for measurements (lib/nn.c) */
 static const char *const hicp__qorder_names[] = {"0", "1", 0};
+/* HICP_THREADS_ADAPT: 0 runs a registration on all its context's threads
+ * however busy the CPUs are (lib/contention.c) */
+static const char *const hicp__adapt_names[] = {"0", "1", 0};
 
 /* The index of value in names, or -1. */
 static inline int hicp__env_index(const char *const *names, const char *value)

@@ -189,7 +189,19 @@ typedef struct hicp_context_options {
                              its cgroup's CPU quota allows, rounded up
                              (default).  Either is capped by OpenMP's
                              thread limit (OMP_THREAD_LIMIT), as the
-                             threads that run are. */
+                             threads that run are.  After a registration
+                             that busy CPUs held up (its calling thread
+                             off its CPU for a tenth of it or more: each
+                             of its passes waits for its slowest thread),
+                             the calling thread's next registrations run
+                             on fewer, as many as CPUs look free (at
+                             least one), until the CPUs look free again
+                             and a try on all of them is not held up;
+                             hicp_result.threads says how many ran.  The
+                             threads never change a bit of a result.
+                             ::HICP_CONTEXT_FIXED_THREADS, or
+                             HICP_THREADS_ADAPT=0 in the environment,
+                             runs all of them always. */
   hicp_backend backend; /**< default ::HICP_BACKEND_AUTO */
   const int *devices;   /**< CUDA device ordinals to use, copied; NULL = all.
                              A device may be listed more than once: each entry
@@ -213,8 +225,13 @@ typedef struct hicp_context_options {
                               same pose, where it does not.  A model build's share
                               for Qhull is an estimate (2.8 KB a point;
                               regular lattices take more). */
-  unsigned flags;       /**< reserved, must be 0 */
+  unsigned flags;       /**< 0, or ::HICP_CONTEXT_FIXED_THREADS */
 } hicp_context_options;
+
+/** hicp_context_options.flags: registrations run on all the context's
+ *  threads however busy the CPUs are, rather than on fewer after one was
+ *  held up (hicp_context_options.threads). */
+#define HICP_CONTEXT_FIXED_THREADS 1u
 
 /** Fills @p opts with defaults.  Always use this before setting fields. */
 #define hicp_context_options_init(opts) \
@@ -818,6 +835,10 @@ typedef struct hicp_result {
                                  so too, but where the result itself was
                                  refused (NULL, not prepared). */
   uint64_t frame;           /**< batches and streams: the frame's index */
+  int threads;              /**< the CPU threads it ran on (0 on a GPU
+                                 alone): the context's, or fewer after
+                                 busy CPUs held up a registration
+                                 (hicp_context_options.threads) */
 } hicp_result;
 
 /** Prepares @p result for a registration call. */

@@ -286,8 +286,13 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
 {
   hicp__worker solo;
   hicp__team one;
+  hicp__threads_watch watch = {0, 0, 0.0, -1.0};
+  int want = 0; /* the threads asked for, where they are watched */
   if (team == NULL || team->nw == 0) {
-    hicp__cpu_worker_init(&solo, ctx, hicp__team_threads(ctx));
+    /* fewer threads while busy CPUs hold them up (lib/contention.c) */
+    const int threads = hicp__team_threads(ctx);
+    hicp__cpu_worker_init(&solo, ctx, ctx->fixed_threads ? threads : hicp__threads_now(threads));
+    want = ctx->fixed_threads ? 0 : threads;
     one.w[0] = &solo;
     one.nw = 1;
     one.cpu_share = -1.0;
@@ -316,6 +321,9 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
   f->halt_ctx = ctx;
   f->halted = 0;
   for (int k = 0; rc == HICP_OK; k++) {
+    /* watched from the second pass: the first wakes or starts the team */
+    if (k == 1 && want > 0)
+      hicp__threads_watch_begin(&watch, solo.threads, want);
     hicp__select sel = hicp__iter_select(p->max_d2, p->filter_start, k, win_lo, win_hi);
     const int sigma_now = sel.want_e;
 
@@ -394,6 +402,14 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
   }
   for (int i = 0; i < begun; i++)
     team->w[i]->ops->end(team->w[i]);
+  out->threads = 0;
+  for (int i = 0; i < team->nw; i++)
+    out->threads += team->w[i]->is_gpu ? 0 : team->w[i]->threads;
+  if (team == &one) {
+    hicp__team_ended(solo.threads);
+    if (rc == HICP_OK)
+      hicp__threads_watch_end(&watch);
+  }
   return rc;
 }
 
@@ -455,6 +471,7 @@ static void fill_result(const hicp__icp_out *out, const hicp__plan *plan, size_t
   r.reduce_ms = out->reduce_ms;
   r.solve_ms = out->solve_ms;
   r.walk = out->walk;
+  r.threads = out->threads;
   r.time_ms = hicp__now_ms() - t_start;
   snprintf(r.note, sizeof r.note, "%s", note);
   /* the frame's index, where the caller's struct (maybe an older, shorter
@@ -525,6 +542,7 @@ static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, u
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (long long j = 0; j < nn; j++)
       memcpy(&sorted[3 * (size_t)j], &p0[3 * (size_t)order[j]], 3 * sizeof(float));
+    hicp__team_ended(nt); /* the team's idle threads spin a while (lib/contention.c) */
   }
   return HICP_OK;
 }
@@ -549,6 +567,7 @@ static void by_coordinate(hicp_context *ctx, const float *sorted, size_t n, floa
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (long long j = 0; j < nn; j++)
       split_point(sorted, n, (size_t)j, b);
+    hicp__team_ended(nt);
   }
 }
 

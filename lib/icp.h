@@ -77,6 +77,7 @@ typedef struct hicp__icp_out {
   int degenerate;
   double correspond_ms, reduce_ms, solve_ms;
   hicp_walk_stats walk;
+  int threads;            /* the CPU threads that ran it (0: devices alone) */
 } hicp__icp_out;
 
 /* The end (one past the last point) of the frame's chunk c. */

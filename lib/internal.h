@@ -168,6 +168,32 @@ int hicp__team_ready(hicp_context *ctx);
  * have teams of their own. */
 int hicp__team_threads(const hicp_context *ctx);
 
+/* The threads a registration of up to `want` on the calling thread takes
+ * now (lib/contention.c): fewer after one of its registrations was held
+ * up by busy CPUs, until they look free again; at least 1. */
+int hicp__threads_now(int want);
+/* A registration's watch on its threads: hicp__threads_watch_begin before
+ * it, on `threads` of the `want` asked for, and _end after it, which
+ * decides the calling thread's next registrations' threads. */
+typedef struct hicp__threads_watch {
+  int threads, want;
+  double wall_ms, cpu_ms; /* at the start: the clock, the process's CPU time */
+} hicp__threads_watch;
+void hicp__threads_watch_begin(hicp__threads_watch *w, int threads, int want);
+void hicp__threads_watch_end(const hicp__threads_watch *w);
+/* A parallel region of `threads` on the calling thread has just ended:
+ * its idle threads may spin a while (counted as its own, not as others). */
+void hicp__team_ended(int threads);
+/* The rules themselves.  The threads `cpus` CPUs leave for `want` where
+ * `running` tasks are runnable (the caller and `own` of its team's threads
+ * among them), at least 1.  Whether `threads` threads were held up: their
+ * process had cpu_ms of CPU time in wall_ms. */
+int hicp__threads_left(int want, long running, int cpus, int own);
+int hicp__threads_held_up(double wall_ms, double cpu_ms);
+/* The fourth field of a /proc/loadavg-like file (running/total): the
+ * runnable tasks, or -1. */
+long hicp__runnable_tasks(const char *path);
+
 /* Sized option structs: copies the caller's struct (which may come from an
  * older header and be shorter) over library defaults.  Returns 0 or
  * HICP_EINVAL when struct_size is missing or too small. */

@@ -241,6 +241,7 @@ static int nn_query(hicp_context *ctx, const char *fn, const hicp_model *model,
     }
   }
   qorder_free(&ord);
+  hicp__team_ended(threads); /* its idle threads spin a while (contention.c) */
   if (stats != NULL)
     *stats = total;
   return HICP_OK;

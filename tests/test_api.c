@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "hicp.h"
+#include "internal.h"
 #include "testhelp.h"
 
 Test(api, version)
@@ -201,7 +202,7 @@ Test(api, context_options_checked)
   o.backend = (hicp_backend)9;
   cr_assert_eq(hicp_context_create(&o, &ctx), HICP_EINVAL);
   hicp_context_options_init(&o);
-  o.flags = 1;
+  o.flags = 2; /* HICP_CONTEXT_FIXED_THREADS is 1 */
   cr_assert_eq(hicp_context_create(&o, &ctx), HICP_EINVAL);
   hicp_context_options_init(&o);
   o.ndevices = 2;
@@ -403,6 +404,66 @@ Test(api, context_start_threads)
 }
 
 /* Without a device, --backend cuda fails cleanly with its own code. */
+/* The rule for a registration's threads on busy CPUs (lib/contention.c):
+ * as many as CPUs are left by the runnable tasks that are neither the
+ * caller nor its team's threads, at least one, at most those asked for. */
+Test(api, threads_left_on_busy_cpus)
+{
+  cr_assert_eq(hicp__threads_left(1, 50, 2, 0), 1);   /* one thread is one */
+  cr_assert_eq(hicp__threads_left(0, 1, 2, 0), 1);
+  cr_assert_eq(hicp__threads_left(2, -1, 2, 0), 2);   /* no count: all */
+  cr_assert_eq(hicp__threads_left(2, 1, 2, 0), 2);    /* the caller alone */
+  cr_assert_eq(hicp__threads_left(2, 2, 2, 0), 1);    /* one other task */
+  cr_assert_eq(hicp__threads_left(2, 2, 2, 1), 2);    /* ... its own spinning thread */
+  cr_assert_eq(hicp__threads_left(2, 3, 2, 1), 1);
+  cr_assert_eq(hicp__threads_left(2, 9, 2, 0), 1);    /* never none */
+  cr_assert_eq(hicp__threads_left(8, 5, 8, 0), 4);    /* four others: four left */
+  cr_assert_eq(hicp__threads_left(8, 5, 16, 0), 8);   /* enough left: all asked */
+  cr_assert_eq(hicp__threads_left(8, 1, 8, 7), 8);    /* more own than counted */
+  cr_assert_eq(hicp__threads_left(4, 12, 16, 3), 4);
+  cr_assert_eq(hicp__threads_left(4, 16, 16, 3), 4);
+  cr_assert_eq(hicp__threads_left(4, 17, 16, 3), 3);
+}
+
+/* A registration was held up when the calling thread was off its CPU for
+ * more than 0.3 ms and a tenth of it (lib/contention.c). */
+Test(api, threads_held_up)
+{
+  cr_assert(!hicp__threads_held_up(1.2, 1.19));   /* a quiet registration */
+  cr_assert(!hicp__threads_held_up(1.2, 0.95));   /* 0.25 ms: a kernel thread's turn */
+  cr_assert(hicp__threads_held_up(1.2, 0.85));
+  cr_assert(hicp__threads_held_up(236.0, 118.0)); /* measured beside a busy loop */
+  cr_assert(!hicp__threads_held_up(30.0, 27.5));  /* under a tenth */
+  cr_assert(hicp__threads_held_up(30.0, 26.5));
+  cr_assert(!hicp__threads_held_up(0.2, 0.0));    /* too short to tell */
+}
+
+/* The count read from /proc/loadavg's fourth field, and no count from
+ * anything else. */
+Test(api, runnable_tasks_read)
+{
+  static const struct {
+    const char *text;
+    long want;
+  } cases[] = {{"0.52 0.58 0.59 3/412 31419\n", 3},
+               {"12.00 9.10 7.25 117/2048 5\n", 117},
+               {"0.00 0.00 0.00 1/80 1", 1},
+               {"0.52 0.58 0.59 /412 31419\n", -1},
+               {"0.52 0.58 0.59 3 412\n", -1},
+               {"0.52 0.58\n", -1},
+               {"", -1},
+               {"junk", -1}};
+  const char *path = th_path(th_tmpdir(), "loadavg");
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    th_write(path, cases[k].text, strlen(cases[k].text));
+    cr_assert_eq(hicp__runnable_tasks(path), cases[k].want, "'%s'", cases[k].text);
+  }
+  cr_assert_eq(unlink(path), 0);
+  cr_assert_eq(hicp__runnable_tasks(path), -1, "a missing file");
+  if (access("/proc/loadavg", R_OK) == 0) /* the process itself runs */
+    cr_assert_geq(hicp__runnable_tasks("/proc/loadavg"), 1);
+}
+
 Test(api, cuda_backend_without_device)
 {
   hicp_context *probe;

@@ -318,6 +318,7 @@ Test(register, bitwise_methods_threads)
         continue; /* slow; one run is enough */
       o.nn = methods[k];
       hicp_result r = run(&s, s.scan, s.n, threads, &o, NULL);
+      cr_assert_eq(r.threads, threads, "%d threads ran, not %d", r.threads, threads);
       cr_assert(memcmp(&r.transform, &ref.transform, sizeof r.transform) == 0,
                 "%s with %d threads differs", hicp_nn_method_name(methods[k]), threads);
       cr_assert_eq(r.rmse, ref.rmse);

@@ -23,6 +23,10 @@
  *     linking with --wrap=pthread_mutex_lock: Makefile.am);
  *  7. two receivers waiting on one stream's oldest frame get one result
  *     each, its frames in order between them;
+ *  8. with every CPU kept busy by threads of this process, a two-thread
+ *     context's registrations, held up, go on on one thread
+ *     (lib/contention.c), to the same bits as with
+ *     HICP_CONTEXT_FIXED_THREADS, which runs on two;
  *  0. first, while this process has one thread: a child it forks (a
  *     pre-fork server's worker) starts its two threads and registers.
  *
@@ -31,11 +35,13 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -60,16 +66,25 @@ static float *moved(const float *p, size_t n, double deg, double dx)
   return s;
 }
 
-static hicp_context *context(int threads)
+/* A CPU context of `threads`, with context flags `flags`. */
+static hicp_context *context_flags(int threads, unsigned flags)
 {
   hicp_context_options o;
   hicp_context_options_init(&o);
   o.threads = threads;
   o.backend = HICP_BACKEND_CPU;
+  o.flags = flags;
   hicp_context *ctx = NULL;
   if (hicp_context_create(&o, &ctx) != HICP_OK)
     abort();
   return ctx;
+}
+
+/* All of them however busy the CPUs are (lib/contention.c): the tests of
+ * several threads run several while make check runs other tests. */
+static hicp_context *context(int threads)
+{
+  return context_flags(threads, HICP_CONTEXT_FIXED_THREADS);
 }
 
 static int same_pose(const hicp_result *a, const hicp_result *b)
@@ -612,6 +627,94 @@ static void test_two_receivers_on_one_frame(void)
   free(p);
 }
 
+/* ---- 8. Busy CPUs ---- */
+
+typedef struct spinner {
+  atomic_int *stop, *started;
+} spinner;
+
+static void *spin(void *p)
+{
+  const spinner *s = p;
+  atomic_fetch_add(s->started, 1);
+  while (!atomic_load_explicit(s->stop, memory_order_relaxed))
+    ;
+  return NULL;
+}
+
+static void test_busy_cpus(void)
+{
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t set;
+  const int usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  const char *adapt = getenv("HICP_THREADS_ADAPT");
+  const char *policy = getenv("OMP_WAIT_POLICY");
+#if !defined(HICP_HAVE_OPENMP)
+  online = 0; /* one thread only */
+#endif
+  if (online < 2 || online > 16 || usable < online || access("/proc/loadavg", R_OK) != 0 ||
+      (adapt != NULL && strcmp(adapt, "0") == 0) || getenv("GOMP_SPINCOUNT") != NULL ||
+      (policy != NULL && strcasecmp(policy, "passive") == 0)) {
+    /* no threads to take off, the count cannot tell (lib/contention.c),
+     * too many CPUs to fill, or adaptation off */
+    tap_report(1, "# SKIP busy CPUs: needs OpenMP, 2-16 CPUs, all usable, /proc/loadavg, adaptation on", "");
+    tap_report(1, "# SKIP busy CPUs", "");
+    return;
+  }
+  hicp_context *ctx = context_flags(2, 0), *fixed = context(2);
+  float *p;
+  const size_t n = 3000;
+  hicp_model *m = surface_model(ctx, n, 81, &p);
+  float *scan = moved(p, n, 4.0, 0.03);
+  const hicp_reg_options o = all_iterations(10);
+  /* as many spinning threads as CPUs: every CPU has a runnable task
+   * besides the registration's, whatever this thread's team left spinning */
+  atomic_int stop = 0, started = 0;
+  spinner sp = {&stop, &started};
+  pthread_t th[16];
+  int made = 0;
+  for (; made < online; made++)
+    if (pthread_create(&th[made], NULL, spin, &sp) != 0)
+      break;
+  while (atomic_load(&started) < made)
+    sched_yield();
+  /* held up, a registration leaves the next ones fewer threads; the CPUs
+   * never look free while the spinners run, so they stay fewer */
+  hicp_result a, b;
+  hicp_result_init(&b);
+  const int rc_b = m != NULL ? hicp_register(fixed, m, scan, n, &o, NULL, &b) : -1;
+  int rc_a = m != NULL ? 0 : -1, tries = 0, one = 0, same = 1;
+  for (; rc_a == 0 && tries < 8 && !one; tries++) {
+    hicp_result_init(&a);
+    rc_a = hicp_register(ctx, m, scan, n, &o, NULL, &a);
+    one = a.threads == 1;
+    same = same && rc_a == 0 && rc_b == 0 && same_pose(&a, &b);
+  }
+  int again = 0;
+  if (one) { /* and once fewer, the next too */
+    hicp_result_init(&a);
+    rc_a = hicp_register(ctx, m, scan, n, &o, NULL, &a);
+    again = rc_a == 0 && a.threads == 1;
+    same = same && rc_a == 0 && same_pose(&a, &b);
+  }
+  atomic_store(&stop, 1);
+  for (int k = 0; k < made; k++)
+    pthread_join(th[k], NULL);
+  char why[160];
+  snprintf(why, sizeof why, "%d spinning threads made of %ld, rc %d, one thread after %d, again %d",
+           made, online, rc_a, one ? tries : -1, again);
+  tap_report(made == online && one && again,
+             "with every CPU busy, two-thread registrations go on on one", why);
+  snprintf(why, sizeof why, "rc %d, %d threads ran, same bits %d", rc_b, b.threads, same);
+  tap_report(rc_b == 0 && b.threads == 2 && same,
+             "HICP_CONTEXT_FIXED_THREADS runs on both, to the same bits", why);
+  hicp_model_destroy(m);
+  hicp_context_destroy(fixed);
+  hicp_context_destroy(ctx);
+  free(scan);
+  free(p);
+}
+
 int main(int argc, char **argv)
 {
   for (int i = 1; i < argc; i++)
@@ -619,7 +722,7 @@ int main(int argc, char **argv)
       fprintf(stderr, "usage: test_threads [--tap=-]\n");
       return 2;
     }
-  printf("1..9\n");
+  printf("1..11\n");
   test_prefork_child_keeps_threads();
   test_shared_model();
   test_cancel_registration();
@@ -628,5 +731,6 @@ int main(int argc, char **argv)
   test_failing_at_once();
   test_stream_destroyed_under_a_late_receiver();
   test_two_receivers_on_one_frame();
+  test_busy_cpus();
   return tap_failed() != 0;
 }

@@ -92,7 +92,7 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0}};
 
 static void print_text(const char *model_path, const hicp_model_info *mi, double build_ms,
-                       const char *scan_path, const hicp_result *r, int threads,
+                       const char *scan_path, const hicp_result *r,
                        const hicp_transform *truth, const double centroid[3])
 {
   printf("model        %s: %llu points", model_path, (unsigned long long)mi->points);
@@ -118,9 +118,11 @@ static void print_text(const char *model_path, const hicp_model_info *mi, double
     printf("rmse         %.9g (no inliers, fitness %.4f)\n", r->rmse, r->fitness);
   printf("iterations   %d, %s (%s)%s\n", r->iterations, r->converged ? "converged" : "not converged",
          hicp_stop_name(r->stop), r->degenerate ? ", rotation not fully determined by the scan" : "");
-  printf("time         %.3f ms on %s, %d thread%s (correspond %.3f, reduce %.3f, solve %.3f)\n",
-         r->time_ms, hicp_backend_name(r->backend), threads, threads == 1 ? "" : "s",
-         r->correspond_ms, r->reduce_ms, r->solve_ms);
+  char on[32] = ""; /* a GPU alone ran no CPU thread */
+  if (r->threads > 0)
+    snprintf(on, sizeof on, ", %d thread%s", r->threads, r->threads == 1 ? "" : "s");
+  printf("time         %.3f ms on %s%s (correspond %.3f, reduce %.3f, solve %.3f)\n", r->time_ms,
+         hicp_backend_name(r->backend), on, r->correspond_ms, r->reduce_ms, r->solve_ms);
   if (r->walk.queries > 0)
     printf("walk         %s: %.3f steps per query (max %u)\n", hicp_nn_method_name(r->nn),
            (double)r->walk.steps / (double)r->walk.queries, r->walk.max_steps);
@@ -140,7 +142,7 @@ static void print_text(const char *model_path, const hicp_model_info *mi, double
 }
 
 static void print_json(const char *model_path, const hicp_model_info *mi, double build_ms,
-                       const char *scan_path, const hicp_result *r, int threads,
+                       const char *scan_path, const hicp_result *r,
                        const hicp_transform *truth, const double centroid[3])
 {
   json j;
@@ -162,7 +164,7 @@ static void print_json(const char *model_path, const hicp_model_info *mi, double
   json_num(&j, "reduce_ms", r->reduce_ms);
   json_num(&j, "solve_ms", r->solve_ms);
   json_str(&j, "backend", hicp_backend_name(r->backend));
-  json_int(&j, "threads", threads);
+  json_int(&j, "threads", r->threads);
   json_str(&j, "nn", hicp_nn_method_name(r->nn));
   json_int(&j, "model_points", (long long)mi->points);
   json_int(&j, "scan_points", (long long)r->points);
@@ -374,10 +376,10 @@ int cmd_register(int argc, char **argv)
   double centroid[3];
   cli_cloud_centroid(scan, centroid);
   if (as_json)
-    print_json(model_path, &mi, build_ms, scan_path, &r, hicp_context_threads(ctx),
+    print_json(model_path, &mi, build_ms, scan_path, &r,
                truth_path ? &truth : NULL, centroid);
   else
-    print_text(model_path, &mi, build_ms, scan_path, &r, hicp_context_threads(ctx),
+    print_text(model_path, &mi, build_ms, scan_path, &r,
                truth_path ? &truth : NULL, centroid);
   if (cli_commit_outputs(&out, 1) != 0)
     goto done;

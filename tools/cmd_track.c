@@ -319,6 +319,7 @@ int cmd_track(int argc, char **argv)
       json_str(&j, "stop", hicp_stop_name(r.stop));
       json_num(&j, "time_ms", r.time_ms);
       json_str(&j, "backend", hicp_backend_name(r.backend));
+      json_int(&j, "threads", r.threads);
       json_str(&j, "nn", hicp_nn_method_name(r.nn));
       json_int(&j, "scan_points", (long long)r.points);
       json_end(&j);

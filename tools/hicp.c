@@ -39,7 +39,8 @@ static int check_environment(void)
     const char *const *values;
   } settings[] = {{"HICP_SIMD", hicp__simd_names},
                   {"HICP_BIND", hicp__bind_names},
-                  {"HICP_QORDER", hicp__qorder_names}};
+                  {"HICP_QORDER", hicp__qorder_names},
+                  {"HICP_THREADS_ADAPT", hicp__adapt_names}};
   for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
     const char *v = getenv(settings[i].name);
     if (v == NULL || v[0] == '\0' || hicp__env_index(settings[i].values, v) >= 0)
