@@ -190,11 +190,12 @@ typedef struct hicp_context_options {
                              (default).  Either is capped by OpenMP's
                              thread limit (OMP_THREAD_LIMIT), as the
                              threads that run are.  After a registration
+                             (hicp_register(), hicp_register_cloud())
                              that busy CPUs held up (its calling thread
                              off its CPU for a tenth of it or more: each
                              of its passes waits for its slowest thread),
                              the calling thread's next registrations run
-                             on fewer, as many as CPUs look free (at
+                             on fewer (batches and streams keep theirs), as many as CPUs look free (at
                              least one), until the CPUs look free again
                              and a try on all of them is not held up;
                              hicp_result.threads says how many ran.  The
