@@ -27,6 +27,7 @@
  * first registration, to measure what it costs. */
 #include "config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,10 +65,40 @@ static double median(const double *v, int n)
   return m;
 }
 
+/* Ends the run with one line: what failed and, when known, why. */
+static void fail(const char *what, const char *why)
+{
+  fprintf(stderr, "hicp_bench: %s%s%s\n", what, why[0] ? ": " : "", why);
+  exit(1);
+}
+
 static void die(hicp_context *ctx, const char *what)
 {
-  fprintf(stderr, "hicp_bench: %s: %s\n", what, ctx ? hicp_context_error(ctx) : "");
-  exit(1);
+  fail(what, ctx ? hicp_context_error(ctx) : "");
+}
+
+/* An allocation's result: a benchmark has nothing to fall back on, and
+ * must not time a half-made workload or crash on its NULL. */
+static void *checked(void *p)
+{
+  if (p == NULL)
+    fail("out of memory", "");
+  return p;
+}
+
+/* S as a JSON string: a path may hold quotes, backslashes and control
+ * characters, which would break bench/run's json.loads of the line. */
+static void print_string(const char *s)
+{
+  putchar('"');
+  for (const unsigned char *c = (const unsigned char *)s; *c != '\0'; c++)
+    if (*c == '"' || *c == '\\')
+      printf("\\%c", *c);
+    else if (*c < 0x20)
+      printf("\\u%04x", *c);
+    else
+      putchar(*c);
+  putchar('"');
 }
 
 static void print_times(const double *t, int n)
@@ -86,19 +117,22 @@ static char **read_list(const char *arg, size_t *count)
   if (arg[0] == '@') {
     FILE *lf = fopen(arg + 1, "r");
     if (lf == NULL)
-      die(NULL, arg);
+      fail(arg, strerror(errno));
     char line[4096];
     while (fgets(line, sizeof line, lf) != NULL) {
       line[strcspn(line, "\r\n")] = '\0';
       if (line[0] == '\0')
         continue;
-      scans = realloc(scans, sizeof *scans * (n + 1));
-      scans[n++] = strdup(line);
+      scans = checked(realloc(scans, sizeof *scans * (n + 1)));
+      scans[n++] = checked(strdup(line));
     }
     fclose(lf);
+    /* an empty list would time nothing and print nothing, as if it had */
+    if (n == 0)
+      fail(arg, "lists no scan");
   } else {
-    scans = malloc(sizeof *scans);
-    scans[n++] = strdup(arg);
+    scans = checked(malloc(sizeof *scans));
+    scans[n++] = checked(strdup(arg));
   }
   *count = n;
   return scans;
@@ -138,7 +172,11 @@ int main(int argc, char **argv)
   double tol = 0.0;
   hicp_nn_method nn = HICP_NN_PNN_OPT;
   hicp_backend backend = HICP_BACKEND_CPU;
-  for (int i = scan_path ? 4 : 3; i + 1 < argc; i += 2) {
+  for (int i = scan_path ? 4 : 3; i < argc; i += 2) {
+    if (i + 1 == argc) {
+      fprintf(stderr, "hicp_bench: %s needs a value\n", argv[i]);
+      return 2;
+    }
     if (!strcmp(argv[i], "--iters"))
       iters = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--threads"))
@@ -166,8 +204,23 @@ int main(int argc, char **argv)
       return 2;
     }
   }
+  if (strcmp(mode, "register") != 0 && strcmp(mode, "nn") != 0 && strcmp(mode, "build") != 0 &&
+      strcmp(mode, "batch") != 0 && strcmp(mode, "track") != 0) {
+    fprintf(stderr, "hicp_bench: unknown mode %s\n", mode);
+    return 2;
+  }
   if (repeat < 1 || repeat > 1000)
     repeat = 5;
+  /* no round would leave ns_per_query 0/0, not JSON */
+  if (rounds < 1) {
+    fprintf(stderr, "hicp_bench: --rounds must be at least 1\n");
+    return 2;
+  }
+  /* each frame is a copy of the scan: bound what is asked before allocating */
+  if (nframes < 1 || nframes > 100000) {
+    fprintf(stderr, "hicp_bench: --frames must be 1 to 100000\n");
+    return 2;
+  }
   if (gap_ms < 0 || gap_ms > 60000)
     gap_ms = 0;
   hicp_context_options co;
@@ -175,11 +228,13 @@ int main(int argc, char **argv)
   co.threads = threads;
   co.backend = backend;
   hicp_context *ctx;
-  if (hicp_context_create(&co, &ctx) != 0)
-    die(NULL, "context");
+  /* no context holds the message of its own creation's failure */
+  const int crc = hicp_context_create(&co, &ctx);
+  if (crc != 0)
+    fail("context", hicp_strerror(crc));
   if (start_threads && strcmp(mode, "build") != 0 && strcmp(mode, "batch") != 0)
     hicp_context_start_threads(ctx);
-  double *t = calloc((size_t)repeat, sizeof *t);
+  double *t = checked(calloc((size_t)repeat, sizeof *t));
 
   if (!strcmp(mode, "build")) {
     hicp_cloud *c;
@@ -241,11 +296,13 @@ int main(int argc, char **argv)
         t[k] = now_ms() - t0;
       }
       double med = median(t, repeat);
-      printf("{\"mode\":\"register\",\"scan\":\"%s\",\"nn\":\"%s\",\"backend\":\"%s\",\"threads\":%d,"
+      printf("{\"mode\":\"register\",\"scan\":");
+      print_string(scans[si]);
+      printf(",\"nn\":\"%s\",\"backend\":\"%s\",\"threads\":%d,"
              "\"iterations\":%d,\"scan_points\":%zu,\"median_ms\":%.4f,\"rmse\":%.17g,"
              "\"correspond_ms\":%.4f,\"reduce_ms\":%.4f,\"solve_ms\":%.4f,\"mean_steps\":%.4f,",
-             scans[si], hicp_nn_method_name(nn), hicp_backend_name(r.backend),
-             hicp_context_threads(ctx), r.iterations, hicp_cloud_size(s), med, r.rmse,
+             hicp_nn_method_name(nn), hicp_backend_name(r.backend),
+             r.threads, r.iterations, hicp_cloud_size(s), med, r.rmse,
              r.correspond_ms, r.reduce_ms, r.solve_ms,
              r.walk.queries ? (double)r.walk.steps / r.walk.queries : 0.0);
       print_transform(&r.transform);
@@ -269,9 +326,9 @@ int main(int argc, char **argv)
     /* The frames are read first: a tracker's frames arrive in memory. */
     size_t nf;
     char **names = read_list(scan_path, &nf);
-    hicp_cloud **fr = calloc(nf, sizeof *fr);
-    hicp_result *res = calloc(nf, sizeof *res);
-    double *ft = calloc(nf * (size_t)repeat, sizeof *ft);
+    hicp_cloud **fr = checked(calloc(nf, sizeof *fr));
+    hicp_result *res = checked(calloc(nf, sizeof *res));
+    double *ft = checked(calloc(nf * (size_t)repeat, sizeof *ft));
     for (size_t f = 0; f < nf; f++)
       if (hicp_cloud_read(ctx, names[f], HICP_FORMAT_AUTO, &fr[f]) != 0)
         die(ctx, names[f]);
@@ -291,10 +348,12 @@ int main(int argc, char **argv)
       }
     for (size_t f = 0; f < nf; f++) {
       double *tf = ft + f * (size_t)repeat;
-      printf("{\"mode\":\"track\",\"frame\":%zu,\"scan\":\"%s\",\"backend\":\"%s\",\"threads\":%d,"
+      printf("{\"mode\":\"track\",\"frame\":%zu,\"scan\":", f);
+      print_string(names[f]);
+      printf(",\"backend\":\"%s\",\"threads\":%d,"
              "\"iterations\":%d,\"scan_points\":%zu,\"median_ms\":%.4f,\"rmse\":%.17g,"
              "\"mean_steps\":%.4f,",
-             f, names[f], hicp_backend_name(res[f].backend), hicp_context_threads(ctx),
+             hicp_backend_name(res[f].backend), res[f].threads,
              res[f].iterations, hicp_cloud_size(fr[f]), median(tf, repeat), res[f].rmse,
              res[f].walk.queries ? (double)res[f].walk.steps / res[f].walk.queries : 0.0);
       print_transform(&res[f].transform);
@@ -318,31 +377,37 @@ int main(int argc, char **argv)
     die(ctx, scan_path);
 
   if (!strcmp(mode, "batch")) {
-    /* nframes frames: the scan under small different rotations */
-    if (nframes < 1)
-      nframes = 1;
+    /* nframes frames: the scan under small different rotations about the
+     * z axis through its origin, each a cloud with that origin, so that
+     * frames far from 0 (UTM) are registered where they lie, as `register`
+     * registers the scan.  The rotated points are rounded to float before
+     * the origin is added back: with the origin 0, the frames' points are
+     * floats, and each cloud holds them as they are (origin 0). */
     size_t n = hicp_cloud_size(s);
-    float **fr = calloc((size_t)nframes, sizeof *fr);
-    size_t *counts = calloc((size_t)nframes, sizeof *counts);
-    hicp_result *res = calloc((size_t)nframes, sizeof *res);
+    const float *p = hicp_cloud_xyz(s);
+    double org[3];
+    hicp_cloud_origin(s, org);
+    hicp_cloud **fr = checked(calloc((size_t)nframes, sizeof *fr));
+    hicp_result *res = checked(calloc((size_t)nframes, sizeof *res));
+    double *xyz = checked(malloc(sizeof *xyz * 3 * n));
     for (int k = 0; k < nframes; k++) {
       double a = 0.002 * k, c = cos(a), sn = sin(a);
-      fr[k] = malloc(sizeof(float) * 3 * n);
-      counts[k] = n;
-      const float *p = hicp_cloud_xyz(s);
       for (size_t i = 0; i < n; i++) {
-        fr[k][3 * i] = (float)(c * p[3 * i] - sn * p[3 * i + 1]);
-        fr[k][3 * i + 1] = (float)(sn * p[3 * i] + c * p[3 * i + 1]);
-        fr[k][3 * i + 2] = p[3 * i + 2];
+        xyz[3 * i] = org[0] + (float)(c * p[3 * i] - sn * p[3 * i + 1]);
+        xyz[3 * i + 1] = org[1] + (float)(sn * p[3 * i] + c * p[3 * i + 1]);
+        xyz[3 * i + 2] = org[2] + p[3 * i + 2];
       }
+      if (hicp_cloud_from_xyz_double(ctx, xyz, n, 0, &fr[k]) != 0)
+        die(ctx, "batch frame");
     }
+    free(xyz);
     const hicp_reg_options o = reg_options(nn, iters, 0.0, chunk);
     for (int r = 0; r < repeat; r++) {
       for (int k = 0; k < nframes; k++)
         hicp_result_init(&res[k]);
       double t0 = now_ms();
-      if (hicp_register_batch(ctx, m, (const float *const *)fr, counts, (size_t)nframes, &o, NULL,
-                              NULL, res) != 0)
+      if (hicp_register_batch_clouds(ctx, m, (const hicp_cloud *const *)fr, (size_t)nframes, &o,
+                                     NULL, NULL, res) != 0)
         die(ctx, "batch");
       t[r] = now_ms() - t0;
     }
@@ -354,20 +419,24 @@ int main(int argc, char **argv)
     print_times(t, repeat);
     printf("}\n");
     for (int k = 0; k < nframes; k++)
-      free(fr[k]);
+      hicp_cloud_destroy(fr[k]);
     free(fr);
-    free(counts);
     free(res);
   } else if (!strcmp(mode, "nn")) {
     /* Coherent queries, as in ICP: round r is the query set turned by
      * r x 0.05 degrees about z through its centroid; rounds after the
      * first start from the previous answers (bench/peers/nanoflann_nn.cpp
-     * makes the same rounds). */
+     * makes the same rounds).  Each round's queries are a cloud with the
+     * scan's origin added back, as in `batch`, made outside the timing:
+     * queries far from 0 (UTM) are answered where they lie, and queries
+     * near it are the same floats as the scan's. */
     size_t n = hicp_cloud_size(s);
     const float *q0 = hicp_cloud_xyz(s);
-    float *q = malloc(sizeof(float) * 3 * n);
-    uint32_t *idx = malloc(sizeof *idx * n);
-    float *d2 = malloc(sizeof *d2 * n);
+    double org[3];
+    hicp_cloud_origin(s, org);
+    double *q = checked(malloc(sizeof *q * 3 * n));
+    uint32_t *idx = checked(malloc(sizeof *idx * n));
+    float *d2 = checked(malloc(sizeof *d2 * n));
     double c[3] = {0, 0, 0};
     for (size_t i = 0; i < n; i++)
       for (int d = 0; d < 3; d++)
@@ -384,15 +453,19 @@ int main(int argc, char **argv)
         double a = rd * 0.05 * M_PI / 180.0, ca = cos(a), sa = sin(a);
         for (size_t i = 0; i < n; i++) {
           double x = q0[3 * i] - c[0], y = q0[3 * i + 1] - c[1];
-          q[3 * i] = (float)(c[0] + ca * x - sa * y);
-          q[3 * i + 1] = (float)(c[1] + sa * x + ca * y);
-          q[3 * i + 2] = q0[3 * i + 2];
+          q[3 * i] = org[0] + (float)(c[0] + ca * x - sa * y);
+          q[3 * i + 1] = org[1] + (float)(c[1] + sa * x + ca * y);
+          q[3 * i + 2] = org[2] + q0[3 * i + 2];
         }
+        hicp_cloud *qc;
+        if (hicp_cloud_from_xyz_double(ctx, q, n, 0, &qc) != 0)
+          die(ctx, "nn queries");
         o.warm_start = rd > 0;
         double t0 = now_ms();
-        if (hicp_nn_query(ctx, m, q, n, &o, idx, d2, &ws) != 0)
+        if (hicp_nn_query_cloud(ctx, m, qc, &o, idx, d2, &ws) != 0)
           die(ctx, "nn");
         busy += now_ms() - t0;
+        hicp_cloud_destroy(qc);
         if (k == 0 && rd > 0) {
           for (int b = 0; b < 16; b++)
             hist[b] += ws.hist[b];

@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench-smoke.sh: bench/run --smoke works end to end (TAP).  Checks the
 # harness only (data made, every experiment recorded, report and plots
-# written), never the speed: timings belong to `make bench`.
+# written), never the speed: timings belong to `make bench`.  Then that
+# hicp_bench refuses, with exit 2, what it cannot time.
 # Needs $HICP_SRCDIR, $HICP_BUILD_DIR, python3 and the libcgal-demo models.
 src=${HICP_SRCDIR:-.}
 build=${HICP_BUILD_DIR:-.}
@@ -13,7 +14,7 @@ if [ ! -f /usr/share/doc/libcgal-dev/data.tar.gz ]; then
 fi
 out=$(mktemp -d "${TMPDIR:-/tmp}/hicp-bench.XXXXXX")
 trap 'rm -rf "$out"' EXIT
-echo "1..4"
+echo "1..7"
 if python3 "$src/bench/run" --smoke --build "$build" --out "$out/run" --report "$out/report.md" \
     >"$out/log" 2>&1; then
   echo "ok 1 - bench/run --smoke exits 0"
@@ -39,3 +40,17 @@ if $py -c "import matplotlib" 2>/dev/null; then
 else
   echo "ok 4 # SKIP python3-matplotlib not installed"
 fi
+# refused before any file is read, so M, Q and S need not exist: no
+# rounds (ns_per_query would be 0/0), an unknown mode (it printed nothing
+# and exited 0), an option without its value (it was dropped)
+n=4
+for args in "nn M Q --rounds 0" "nosuchmode M S" "register M S --iters"; do
+  n=$((n + 1))
+  "$build/bench/hicp_bench" $args >"$out/hb.out" 2>"$out/hb.err"
+  rc=$?
+  if [ $rc -eq 2 ] && [ ! -s "$out/hb.out" ] && [ "$(wc -l <"$out/hb.err")" -eq 1 ]; then
+    echo "ok $n - hicp_bench $args: exit 2, one line"
+  else
+    echo "not ok $n - hicp_bench $args: exit 2, one line (got $rc)"; sed 's/^/# /' "$out/hb.err"
+  fi
+done
