@@ -358,6 +358,11 @@ printf '1.0000051 0 0 0\n0 1 0 0\n0 0 1 0\n' >"$tmp/just.txt"
 check "--init of a rotation just past the limit exits 1" 1 "$bin" register "$tmp/good.xyz" "$tmp/good.xyz" \
   --init "$tmp/just.txt" --max-iter 0
 one_line_error "R is 1.02e-05 from a rotation"
+# a last row other than 0 0 0 1 is named as what is wrong, not R
+printf '1 0 0 0\n0 1 0 0\n0 0 1 0\n0 0 0 2\n' >"$tmp/row.txt"
+check "--init with a last row 0 0 0 2 exits 1" 1 "$bin" register "$tmp/good.xyz" "$tmp/good.xyz" \
+  --init "$tmp/row.txt" --max-iter 0
+one_line_error "not a rigid transform (its last row must be 0 0 0 1)"
 
 # A transform file's bad value is named (stop 46: a nan among 12 numbers
 # was "expected 16 (4x4) or 12 (3x4) numbers")
@@ -888,8 +893,18 @@ if (ulimit -v 2000000 && exec "$bin" --version) >/dev/null 2>&1; then
   one_line_error "cannot start 4 threads"
   check "threads of OMP_STACKSIZE=64M under ulimit -v start" 0 \
     sh -c 'ulimit -v 2000000 && OMP_STACKSIZE=64M exec "$@"' sh "$bin" register "$g" "$g" --threads 4
+  # the units as libgomp reads them (K when none, M) and OMP_STACKSIZE_ALL
+  # (GCC 13's libgomp; an older one ignores it, and the check is stricter)
+  for v in OMP_STACKSIZE=1048576 OMP_STACKSIZE=1024M OMP_STACKSIZE_ALL=1G; do
+    check "threads of $v beyond ulimit -v exit 1" 1 \
+      sh -c 'ulimit -v 2000000 && export "$0" && exec "$@"' "$v" "$bin" register "$g" "$g" --threads 4
+    one_line_error "cannot start 4 threads"
+  done
+  # OMP_STACKSIZE comes before GOMP_STACKSIZE, as in libgomp
+  check "OMP_STACKSIZE=64M with GOMP_STACKSIZE=1G under ulimit -v start" 0 \
+    sh -c 'ulimit -v 2000000 && OMP_STACKSIZE=64M GOMP_STACKSIZE=1G exec "$@"' sh "$bin" register "$g" "$g" --threads 4
 else
-  for k in 1 2 3 4 5 6 7; do skip "ulimit -v stops this build (a sanitizer's shadow memory)"; done
+  for k in 1 2 3 4 5 6 7 8 9 10 11 12 13 14; do skip "ulimit -v stops this build (a sanitizer's shadow memory)"; done
 fi
 check "track --from-list of a missing file exits 1" 1 "$bin" track "$g" --from-list "$tmp/no-such-list"
 one_line_error "no-such-list: No such file or directory"
@@ -900,6 +915,9 @@ for opt in "--min-step 1,,2" "--devices 0,,1" "--devices 0,"; do
 done
 check "--min-step 1 exits 2" 2 "$bin" register a b --min-step 1
 one_line_error "min-step: expected T,DEG"
+# a turn past 180 degrees is a usage error, said before any file is read
+check "--min-step 1,200 exits 2" 2 "$bin" register a b --min-step 1,200
+one_line_error "min-step: expected T,DEG with T >= 0 and 0 <= DEG <= 180"
 check "--tol 1e-310 (a subnormal) is taken" 0 "$bin" register "$g" "$g" --tol 1e-310
 check "--tol 1e400 (overflow) exits 2" 2 "$bin" register a b --tol 1e400
 one_line_error "tol"

@@ -9,6 +9,7 @@
 #endif
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -98,6 +99,7 @@ Test(api, long_messages_end_on_whole_characters)
   cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
   char path[1200];
   int cut = 0;
+  size_t longest = 0;
   for (int n = 200; n < 400; n++) {
     /* odd n one byte longer before the characters: the cut falls in one */
     int at = snprintf(path, sizeof path, "/nonexistent-%d%s/", n, n % 2 ? "x" : "");
@@ -108,9 +110,12 @@ Test(api, long_messages_end_on_whole_characters)
     cr_assert_neq(hicp_cloud_read(ctx, path, HICP_FORMAT_AUTO, &c), 0);
     const char *e = hicp_context_error(ctx);
     cut += strlen(e) < strlen(path);
+    longest = strlen(e) > longest ? strlen(e) : longest;
     cr_assert(whole_utf8(e), "path of %d: a character cut at the end of: %s", n, e);
   }
   cr_assert_gt(cut, 0, "no message was long enough to be cut");
+  /* and keeps what it can: 511 bytes, less a character's part */
+  cr_assert_geq(longest, 510, "the longest message kept is %zu bytes", longest);
   /* a quoted header line cut at its 40 bytes, inside its "é" (stop 58's
    * diff review: the reader's %.40s left the lead byte alone) */
   static const char head[] = "ply\nformat ascii 1.0\n"
@@ -122,6 +127,40 @@ Test(api, long_messages_end_on_whole_characters)
   cr_assert(strstr(hicp_context_error(ctx), "unknown header line") != NULL, "%s",
             hicp_context_error(ctx));
   cr_assert(whole_utf8(hicp_context_error(ctx)), "a character cut in: %s", hicp_context_error(ctx));
+  hicp_context_destroy(ctx);
+}
+
+/* A message with the file's name before it (a model built from a file
+ * over the memory limit) cuts a long name on a whole character too. */
+Test(api, prefixed_messages_end_on_whole_characters)
+{
+  const char *dir = th_tmpdir();
+  const size_t at = strlen(dir) + 1;
+  cr_assert_lt(at, 140);
+  /* the name's 150-byte cut falls inside its first "é" */
+  char name[256];
+  size_t k = 0;
+  while (at + k < 149)
+    name[k++] = 'x';
+  for (int i = 0; i < 10; i++, k += 2)
+    memcpy(name + k, "\xc3\xa9", 2);
+  strcpy(name + k, ".xyz");
+  const char *path = th_path(dir, name);
+  static char text[64 * 2000];
+  char *w = text;
+  for (int i = 0; i < 2000; i++)
+    w += sprintf(w, "%.6f %.6f %.6f\n", sin(0.7 * i), cos(1.3 * i), sin(2.1 * i + 1));
+  th_write(path, text, (size_t)(w - text));
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.memory_limit = 1024 * 1024; /* a build of 2,000 points needs more */
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_open(ctx, path, NULL, &m), HICP_ELIMIT, "%s", hicp_context_error(ctx));
+  const char *e = hicp_context_error(ctx);
+  cr_assert(strncmp(e, path, 149) == 0 && strncmp(e + 149, ": ", 2) == 0, "%s", e);
+  cr_assert(whole_utf8(e), "a character cut in: %s", e);
   hicp_context_destroy(ctx);
 }
 
@@ -260,9 +299,19 @@ Test(api, transforms)
   cr_assert_eq(hicp_transform_check(&t), 0);
   t.m[10] = -1.0; /* a reflection */
   cr_assert_eq(hicp_transform_check(&t), HICP_EINVAL);
+  /* unit rows 1e-3 from orthogonal: det R is 1 - 5e-7, R R^T's
+   * off-diagonal 1e-3 */
+  hicp_transform_identity(&t);
+  t.m[4] = 1e-3;
+  t.m[5] = sqrt(1.0 - 1e-6);
+  cr_assert_eq(hicp_transform_check(&t), HICP_EINVAL);
   hicp_transform_identity(&t);
   t.m[14] = 1.0;
   cr_assert_eq(hicp_transform_check(&t), HICP_EINVAL);
+  t.m[14] = 0.0;
+  t.m[15] = 2.0; /* a homogeneous scale: not rigid */
+  cr_assert_eq(hicp_transform_check(&t), HICP_EINVAL);
+  t.m[15] = 1.0;
   t.m[14] = 0.0;
   t.m[3] = NAN;
   cr_assert_eq(hicp_transform_check(&t), HICP_EINVAL);

@@ -310,6 +310,9 @@ Test(contract, limit_messages_tell_need_from_limit)
       /* rounding up to a new digit: 999.7, not 1e+03 */
       {(UINT64_C(9997) << 20) / 10, UINT64_C(500) << 20,
        "x would need 999.7 MiB, over the memory limit of 500 MiB"},
+      /* 1 GiB is counted in GiB */
+      {UINT64_C(1) << 30, UINT64_C(512) << 20,
+       "x would need 1 GiB, over the memory limit of 0.5 GiB"},
   };
   char msg[256];
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -425,6 +428,11 @@ Test(contract, cgroup_limits_are_read)
   cr_expect_eq(hicp__cgroup_cpus(&f), 1);
   /* a cgroup outside what the mount shows: the mount point's limit */
   f = fake(r, v1mounts, "5:memory:/elsewhere\n3:cpu,cpuacct:/elsewhere\n");
+  cr_expect_eq(hicp__cgroup_memory(&f), UINT64_C(536870912));
+  cr_expect_eq(hicp__cgroup_cpus(&f), 1);
+  /* one that only starts with the mount's root's name (/docker/abcdef
+   * under a mount of /docker/abc) is outside it too */
+  f = fake(r, v1mounts, "5:memory:/docker/abcdef\n3:cpu,cpuacct:/docker/abcdef\n");
   cr_expect_eq(hicp__cgroup_memory(&f), UINT64_C(536870912));
   cr_expect_eq(hicp__cgroup_cpus(&f), 1);
   /* v1's "no limit" (the largest page multiple below 2^63) and quota -1 */

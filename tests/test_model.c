@@ -441,6 +441,13 @@ Test(model, bad_input)
   hicp_context_destroy(ctx);
 }
 
+/* m fails validation with `words` in its message. */
+static void expect_fault(hicp_context *ctx, const hicp_model *m, const char *words)
+{
+  cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
+  cr_assert(strstr(hicp_context_error(ctx), words) != NULL, "%s", hicp_context_error(ctx));
+}
+
 Test(model, validator_catches_corruption)
 {
   float p[3 * 200];
@@ -468,9 +475,7 @@ Test(model, validator_catches_corruption)
   cr_assert_neq(m->kd[0].dim, HICP_KD_LEAF);
   const float split = m->kd[0].split;
   m->kd[0].split = split - 0.25f;
-  cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
-  cr_assert(strstr(hicp_context_error(ctx), "on the wrong side of a split") != NULL, "%s",
-            hicp_context_error(ctx));
+  expect_fault(ctx, m, "on the wrong side of a split");
   m->kd[0].split = NAN;
   cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
   m->kd[0].split = split;
@@ -490,22 +495,83 @@ Test(model, validator_catches_corruption)
   cr_assert_neq(m->kd[right].dim, HICP_KD_LEAF);
   const uint32_t own = m->kd[right].first;
   m->kd[right].first = shared;
-  cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
-  cr_assert(strstr(hicp_context_error(ctx), "reached twice") != NULL, "%s",
-            hicp_context_error(ctx));
+  expect_fault(ctx, m, "reached twice");
   m->kd[right].first = own;
   cr_assert_eq(hicp__model_validate(ctx, m), 0);
   /* a start table entry past the vertices, and an empty grid */
   const uint32_t entry = m->start[2];
   m->start[2] = m->nv;
-  cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
-  cr_assert(strstr(hicp_context_error(ctx), "start table cell 2") != NULL, "%s",
-            hicp_context_error(ctx));
+  expect_fault(ctx, m, "start table cell 2");
   m->start[2] = entry;
   const uint32_t dim1 = m->start_dim[1];
   m->start_dim[1] = 0;
   cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
   m->start_dim[1] = dim1;
+  cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
+/* The graph's other checks, each on the one fault it alone sees and
+ * named: a row out of order (the walks stop at the first edge longer than
+ * needed), a vertex its own neighbour, a length code above the length, a
+ * safe radius past half the shortest edge, and a point answered by a
+ * duplicate that is not its first. */
+Test(model, validator_names_each_graph_fault)
+{
+  enum { N = 200 };
+  float p[3 * (N + 1)];
+  hicp_context *ctx = ctx_new();
+  hicp_model *m;
+  build_unit_cloud(ctx, p, N, 8, &m);
+  cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
+  /* a row's first two edges swapped, the codes with them */
+  uint32_t v = 0, e0 = 0;
+  for (; v < m->nv; v++) {
+    e0 = m->row[v];
+    if (m->ecode[e0] < m->ecode[e0 + 1])
+      break;
+  }
+  cr_assert_lt(v, m->nv, "a row with two lengths");
+  const uint32_t n0 = m->nbr[e0], n1 = m->nbr[e0 + 1];
+  const uint8_t c0 = m->ecode[e0], c1 = m->ecode[e0 + 1];
+  m->nbr[e0] = n1;
+  m->ecode[e0] = c1;
+  m->nbr[e0 + 1] = n0;
+  m->ecode[e0 + 1] = c0;
+  expect_fault(ctx, m, "is not sorted by edge length");
+  m->nbr[e0] = n0;
+  m->ecode[e0] = c0;
+  m->nbr[e0 + 1] = n1;
+  m->ecode[e0 + 1] = c1;
+  cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
+  /* the row's first edge pointing back at v */
+  m->nbr[e0] = v;
+  expect_fault(ctx, m, "is its own neighbour");
+  m->nbr[e0] = n0;
+  /* the first edge's code one more (the row still sorted): above its length */
+  cr_assert_gt((c0 + 1.0) * m->eunit[v], sqrt(hicp__vtx_dist2(&m->vtx[v], &m->vtx[n0])));
+  m->ecode[e0] = (uint8_t)(c0 + 1);
+  expect_fault(ctx, m, "has a length code above its length");
+  m->ecode[e0] = c0;
+  cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
+  /* a safe radius of the whole shortest edge, not half of it */
+  const float r2 = m->safe_r2[v];
+  m->safe_r2[v] = (float)(0.5 * hicp__shortest_edge2(m, v));
+  expect_fault(ctx, m, "has an unsafe safe radius");
+  m->safe_r2[v] = r2;
+  cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
+  hicp_model_destroy(m);
+  /* point N repeats point 5: its vertex must answer with 5, not N */
+  memcpy(p + 3 * N, p + 15, sizeof(float) * 3);
+  cr_assert_eq(hicp_model_build(ctx, p, N + 1, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
+  const uint32_t dup = m->vertex_of[5];
+  cr_assert_eq(m->vertex_of[N], dup);
+  cr_assert_eq(m->vtx[dup].id, 5);
+  m->vtx[dup].id = N;
+  expect_fault(ctx, m, "point 5 maps to a vertex that is not its smallest");
+  m->vtx[dup].id = 5;
   cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
   hicp_model_destroy(m);
   hicp_context_destroy(ctx);
@@ -540,9 +606,7 @@ Test(model, validator_on_a_hub_vertex)
   const uint32_t nbr1 = m->nbr[e0 + 1], code1 = m->ecode[e0 + 1];
   m->nbr[e0 + 1] = m->nbr[e0];
   m->ecode[e0 + 1] = m->ecode[e0];
-  cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
-  cr_assert(strstr(hicp_context_error(ctx), "repeats neighbour") != NULL, "%s",
-            hicp_context_error(ctx));
+  expect_fault(ctx, m, "repeats neighbour");
   m->nbr[e0 + 1] = nbr1;
   m->ecode[e0 + 1] = code1;
   cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
@@ -568,9 +632,7 @@ Test(model, validator_on_a_hub_vertex)
   for (uint32_t e = m->row[a]; e < m->row[a + 1]; e++)
     cr_assert_neq(m->nbr[e], far, "the far vertex is no neighbour");
   m->nbr[at] = far;
-  cr_assert_eq(hicp__model_validate(ctx, m), HICP_EINTERNAL);
-  cr_assert(strstr(hicp_context_error(ctx), "has no reverse edge") != NULL, "%s",
-            hicp_context_error(ctx));
+  expect_fault(ctx, m, "has no reverse edge");
   m->nbr[at] = hub;
   cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
   hicp_model_destroy(m);

@@ -368,6 +368,15 @@ Test(solve, stop_tests)
   cr_assert_eq(hicp__check_stop(&s, 3, 0.4, 2.0, &T, &T2), HICP_STOP_INCREMENT);
   T2.t[0] = 2e-3;
   cr_assert_eq(hicp__check_stop(&s, 3, 0.4, 2.0, &T, &T2), HICP__GO);
+  /* several met at once: the first in the order checked is the reason
+   * given (MSE change, MSE absolute, increment, then the iteration limit) */
+  hicp__conv all = {1e-6, 0.5, 1e-3, 1.0 - cos(0.01 * M_PI / 180), 3};
+  T2.t[0] = 5e-4;
+  cr_assert_eq(hicp__check_stop(&all, 3, 0.4, 0.4, &T, &T2), HICP_STOP_MSE_CHANGE);
+  cr_assert_eq(hicp__check_stop(&all, 3, 0.4, 2.0, &T, &T2), HICP_STOP_MSE_ABS);
+  cr_assert_eq(hicp__check_stop(&all, 3, 0.6, 2.0, &T, &T2), HICP_STOP_INCREMENT);
+  T2.t[0] = 2e-3;
+  cr_assert_eq(hicp__check_stop(&all, 3, 0.6, 2.0, &T, &T2), HICP_STOP_MAX_ITER);
 }
 
 /* The rotation increment, 1 - cos of the angle between two rotations, is
