@@ -118,14 +118,20 @@ static char **read_list(const char *arg, size_t *count)
     FILE *lf = fopen(arg + 1, "r");
     if (lf == NULL)
       fail(arg, strerror(errno));
-    char line[4096];
-    while (fgets(line, sizeof line, lf) != NULL) {
+    /* getline: a path of any length stays one path (a fixed buffer
+     * would cut a long one into two names, neither of them the file) */
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, lf) != -1) {
       line[strcspn(line, "\r\n")] = '\0';
       if (line[0] == '\0')
         continue;
       scans = checked(realloc(scans, sizeof *scans * (n + 1)));
       scans[n++] = checked(strdup(line));
     }
+    if (ferror(lf))
+      fail(arg, "read error");
+    free(line);
     fclose(lf);
     /* an empty list would time nothing and print nothing, as if it had */
     if (n == 0)
@@ -232,8 +238,11 @@ int main(int argc, char **argv)
   const int crc = hicp_context_create(&co, &ctx);
   if (crc != 0)
     fail("context", hicp_strerror(crc));
-  if (start_threads && strcmp(mode, "build") != 0 && strcmp(mode, "batch") != 0)
-    hicp_context_start_threads(ctx);
+  /* a team that could not start would leave the first timed run to start
+   * it (or fail in it): say so rather than time that */
+  if (start_threads && strcmp(mode, "build") != 0 && strcmp(mode, "batch") != 0
+      && hicp_context_start_threads(ctx) < 0)
+    die(ctx, "starting the threads");
   double *t = checked(calloc((size_t)repeat, sizeof *t));
 
   if (!strcmp(mode, "build")) {
