@@ -577,6 +577,71 @@ Test(model, validator_names_each_graph_fault)
   hicp_context_destroy(ctx);
 }
 
+/* A graph every other check passes but that falls apart: the vertices
+ * in pairs, each pair's two joined only to each other (symmetric, no
+ * empty row, no repeat, codes of 0 below every length).  A walk would
+ * never leave its pair; only the breadth-first reachability sees it. */
+Test(model, validator_sees_a_graph_in_pieces)
+{
+  enum { N = 200 };
+  float p[3 * N];
+  hicp_context *ctx = ctx_new();
+  hicp_model *m;
+  build_unit_cloud(ctx, p, N, 8, &m);
+  cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
+  const uint32_t nv = m->nv;
+  cr_assert_eq(nv % 2, 0, "distinct points in pairs");
+  cr_assert_gt(m->nedges, nv + 2);
+  uint32_t *row = malloc(sizeof(uint32_t) * (nv + 1)), *nbr = malloc(sizeof(uint32_t) * (nv + 2));
+  uint8_t *code = malloc(nv + 2);
+  float *r2 = malloc(sizeof(float) * nv);
+  cr_assert(row && nbr && code && r2);
+  memcpy(row, m->row, sizeof(uint32_t) * (nv + 1));
+  memcpy(nbr, m->nbr, sizeof(uint32_t) * (nv + 2));
+  memcpy(code, m->ecode, nv + 2);
+  memcpy(r2, m->safe_r2, sizeof(float) * nv);
+  const uint64_t nedges = m->nedges;
+  for (uint32_t v = 0; v < nv; v++) {
+    m->row[v] = v;
+    m->nbr[v] = v ^ 1u;
+    m->ecode[v] = 0;
+    m->safe_r2[v] = 0.0f;
+  }
+  m->row[nv] = nv;
+  m->nedges = nv;
+  expect_fault(ctx, m, "only 2 of");
+  cr_assert(strstr(hicp_context_error(ctx), "vertices are reachable") != NULL, "%s",
+            hicp_context_error(ctx));
+  /* the first two pairs joined into a chain 0-1-2-3: four reached */
+  const uint32_t chain[] = {1, 0, 2, 1, 3, 2};
+  memcpy(m->nbr, chain, sizeof chain);
+  m->row[1] = 1;
+  m->row[2] = 3;
+  m->row[3] = 5;
+  m->row[4] = 6;
+  for (uint32_t v = 4; v < nv; v++) {
+    m->row[v] = v + 2;
+    m->nbr[v + 2] = v ^ 1u;
+    m->ecode[v + 2] = 0;
+  }
+  m->ecode[nv] = m->ecode[nv + 1] = 0;
+  m->row[nv] = nv + 2;
+  m->nedges = nv + 2;
+  expect_fault(ctx, m, "only 4 of");
+  memcpy(m->row, row, sizeof(uint32_t) * (nv + 1));
+  memcpy(m->nbr, nbr, sizeof(uint32_t) * (nv + 2));
+  memcpy(m->ecode, code, nv + 2);
+  memcpy(m->safe_r2, r2, sizeof(float) * nv);
+  m->nedges = nedges;
+  cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
+  free(row);
+  free(nbr);
+  free(code);
+  free(r2);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
 /* The graph's checks on a vertex joined to every other (the centre of
  * points on a sphere: its row has n - 1 neighbours, and checking its
  * repeats and reverse edges pair by pair was quadratic in that), and the

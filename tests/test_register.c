@@ -1017,6 +1017,57 @@ Test(register, one_point_model_converges)
   hicp_context_destroy(ctx);
 }
 
+/* The automatic tolerance is 1e-12 of the model's squared diagonal: a
+ * registration left to it stops where one given that figure stops, bit
+ * for bit, and ten times more or less stops it earlier or later (so the
+ * factor, not only the rule, is what the documentation says). */
+Test(register, automatic_tolerance_is_1e_12_of_the_squared_diagonal)
+{
+  enum { N = 4000, S = 1500 };
+  float *model = th_surface(N + 1, 21), *fresh = th_surface(S, 23), scan[3 * S];
+  /* a far point makes the diagonal long next to the MSE's changes, whose
+   * last ones then fall on both sides of 1e-12 of its square */
+  model[3 * N] = 1000.0f;
+  model[3 * N + 1] = model[3 * N + 2] = 0.0f;
+  double R[9];
+  th_rotation(6, -4, 5, R);
+  th_rng g;
+  th_rng_seed(&g, 22);
+  for (int i = 0; i < S; i++) { /* another sampling, turned, shifted, noisy */
+    const float *q = fresh + 3 * i;
+    for (int r = 0; r < 3; r++)
+      scan[3 * i + r] = (float)(R[3 * r] * q[0] + R[3 * r + 1] * q[1] + R[3 * r + 2] * q[2] +
+                                0.03 * r + 1e-3 * th_normal(&g));
+  }
+  hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, model, N + 1, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = 500;
+  cr_assert_eq(o.tol, -1.0);
+  hicp_result r[4];
+  const double d2 = m->diag * m->diag, tols[4] = {-1.0, 1e-12 * d2, 1e-11 * d2, 1e-13 * d2};
+  for (int k = 0; k < 4; k++) {
+    o.tol = tols[k];
+    hicp_result_init(&r[k]);
+    cr_assert_eq(hicp_register(ctx, m, scan, S, &o, NULL, &r[k]), 0, "%s",
+                 hicp_context_error(ctx));
+    cr_assert_eq(r[k].stop, HICP_STOP_MSE_CHANGE, "tol %g: stop %s after %d", tols[k],
+                 hicp_stop_name(r[k].stop), r[k].iterations);
+  }
+  cr_assert_eq(r[0].iterations, r[1].iterations);
+  cr_assert(memcmp(&r[0].transform, &r[1].transform, sizeof r[0].transform) == 0);
+  cr_assert_lt(r[2].iterations, r[0].iterations, "1e-11: %d, automatic: %d", r[2].iterations,
+               r[0].iterations);
+  cr_assert_gt(r[3].iterations, r[0].iterations, "1e-13: %d, automatic: %d", r[3].iterations,
+               r[0].iterations);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+  free(model);
+  free(fresh);
+}
+
 /* A scan that determines no rotation (one point, or ten identical ones)
  * keeps the initial pose's rotation, flagged degenerate, and moves onto
  * the model: the rotation came out as the identity, dropping the caller's
