@@ -249,6 +249,12 @@ static int upload(hicp_context *ctx, struct hicp__gpu *g, dev_model *d, const vo
   *dst = NULL;
   if (src == NULL || bytes == 0)
     return HICP_OK;
+  /* Under the fault the model's upload fails too, at its second block,
+   * so that the clean-up of a part-uploaded model (its blocks freed, the
+   * cache kept dense) is tested. */
+  if (d->nblocks > 0 && fault("alloc"))
+    return cuda_fail(ctx, fault("lost") ? cudaErrorDevicesUnavailable : cudaErrorMemoryAllocation,
+                     "cudaMalloc");
   TRY(cudaMalloc(dst, bytes));
   if (rc == HICP_OK)
     d->blocks[d->nblocks++] = *dst;
