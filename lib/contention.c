@@ -87,36 +87,89 @@ long hicp__runnable_tasks(const char *path)
  * read once from the settings libgomp read when it loaded: for ever under
  * OMP_WAIT_POLICY=active, not at all under passive; GOMP_SPINCOUNT spins
  * of some 10-100 ns; by default 300,000 spins, which took 11-12 ms on the
- * VM of these measurements (30 ms allows for slower spins). */
+ * VM of these measurements (30 ms allows for slower spins).  Both are read
+ * as libgomp's env.c reads them: blanks around the values, the policy's
+ * case and the count's suffix (k, M, G, T, either case) ignored, and a
+ * count it finds invalid (it says so on stderr) passed over for the
+ * policy.  OMP_WAIT_POLICY_ALL (GCC 13's libgomp) is not read: an older
+ * libgomp ignores it, and would spin. */
 static double spin_ms;
 static pthread_once_t spin_once = PTHREAD_ONCE_INIT;
 
+static int blank(char c)
+{
+  return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+/* OMP_WAIT_POLICY: 1 active, 0 passive, -1 unset or invalid. */
+static int wait_policy(const char *v)
+{
+  if (v == NULL)
+    return -1;
+  while (blank(*v))
+    v++;
+  const int policy = strncasecmp(v, "active", 6) == 0 ? 1 : strncasecmp(v, "passive", 7) == 0 ? 0 : -1;
+  if (policy < 0)
+    return -1;
+  v += policy > 0 ? 6 : 7;
+  while (blank(*v))
+    v++;
+  return *v == '\0' ? policy : -1;
+}
+
+/* GOMP_SPINCOUNT: 1 and *spins, or 0 where unset or invalid. */
+static int spin_count(const char *v, double *spins)
+{
+  if (v == NULL)
+    return 0;
+  while (blank(*v))
+    v++;
+  double mult = 1.0;
+  const char *end;
+  if (strncasecmp(v, "infinite", 8) == 0 || strncasecmp(v, "infinity", 8) == 0) {
+    *spins = 1e300;
+    end = v + 8;
+  } else {
+    char *digits_end;
+    errno = 0;
+    const unsigned long long n = strtoull(v, &digits_end, 10);
+    if (errno != 0 || digits_end == v)
+      return 0;
+    *spins = (double)n;
+    end = digits_end;
+    while (blank(*end))
+      end++;
+    if (*end != '\0') {
+      switch (*end | 0x20) {
+      case 'k': mult = 1e3; break;
+      case 'm': mult = 1e6; break;
+      case 'g': mult = 1e9; break;
+      case 't': mult = 1e12; break;
+      default: return 0;
+      }
+      end++;
+    }
+  }
+  while (blank(*end))
+    end++;
+  if (*end != '\0')
+    return 0;
+  *spins = *spins * mult < 1e300 ? *spins * mult : 1e300;
+  return 1;
+}
+
+double hicp__spin_ms(const char *policy, const char *count)
+{
+  double spins;
+  if (spin_count(count, &spins))
+    return spins < 1e300 ? spins * 100e-6 : 1e300;
+  const int p = wait_policy(policy);
+  return p > 0 ? 1e300 : p == 0 ? 0.0 : 30.0;
+}
+
 static void read_spin(void)
 {
-  const char *policy = getenv("OMP_WAIT_POLICY");
-  const char *count = getenv("GOMP_SPINCOUNT");
-  spin_ms = 30.0;
-  if (count != NULL && *count != '\0') {
-    if (strncasecmp(count, "inf", 3) == 0) {
-      spin_ms = 1e300;
-      return;
-    }
-    char *end;
-    errno = 0;
-    double spins = strtod(count, &end);
-    if (end == count || errno != 0 || !(spins >= 0.0))
-      return; /* invalid: libgomp's default */
-    const char *const suffix = "kMGT"; /* libgomp takes 10k, 2M, ... */
-    for (int k = 0; k < 4; k++)
-      if (*end == suffix[k])
-        spins *= k == 0 ? 1e3 : k == 1 ? 1e6 : k == 2 ? 1e9 : 1e12;
-    spin_ms = spins * 100e-6;
-    return;
-  }
-  if (policy != NULL && strcasecmp(policy, "active") == 0)
-    spin_ms = 1e300;
-  else if (policy != NULL && strcasecmp(policy, "passive") == 0)
-    spin_ms = 0.0;
+  spin_ms = hicp__spin_ms(getenv("OMP_WAIT_POLICY"), getenv("GOMP_SPINCOUNT"));
 }
 
 /* The calling thread's state: its last team (when a parallel region of
@@ -209,7 +262,10 @@ void hicp__threads_watch_end(const hicp__threads_watch *w)
      * doubling while tries are held up (10 ms to 10 s) */
     backoff_ms = backoff_ms > 0.0 ? (backoff_ms < 5000.0 ? 2.0 * backoff_ms : 10000.0) : 10.0;
     retry_ms = now + backoff_ms;
-  } else if (w->threads >= w->want) { /* all of them, not held up */
+  } else if (w->threads >= w->want && w->threads > cap) {
+    /* all of them, not held up, and more than the calling thread's
+     * registrations were held to (a smaller context's, on all of its
+     * threads but no more than the cap, says nothing of more) */
     cap = 0;
     backoff_ms = 0.0;
   }

@@ -195,7 +195,10 @@ typedef struct hicp_context_options {
                              off its CPU for a tenth of it or more: each
                              of its passes waits for its slowest thread),
                              the calling thread's next registrations run
-                             on fewer (batches and streams keep theirs), as many as CPUs look free (at
+                             on fewer (a batch's or stream's frames too,
+                             where a CPU worker runs them alone; not
+                             those that "hybrid" tracking spreads over
+                             the CPU and devices), as many as CPUs look free (at
                              least one), until the CPUs look free again
                              and a try on all of them is not held up;
                              hicp_result.threads says how many ran.  The

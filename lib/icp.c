@@ -483,10 +483,14 @@ static void fill_result(const hicp__icp_out *out, const hicp__plan *plan, size_t
 }
 
 /* Threads for the frame's per-point copies and keys: one below 8,192
- * points, where starting the others costs more than they save. */
+ * points, where starting the others costs more than they save; no more
+ * than the registration's passes take while busy CPUs hold the calling
+ * thread's registrations to fewer (lib/contention.c): a team of more
+ * would wait for its thread off its CPU, and spin beside the passes. */
 static inline int copy_threads(const hicp_context *ctx, size_t n)
 {
-  return n >= 8192 ? hicp__team_threads(ctx) : 1;
+  const int threads = hicp__team_threads(ctx);
+  return n < 8192 ? 1 : ctx->fixed_threads ? threads : hicp__threads_now(threads);
 }
 
 static inline float max_f(float a, float b)

@@ -193,6 +193,10 @@ int hicp__threads_held_up(double wall_ms, double cpu_ms);
 /* The fourth field of a /proc/loadavg-like file (running/total): the
  * runnable tasks, or -1. */
 long hicp__runnable_tasks(const char *path);
+/* How long libgomp's idle threads spin after a region, in ms, for the
+ * values of OMP_WAIT_POLICY and GOMP_SPINCOUNT (NULL: unset), read as
+ * libgomp reads them (lib/contention.c). */
+double hicp__spin_ms(const char *policy, const char *count);
 
 /* Sized option structs: copies the caller's struct (which may come from an
  * older header and be shorter) over library defaults.  Returns 0 or

@@ -513,6 +513,134 @@ Test(api, runnable_tasks_read)
     cr_assert_geq(hicp__runnable_tasks("/proc/loadavg"), 1);
 }
 
+/* How long libgomp's idle threads spin, read from OMP_WAIT_POLICY and
+ * GOMP_SPINCOUNT as libgomp reads them (lib/contention.c): blanks around
+ * the values, suffixes of either case, and an invalid GOMP_SPINCOUNT
+ * passed over for the wait policy (libgomp says so on stderr).  Under 1 ms
+ * the adaptation is off: a sleeping thread reads as one held up. */
+Test(api, spin_read_as_libgomp)
+{
+  static const struct {
+    const char *policy, *count;
+    double want; /* ms at 100 ns a spin; 1e300: for ever */
+  } cases[] = {{NULL, NULL, 30.0},         {"passive", NULL, 0.0},
+               {"PASSIVE", NULL, 0.0},     {" passive ", NULL, 0.0},
+               {"active", NULL, 1e300},    {"active\n", NULL, 1e300},
+               {"junk", NULL, 30.0},       {"passive", "junk", 0.0},
+               {"passive", "info", 0.0},   {"passive", "", 0.0},
+               {"active", "1.5", 1e300},   {NULL, "1.5", 30.0},
+               {NULL, "5e5", 30.0},        {NULL, "20000x", 30.0},
+               {"passive", "20000", 2.0},  {NULL, "0", 0.0},
+               {NULL, "1m", 100.0},        {NULL, "1M", 100.0},
+               {NULL, "10 k", 1.0},        {NULL, " 10K ", 1.0},
+               {NULL, "2g", 2e5},          {NULL, "infinite", 1e300},
+               {NULL, "Infinity ", 1e300}, {"passive", "inf", 0.0}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    const double got = hicp__spin_ms(cases[k].policy, cases[k].count);
+    cr_assert(fabs(got - cases[k].want) <= 1e-9 * cases[k].want, "%s / %s: %g ms, not %g",
+              cases[k].policy ? cases[k].policy : "(unset)",
+              cases[k].count ? cases[k].count : "(unset)", got, cases[k].want);
+  }
+}
+
+/* One thread's registrations on two contexts (lib/contention.c): after the
+ * larger one's were held up, one of the smaller one on all of its threads,
+ * no more than the larger one is held to, says nothing of the larger
+ * one's, which stay held, and its wait before the next try with them. */
+static void *smaller_context_in_new_thread(void *arg)
+{
+  int *got = arg;
+  cpu_set_t was;
+  got[0] = th_pin_to_one_cpu(&was); /* the count cannot say: one fewer */
+  if (got[0] < 0)
+    return NULL;
+  hicp__threads_watch w;
+  for (int k = 0; k < 10; k++) { /* held up ten times: 5 s before a try */
+    hicp__threads_watch_begin(&w, 8, 8);
+    const struct timespec ts = {0, 2000000L};
+    nanosleep(&ts, NULL);
+    hicp__threads_watch_end(&w);
+  }
+  got[1] = hicp__threads_now(8);
+  got[2] = hicp__threads_now(2);
+  hicp__threads_watch_begin(&w, got[2], 2);
+  hicp__threads_watch_end(&w); /* at once: not held up */
+  got[3] = hicp__threads_now(8);
+  return NULL;
+}
+
+Test(api, threads_held_by_a_smaller_context)
+{
+  int got[4] = {-1, 0, 0, 0};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, smaller_context_in_new_thread, got), 0);
+  cr_assert_eq(pthread_join(t, NULL), 0);
+  if (got[0] < 0)
+    cr_skip_test("needs two CPUs");
+  if (got[1] == 8)
+    cr_skip_test("adaptation off (HICP_THREADS_ADAPT, OMP_WAIT_POLICY or GOMP_SPINCOUNT)");
+  cr_assert_eq(got[1], 7);
+  cr_assert_eq(got[2], 2);
+  cr_assert_eq(got[3], 7, "the smaller context's registration let the larger one run on %d",
+               got[3]);
+}
+
+#ifdef __linux__
+/* A registration cut to one thread (lib/contention.c) starts no team for
+ * its copies of the scan either (lib/icp.c, copy_threads): it runs on the
+ * threads hicp_result.threads says.  In a thread of its own, which has no
+ * OpenMP team yet: a team's threads stay, and would show in the count. */
+static void *cut_registration_in_new_thread(void *arg)
+{
+  double *got = arg;
+  hicp_context_options co;
+  hicp_context_options_init(&co);
+  co.threads = 2;
+  co.backend = HICP_BACKEND_CPU; /* flags 0: its threads adapt */
+  hicp_context *ctx = NULL, *one = th_context(1, HICP_BACKEND_CPU);
+  if (hicp_context_create(&co, &ctx) != HICP_OK)
+    return NULL;
+  const size_t n = 20000; /* copies on the context's threads from 8,192 points */
+  float *p = th_surface(n, 7);
+  hicp_model *m = NULL;
+  if (hicp_model_build(one, p, n, 0, NULL, &m) == HICP_OK) {
+    hicp__threads_watch w;
+    for (int k = 0; k < 8; k++) { /* held up eight times: over a second before a try */
+      hicp__threads_watch_begin(&w, 2, 2);
+      const struct timespec ts = {0, 2000000L};
+      nanosleep(&ts, NULL);
+      hicp__threads_watch_end(&w);
+    }
+    hicp_reg_options o;
+    hicp_reg_options_init(&o);
+    o.max_iter = 3;
+    hicp_result r;
+    hicp_result_init(&r);
+    const int before = task_count();
+    got[0] = hicp_register(ctx, m, p, n, &o, NULL, &r);
+    got[1] = task_count() - before;
+    got[2] = r.threads;
+  }
+  hicp_model_destroy(m);
+  free(p);
+  hicp_context_destroy(one);
+  hicp_context_destroy(ctx);
+  return NULL;
+}
+
+Test(api, cut_registration_starts_no_team)
+{
+  double got[3] = {-1, -1, -1};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, cut_registration_in_new_thread, got), 0);
+  cr_assert_eq(pthread_join(t, NULL), 0);
+  cr_assert_eq(got[0], 0);
+  if (got[2] != 1)
+    cr_skip_test("adaptation off (HICP_THREADS_ADAPT, OMP_WAIT_POLICY or GOMP_SPINCOUNT)");
+  cr_assert_eq(got[1], 0, "a registration on one thread started %g threads", got[1]);
+}
+#endif
+
 Test(api, cuda_backend_without_device)
 {
   hicp_context *probe;
