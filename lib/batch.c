@@ -92,7 +92,7 @@ static int child_context(hicp_context *parent, int threads, hicp_backend backend
   o.ndevices = ndevices;
   int rc = hicp_context_create(&o, out);
   if (rc != HICP_OK)
-    return hicp__fail(parent, rc, "cannot create a worker context");
+    return hicp__fail(parent, rc, "cannot create a worker context: %s", hicp_strerror(rc));
   (*out)->parent = parent;
   hicp__cancel_begin_child(*out, parent->cancel_seen); /* a batch's: the call's requests */
   return HICP_OK;
