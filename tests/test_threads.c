@@ -27,6 +27,12 @@
  *     context's registrations, held up, go on on one thread
  *     (lib/contention.c), to the same bits as with
  *     HICP_CONTEXT_FIXED_THREADS, which runs on two;
+ *  9. a stream fed by one thread and drained by another while a third
+ *     cancels every three frames' time, tracked and not: every frame answered once, in
+ *     order, cancelled or whole, and the whole ones of the untracked
+ *     stream bit for bit as single registrations; then stopped under its
+ *     submitter and two receivers, which all return HICP_ECANCELED with
+ *     no frame received twice;
  *  0. first, while this process has one thread: a child it forks (a
  *     pre-fork server's worker) starts its two threads and registers.
  *
@@ -627,6 +633,213 @@ static void test_two_receivers_on_one_frame(void)
   free(p);
 }
 
+/* ---- 9. A stream cancelled again and again, then stopped ---- */
+
+enum { CF = 6, CN = 1200, CS = 30 }; /* frames made, their points, frames submitted */
+
+typedef struct churn_arg {
+  hicp_stream *s;
+  hicp_context *ctx;
+  float *frames[CF];
+  atomic_int stop;
+  long period_us;         /* the canceller's */
+  int rc, submitted, cancels;
+  int got;                /* a receiver's frames */
+  uint64_t last;          /* a receiver's last frame */
+  atomic_int *seen;       /* times each frame was received (the stopped stream) */
+} churn_arg;
+
+/* Submits CS frames, about a frame's time apart where a canceller runs
+ * (so that its cancels, which reach the frames submitted before them, find
+ * few queued), or until the stream is stopped; a full stream
+ * (HICP_ELIMIT) is waited out. */
+static void *churn_submitter(void *p)
+{
+  churn_arg *a = p;
+  a->rc = 0;
+  while (a->rc == 0 && (a->submitted < CS || a->seen != NULL)) {
+    const int rc = hicp_stream_submit(a->s, a->frames[a->submitted % CF], CN, NULL, NULL);
+    if (rc == HICP_ELIMIT) {
+      sleep_ms(1);
+    } else if (rc == 0) {
+      a->submitted++;
+      if (a->period_us > 0) { /* about a frame's time apart */
+        const struct timespec ts = {0, (a->period_us / 3 % 1000000) * 1000L};
+        nanosleep(&ts, NULL);
+      }
+    } else {
+      a->rc = rc;
+    }
+  }
+  return NULL;
+}
+
+static void *churn_canceller(void *p)
+{
+  churn_arg *a = p;
+  while (!atomic_load(&a->stop)) {
+    const struct timespec ts = {a->period_us / 1000000, (a->period_us % 1000000) * 1000L};
+    nanosleep(&ts, NULL);
+    hicp_context_cancel(a->ctx);
+    a->cancels++;
+  }
+  return NULL;
+}
+
+/* Receives until the stream is stopped, counting each frame it gets. */
+static void *churn_receiver(void *p)
+{
+  churn_arg *a = p;
+  for (;;) {
+    hicp_result r;
+    hicp_result_init(&r);
+    const int rc = hicp_stream_receive(a->s, &r, 1);
+    if (rc == HICP_EINVAL) { /* nothing outstanding yet */
+      sleep_ms(1);
+      continue;
+    }
+    if (rc != 0) {
+      a->rc = rc;
+      return NULL;
+    }
+    if (r.frame < (uint64_t)100000)
+      atomic_fetch_add(&a->seen[r.frame], 1);
+    a->got++;
+  }
+}
+
+static void test_stream_cancelled_and_stopped(void)
+{
+  hicp_context *ctx = context(2);
+  float *p;
+  hicp_model *m = surface_model(ctx, 4000, 13, &p);
+  int ok = m != NULL;
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_iter = 10;
+  churn_arg a;
+  memset(&a, 0, sizeof a);
+  hicp_result ref[CF];
+  hicp_context *ref_ctx = context(1);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int k = 0; k < CF; k++) {
+    a.frames[k] = moved(p + 3 * (size_t)(k * 450), CN, 1.0 + 0.7 * k, 0.004 * k);
+    hicp_result_init(&ref[k]);
+    ok &= m != NULL && hicp_register(ref_ctx, m, a.frames[k], CN, &o, NULL, &ref[k]) == 0;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  hicp_context_destroy(ref_ctx);
+  /* a cancel every three frames' time or so, whatever the build's speed
+   * (a sanitizer's is several times slower): frames cancelled and whole */
+  const double frame_us = (1e6 * (double)(t1.tv_sec - t0.tv_sec) + 1e-3 * (double)(t1.tv_nsec - t0.tv_nsec)) / CF;
+  a.period_us = (long)(3.0 * frame_us) > 500 ? (long)(3.0 * frame_us) : 500;
+  char why[200] = "set-up failed";
+  int whole[2] = {0, 0}, cancelled[2] = {0, 0};
+  for (int track = 0; ok && track < 2; track++) {
+    hicp_batch_options bo;
+    hicp_batch_options_init(&bo);
+    bo.track = track;
+    a.ctx = ctx;
+    a.submitted = a.cancels = 0; /* period_us kept */
+    atomic_store(&a.stop, 0);
+    a.seen = NULL;
+    ok = hicp_stream_create(ctx, m, &o, &bo, &a.s) == HICP_OK;
+    pthread_t ts, tc;
+    const int sub = ok && pthread_create(&ts, NULL, churn_submitter, &a) == 0;
+    const int can = sub && pthread_create(&tc, NULL, churn_canceller, &a) == 0;
+    ok = can;
+    for (int k = 0; ok && k < CS; k++) {
+      hicp_result r;
+      hicp_result_init(&r);
+      int rc;
+      while ((rc = hicp_stream_receive(a.s, &r, 1)) == HICP_EINVAL)
+        sleep_ms(1); /* the submitter is behind */
+      if (rc != 0 || r.frame != (uint64_t)k) {
+        snprintf(why, sizeof why, "%s stream: rc %d, frame %llu where %d was due",
+                 track ? "tracked" : "untracked", rc, (unsigned long long)r.frame, k);
+        ok = 0;
+      } else if (r.error == HICP_ECANCELED || (r.error == 0 && r.stop == HICP_STOP_CANCELED)) {
+        cancelled[track]++;
+      } else if (r.error != 0 || (!track && !same_pose(&r, &ref[k % CF]))) {
+        snprintf(why, sizeof why, "%s stream: frame %d: error %d, %s",
+                 track ? "tracked" : "untracked", k, r.error,
+                 r.error ? r.note : "not the single registration's bits");
+        ok = 0;
+      } else {
+        whole[track]++;
+      }
+    }
+    atomic_store(&a.stop, 1);
+    if (can)
+      pthread_join(tc, NULL);
+    if (sub)
+      pthread_join(ts, NULL);
+    ok &= a.rc == 0 && a.submitted == CS;
+    hicp_stream_destroy(a.s);
+    a.s = NULL;
+  }
+  if (ok)
+    snprintf(why, sizeof why, "whole %d and %d, cancelled %d and %d", whole[0], whole[1],
+             cancelled[0], cancelled[1]);
+  tap_report(ok && cancelled[0] + cancelled[1] > 0,
+             "a stream cancelled again and again answers every frame once, in order, cancelled or whole",
+             why);
+
+  for (int k = 0; k < CF; k++)
+    free(a.frames[k]);
+
+  /* stopped under a submitter that keeps submitting and two receivers:
+   * each frame received at most once (a receiver waiting on a frame when
+   * the stream stops gets HICP_ECANCELED, and that frame no one) */
+  static atomic_int seen[100000];
+  int stop_ok = ok;
+  churn_arg sa, ra[2];
+  memset(&sa, 0, sizeof sa);
+  memset(ra, 0, sizeof ra);
+  hicp_batch_options bo;
+  hicp_batch_options_init(&bo);
+  hicp_stream *s2 = NULL;
+  stop_ok = stop_ok && hicp_stream_create(ctx, m, &o, &bo, &s2) == HICP_OK;
+  float *f = moved(p, CN, 1.5, 0.01);
+  sa.s = s2;
+  sa.seen = seen; /* submit until stopped */
+  for (int k = 0; k < CF; k++)
+    sa.frames[k] = f;
+  for (int k = 0; k < 2; k++) {
+    ra[k].s = s2;
+    ra[k].seen = seen;
+  }
+  pthread_t ts, tr[2];
+  int started = 0;
+  const int sub = stop_ok && pthread_create(&ts, NULL, churn_submitter, &sa) == 0;
+  for (; sub && started < 2; started++)
+    if (pthread_create(&tr[started], NULL, churn_receiver, &ra[started]) != 0)
+      break;
+  stop_ok = sub && started == 2;
+  sleep_ms(40);
+  hicp_stream_stop(s2);
+  if (sub)
+    pthread_join(ts, NULL);
+  for (int k = 0; k < started; k++)
+    pthread_join(tr[k], NULL);
+  int received = 0, twice = 0;
+  for (int k = 0; k < 100000; k++) {
+    received += atomic_load(&seen[k]) > 0;
+    twice += atomic_load(&seen[k]) > 1;
+  }
+  snprintf(why, sizeof why, "submitter %d, receivers %d and %d, %d frames received, %d twice",
+           sa.rc, ra[0].rc, ra[1].rc, received, twice);
+  tap_report(stop_ok && sa.rc == HICP_ECANCELED && ra[0].rc == HICP_ECANCELED &&
+                 ra[1].rc == HICP_ECANCELED && twice == 0 && received == ra[0].got + ra[1].got,
+             "a stream stopped under its submitter and two receivers ends all three", why);
+  hicp_stream_destroy(s2);
+  free(f);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+  free(p);
+}
+
 /* ---- 8. Busy CPUs ---- */
 
 typedef struct spinner {
@@ -722,7 +935,7 @@ int main(int argc, char **argv)
       fprintf(stderr, "usage: test_threads [--tap=-]\n");
       return 2;
     }
-  printf("1..11\n");
+  printf("1..13\n");
   test_prefork_child_keeps_threads();
   test_shared_model();
   test_cancel_registration();
@@ -732,5 +945,6 @@ int main(int argc, char **argv)
   test_stream_destroyed_under_a_late_receiver();
   test_two_receivers_on_one_frame();
   test_busy_cpus();
+  test_stream_cancelled_and_stopped();
   return tap_failed() != 0;
 }
