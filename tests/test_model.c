@@ -665,6 +665,9 @@ Test(model, validator_on_a_hub_vertex)
   const uint32_t hub = m->vertex_of[N - 1];
   cr_assert_eq(m->row[hub + 1] - m->row[hub], N - 1, "the centre has %u neighbours",
                (unsigned)(m->row[hub + 1] - m->row[hub]));
+  /* the start table exact, its cells' walks that reach the hub finished
+   * by the kd-tree rather than a scan of the hub's row (lib/start_table.c) */
+  cr_assert_gt(th_assert_start_table_exact(m), (uint64_t)m->nv);
   cr_assert_eq(hicp__model_validate(ctx, m), 0, "%s", hicp_context_error(ctx));
   /* a repeat: the hub's second neighbour made its first (same code) */
   const uint32_t e0 = m->row[hub];
