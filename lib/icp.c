@@ -289,10 +289,8 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
   hicp__threads_watch watch = {0, 0, 0.0, -1.0};
   int want = 0; /* the threads asked for, where they are watched */
   if (team == NULL || team->nw == 0) {
-    /* fewer threads while busy CPUs hold them up (lib/contention.c) */
-    const int threads = hicp__team_threads(ctx);
-    hicp__cpu_worker_init(&solo, ctx, ctx->fixed_threads ? threads : hicp__threads_now(threads));
-    want = ctx->fixed_threads ? 0 : threads;
+    hicp__cpu_worker_init(&solo, ctx, f->threads);
+    want = ctx->fixed_threads ? 0 : hicp__team_threads(ctx);
     one.w[0] = &solo;
     one.nw = 1;
     one.cpu_share = -1.0;
@@ -483,14 +481,13 @@ static void fill_result(const hicp__icp_out *out, const hicp__plan *plan, size_t
 }
 
 /* Threads for the frame's per-point copies and keys: one below 8,192
- * points, where starting the others costs more than they save; no more
- * than the registration's passes take while busy CPUs hold the calling
- * thread's registrations to fewer (lib/contention.c): a team of more
- * would wait for its thread off its CPU, and spin beside the passes. */
-static inline int copy_threads(const hicp_context *ctx, size_t n)
+ * points, where starting the others costs more than they save, else the
+ * frame's (hicp__frame.threads: no more than its passes take while busy
+ * CPUs hold the calling thread to fewer, as a team of more would wait for
+ * its thread off its CPU, and spin beside the passes). */
+static inline int copy_threads(int frame_threads, size_t n)
 {
-  const int threads = hicp__team_threads(ctx);
-  return n < 8192 ? 1 : ctx->fixed_threads ? threads : hicp__threads_now(threads);
+  return n < 8192 ? 1 : frame_threads;
 }
 
 static inline float max_f(float a, float b)
@@ -520,11 +517,11 @@ static inline float key_point(const hicp__zgrid *g, const hicp__xf *T0, const fl
 }
 
 static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, uint32_t n,
-                      const hicp__xf *T0, uint32_t *key, uint32_t *buckets, float *sorted,
-                      uint32_t *order, double *pmax)
+                      int threads, const hicp__xf *T0, uint32_t *key, uint32_t *buckets,
+                      float *sorted, uint32_t *order, double *pmax)
 {
   const long long nn = (long long)n;
-  const int nt = copy_threads(ctx, n);
+  const int nt = copy_threads(threads, n);
   hicp__zgrid g;
   hicp__zgrid_init(&g, m->bbox_min, m->bbox_max);
   float amax = 0.0f; /* the largest |coordinate|: exact, whatever the threads */
@@ -560,10 +557,10 @@ static inline void split_point(const float *sorted, size_t n, size_t j, float *b
     b[d * n + j] = sorted[3 * j + d];
 }
 
-static void by_coordinate(hicp_context *ctx, const float *sorted, size_t n, float *b)
+static void by_coordinate(int threads, const float *sorted, size_t n, float *b)
 {
   const long long nn = (long long)n;
-  const int nt = copy_threads(ctx, n);
+  const int nt = copy_threads(threads, n);
   if (nt == 1) {
     for (long long j = 0; j < nn; j++)
       split_point(sorted, n, (size_t)j, b);
@@ -712,6 +709,8 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   f.n = (uint32_t)n;
   f.chunk = plan->chunk;
   f.nchunks = (uint32_t)((n + plan->chunk - 1) / plan->chunk);
+  f.threads = ctx->fixed_threads ? hicp__team_threads(ctx)
+                                 : hicp__threads_now(hicp__team_threads(ctx));
   rc = hicp__check_budget(ctx, hicp__frame_bytes(plan, n), "the registration");
   if (rc != HICP_OK)
     return rc;
@@ -736,7 +735,7 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   f.sums = (hicp__partial *)(void *)(blk + at[SUMS]);
   f.trim_e2 = plan->trim < 1.0 ? (double *)(void *)(blk + at[TRIM]) : NULL;
   double pmax = 0.0;
-  rc = scan_order(ctx, m, p0, (uint32_t)n, &T0, key, buckets, sorted, order, &pmax);
+  rc = scan_order(ctx, m, p0, (uint32_t)n, f.threads, &T0, key, buckets, sorted, order, &pmax);
   if (rc == HICP_OK) {
     f.p0 = sorted;
     f.s_noise = frame_s_noise(&f, m, pmax);
@@ -760,7 +759,7 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
       }
     }
     if (backend != HICP_BACKEND_CUDA || team != NULL) {
-      by_coordinate(ctx, sorted, n, p0s);
+      by_coordinate(f.threads, sorted, n, p0s);
       f.p0s = p0s;
       rc = hicp__icp_loop(ctx, m, &f, plan, &T0, t_start, team, &out);
       /* A team with devices ("hybrid") carries on on the CPU alone when a

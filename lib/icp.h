@@ -58,6 +58,10 @@ typedef struct hicp__frame {
   double *trim_e2;      /* per point when trimming: the loop's copy of e2 to select in */
   int walk_lock;        /* pass A's additions to walk (hicp__spin_lock, cpu/segments.h) */
   double s_noise;       /* Horn's solve: the cross-covariance's rounding floor (pp/solve.h) */
+  int threads;          /* the CPU threads of the frame's own work (its copies, and its
+                           loop where no team is given): the context's, fewer while busy
+                           CPUs hold the calling thread up (lib/contention.c); chosen
+                           once, so that every part of the frame agrees */
   /* What stops the CPU's pass A between two of its pieces (a few hundred
    * points), rather than at the iteration's end: the time budget's end on
    * hicp__now_ms()'s clock (0: no budget) and the context whose cancel
