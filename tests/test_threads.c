@@ -323,6 +323,25 @@ static void *submitter(void *p)
   return NULL;
 }
 
+/* nf frames of n points for a stream's tests, frame k the points from
+ * p + 3 * k * step turned by deg0 + deg_step * k degrees and shifted by
+ * dx_step * k, and each one's single registration on one thread (what the
+ * stream must answer), in frames[] and ref[]; 0 where one failed. */
+static int reference_frames(const hicp_model *m, const float *p, int nf, size_t n, size_t step,
+                            double deg0, double deg_step, double dx_step,
+                            const hicp_reg_options *o, float **frames, hicp_result *ref)
+{
+  hicp_context *ref_ctx = context(1);
+  int ok = m != NULL;
+  for (int k = 0; k < nf; k++) {
+    frames[k] = moved(p + 3 * step * (size_t)k, n, deg0 + deg_step * k, dx_step * k);
+    hicp_result_init(&ref[k]);
+    ok &= m != NULL && hicp_register(ref_ctx, m, frames[k], n, o, NULL, &ref[k]) == 0;
+  }
+  hicp_context_destroy(ref_ctx);
+  return ok;
+}
+
 static void test_stream_two_threads(void)
 {
   hicp_context *ctx = context(3);
@@ -334,13 +353,7 @@ static void test_stream_two_threads(void)
   o.max_iter = 15;
   stream_arg a;
   hicp_result ref[NF];
-  hicp_context *ref_ctx = context(1);
-  for (int k = 0; k < NF; k++) {
-    a.frames[k] = moved(p + 3 * (size_t)(k * 400), FN, 1.0 + 0.5 * k, 0.005 * k);
-    hicp_result_init(&ref[k]);
-    ok &= m != NULL && hicp_register(ref_ctx, m, a.frames[k], FN, &o, NULL, &ref[k]) == 0;
-  }
-  hicp_context_destroy(ref_ctx);
+  ok &= reference_frames(m, p, NF, FN, 400, 1.0, 0.5, 0.005, &o, a.frames, ref);
   hicp_batch_options bo;
   hicp_batch_options_init(&bo);
   ok = ok && hicp_stream_create(ctx, m, &o, &bo, &a.s) == HICP_OK;
@@ -720,16 +733,10 @@ static void test_stream_cancelled_and_stopped(void)
   churn_arg a;
   memset(&a, 0, sizeof a);
   hicp_result ref[CF];
-  hicp_context *ref_ctx = context(1);
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (int k = 0; k < CF; k++) {
-    a.frames[k] = moved(p + 3 * (size_t)(k * 450), CN, 1.0 + 0.7 * k, 0.004 * k);
-    hicp_result_init(&ref[k]);
-    ok &= m != NULL && hicp_register(ref_ctx, m, a.frames[k], CN, &o, NULL, &ref[k]) == 0;
-  }
+  ok &= reference_frames(m, p, CF, CN, 450, 1.0, 0.7, 0.004, &o, a.frames, ref);
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  hicp_context_destroy(ref_ctx);
   /* a cancel every three frames' time or so, whatever the build's speed
    * (a sanitizer's is several times slower): frames cancelled and whole */
   const double frame_us = (1e6 * (double)(t1.tv_sec - t0.tv_sec) + 1e-3 * (double)(t1.tv_nsec - t0.tv_nsec)) / CF;
