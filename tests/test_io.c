@@ -722,6 +722,17 @@ static const bad_case bad_cases[] = {
     BAD("ucharneg.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty uchar x\nproperty float y\nproperty float z\nend_header\n-1 0 0\n", HICP_EFORMAT, "which a uchar cannot hold"),
     BAD("intfrac.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\nproperty float z\nproperty int id\nend_header\n1 2 3 0.5\n", HICP_EFORMAT, "a number of 0.5, which a int cannot hold"),
     BAD("listlen.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\nproperty float z\nproperty list uchar float tags\nend_header\n1 2 3 256 0\n", HICP_EFORMAT, "a list length of 256, which a uchar cannot hold"),
+    /* so does a PCD's integer field, in ascii as in binary (stop 60's
+     * review: 300 in a U 1 x was read as 300) */
+    BAD("u1.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 1 4 4\nTYPE U F F\nWIDTH 1\nPOINTS 1\nDATA ascii\n300 2 3\n", HICP_EFORMAT, "u1.pcd line 8: '300' is not a value of field 'x' (TYPE U, SIZE 1)"),
+    BAD("uneg.pcd", "VERSION 0.7\nFIELDS x y z id\nSIZE 4 4 4 4\nTYPE F F F U\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2 3 -1\n", HICP_EFORMAT, "'-1' is not a value of field 'id' (TYPE U, SIZE 4)"),
+    BAD("ifrac.pcd", "VERSION 0.7\nFIELDS x y z id\nSIZE 4 4 4 2\nTYPE F F F I\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2 3 0.5\n", HICP_EFORMAT, "'0.5' is not a value of field 'id' (TYPE I, SIZE 2)"),
+    BAD("i1.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 1\nTYPE F F I\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2 128\n", HICP_EFORMAT, "'128' is not a value of field 'z' (TYPE I, SIZE 1)"),
+    BAD("inan.pcd", "VERSION 0.7\nFIELDS x y z id\nSIZE 4 4 4 4\nTYPE F F F I\nWIDTH 1\nPOINTS 1\nDATA ascii\n1 2 3 nan\n", HICP_ENONFINITE, "line 8: non-finite number 'nan'"),
+    /* a point's number is the file's, counting the unmeasured points
+     * dropped before it (stop 60's review: "point 1" for the third) */
+    BAD("far.pcd", "VERSION 0.7\nFIELDS x y z\nSIZE 8 8 8\nTYPE F F F\nWIDTH 3\nPOINTS 3\nDATA ascii\nnan nan nan\n1 2 3\n1e39 0 0\n", HICP_ERANGE, "far.pcd: point 2 has a coordinate of magnitude 1e+39"),
+    BAD("far.ply", "ply\nformat ascii 1.0\nelement vertex 3\nproperty double x\nproperty double y\nproperty double z\nend_header\nnan nan nan\n1 2 3\n0 -1e39 0\n", HICP_ERANGE, "far.ply: point 2 has a coordinate of magnitude 1e+39"),
 };
 
 /* Writes each case's file and reads it: it must fail with its code and
@@ -856,6 +867,9 @@ Test(io, accepted_line_ends_and_endings)
       {"s.off", "OFF\n3 1 0\n1 2 3  \n4 5 6\n7 8 9.5\n3 0 1 2 \n\n# end of mesh\n   \n# more\n"},
       {"crlf.off", "OFF\r\n3 1 0\r\n1 2 3\r\n4 5 6\r\n7 8 9.5\r\n3 0 1 2\r\n\r\n# written on Windows\r\n"},
       {"points.off", "OFF\n3 0 0\n1 2 3\n4 5 6\n7 8 9.5\n# no faces\n\n"},
+      /* faces of fewer than three vertices add no triangle; many of them
+       * are no truncated file (stop 60's review: refused as one) */
+      {"small_faces.off", "OFF\n3 9 0\n1 2 3\n4 5 6\n7 8 9.5\n0\n0\n0\n0\n0\n0\n1 2\n2 0 1\n3 0 1 2\n"},
       {"s.xyz", "1 2 3 \n4 5 6\t\n7 8 9.5\n\n   \n"},
       {"crlf.xyz", "1 2 3\r\n4 5 6\r\n7 8 9.5\r\n\r\n"},
       /* a spreadsheet's CSV: a byte order mark, then a header (stop 44:
@@ -885,6 +899,25 @@ Test(io, accepted_line_ends_and_endings)
                                             "end_header\r\x0a\x02\x03"),
               ten, 1);
   hicp_cloud_destroy(c);
+  /* the same in a PCD: the DATA line's lone CR, then the body (stop
+   * 60's review: (10, 2, 3) was read as (2, 3, 0) when the file was
+   * padded to a page); "\r\n" after a header of "\r\n" lines stays one
+   * line end, as PCL reads it */
+  const char *crs[] = {"VERSION 0.7\rFIELDS x y z\rSIZE 1 1 1\rTYPE U U U\rWIDTH 1\rPOINTS 1\r"
+                       "DATA binary\r",
+                       "VERSION 0.7\r\nFIELDS x y z\r\nSIZE 1 1 1\r\nTYPE U U U\r\nWIDTH 1\r\n"
+                       "POINTS 1\r\nDATA binary\r\n"};
+  for (int k = 0; k < 2; k++) {
+    unsigned char page[4096 + 3] = {0};
+    const size_t h = strlen(crs[k]);
+    memcpy(page, crs[k], h);
+    memcpy(page + h, "\x0a\x02\x03", 3);
+    const char *path = th_path(dir, "cr_bin.pcd");
+    th_write(path, page, h + 3);
+    hicp_cloud_destroy(read_ok(path, ten, 1));
+    th_write(path, page, sizeof page); /* padded to a page, as older PCL wrote */
+    hicp_cloud_destroy(read_ok(path, ten, 1));
+  }
   c = read_ok(write_text(dir, "cr_ascii.ply", "ply\rformat ascii 1.0\relement vertex 1\r"
                                               "property uchar x\rproperty uchar y\rproperty uchar z\r"
                                               "end_header\r10 2 3\r"),

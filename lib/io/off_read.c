@@ -95,9 +95,11 @@ int hicp__parse_off(hicp_context *ctx, const char *name, const unsigned char *bu
     return rc;
   hicp__text_next_line(&t);
   size_t remaining = (size_t)(t.end - t.p);
-  /* a vertex needs at least "0 0 0\n", a face "3 0 0 0\n" (the last line
-   * of the file may lack its newline: + 1) */
-  if (nv > (remaining + 1) / 6 || nf > (remaining + 1) / 8)
+  /* a vertex needs at least "0 0 0\n", a face "0\n" (faces of fewer than
+   * three vertices are legal and add no triangle); the last line of the
+   * file may lack its newline: + 1.  Both counts are at most 2^40, so the
+   * sum cannot wrap. */
+  if (6 * nv + 2 * nf > (uint64_t)remaining + 1)
     return hicp__fail(ctx, HICP_EFORMAT,
                       "%s: the header promises %llu vertices and %llu faces but the file is too "
                       "short for them (truncated or corrupt)",

@@ -42,6 +42,7 @@ typedef struct pcd {
   int have_width, have_points;
   char data[32];
   size_t point_size;
+  const unsigned char *start; /* the file's first byte */
 } pcd;
 
 static int read_list(pcd *h, hicp__text *t, const char *key, int *n_out,
@@ -104,6 +105,24 @@ static int set_count(pcd *h, int i, const char *tok, size_t line)
   return HICP_OK;
 }
 
+/* Moves past the DATA line.  A binary body starts right after its line
+ * end, "\n" or "\r\n", as PCL reads it; but in a header whose lines end in
+ * a lone "\r" (classic Mac OS) the "\r" alone ends it, and a "\n" after it
+ * is the body's first byte (0x0A, a coordinate's low byte), which taking
+ * "\r\n" for one line end would eat, shifting every point by a byte. */
+static void end_data_line(pcd *h, hicp__text *t)
+{
+  while (t->p < t->end && *t->p != '\n' && *t->p != '\r')
+    t->p++;
+  if (strcmp(h->data, "ascii") != 0 && t->end - t->p >= 2 && t->p[0] == '\r' &&
+      t->p[1] == '\n' && memchr(h->start, '\n', (size_t)(t->p - h->start)) == NULL) {
+    t->p++;
+    t->line++;
+    return;
+  }
+  hicp__text_next_line(t);
+}
+
 static int parse_header(pcd *h, hicp__text *t)
 {
   char key[64];
@@ -147,7 +166,7 @@ static int parse_header(pcd *h, hicp__text *t)
       h->have_points = 1;
     } else if (strcmp(key, "DATA") == 0) {
       hicp__text_token(t, NULL, h->data, sizeof h->data);
-      hicp__text_next_line(t);
+      end_data_line(h, t);
       break;
     } else {
       return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: unknown PCD header line '%.*s'",
@@ -213,6 +232,10 @@ static int store(pcd *h, hicp__raw_cloud *out, uint64_t index, const double v[3]
   if (nans > 0 || !isfinite(v[0]) || !isfinite(v[1]) || !isfinite(v[2]))
     return hicp__fail(h->ctx, HICP_ENONFINITE, "%s: point %llu has a non-finite coordinate",
                       h->name, (unsigned long long)index);
+  /* the magnitude, numbered as the file numbers it */
+  int rc = hicp__raw_check_point(h->ctx, h->name, index, v);
+  if (rc != HICP_OK)
+    return rc;
   memcpy(&out->xyz[3 * out->n], v, 3 * sizeof(double));
   out->n++;
   return HICP_OK;
@@ -230,6 +253,20 @@ static int find_xyz(pcd *h, int idx[3])
       return hicp__fail(h->ctx, HICP_EFORMAT, "%s: no '%s' field", h->name, names[k]);
   }
   return HICP_OK;
+}
+
+/* 1 if x is a value an integer field (TYPE I or U, SIZE 1 to 8) holds:
+ * a whole number within its type's range.  PCL's binary files cannot
+ * hold anything else, so an ascii "300" in a U 1 field, "-1" in a U or
+ * "1.5" in an I is a corrupt or mislabelled file, not a value to read. */
+static int fits_integer_field(const field *f, double x)
+{
+  if (!(x == floor(x))) /* also NaN and infinities */
+    return 0;
+  const double span = ldexp(1.0, 8 * (int)f->size); /* 2^bits, exact */
+  if (f->type == 'U')
+    return x >= 0 && x < span;
+  return x >= -span / 2 && x < span / 2;
 }
 
 static int read_ascii(pcd *h, hicp__text *t, const int idx[3], hicp__raw_cloud *out)
@@ -255,9 +292,17 @@ static int read_ascii(pcd *h, hicp__text *t, const int idx[3], hicp__raw_cloud *
         const int used = c == 0 && (fi == idx[0] || fi == idx[1] || fi == idx[2]);
         /* nan is a legal PCD value (missing measurement); a field hicp does
          * not use may hold any non-finite value, as in binary files */
-        if (rc == HICP_ENONFINITE && (strcmp(tok, "nan") == 0 || strcmp(tok, "NaN") == 0 ||
-                                      strcmp(tok, "-nan") == 0 || !used))
+        const int integer = h->f[fi].type != 'F';
+        if (rc == HICP_ENONFINITE && !integer &&
+            (strcmp(tok, "nan") == 0 || strcmp(tok, "NaN") == 0 || strcmp(tok, "-nan") == 0 ||
+             !used))
           x = NAN, rc = HICP_OK;
+        if (rc == HICP_OK && integer && !fits_integer_field(&h->f[fi], x))
+          return hicp__fail(h->ctx, HICP_EFORMAT,
+                            "%s line %zu: '%.*s' is not a value of field '%.*s' (TYPE %c, SIZE %u)",
+                            h->name, t->line, hicp__utf8_prec(tok, 24), tok,
+                            hicp__utf8_prec(h->f[fi].name, 24), h->f[fi].name, h->f[fi].type,
+                            h->f[fi].size);
         if (rc == HICP_ENONFINITE)
           return hicp__fail(h->ctx, rc, "%s line %zu: non-finite number '%.*s'", h->name,
                             t->line, hicp__utf8_prec(tok, 24), tok);
@@ -406,6 +451,7 @@ int hicp__parse_pcd(hicp_context *ctx, const char *name, const unsigned char *bu
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
   h->ctx = ctx;
   h->name = name;
+  h->start = buf;
   hicp__text t;
   hicp__text_init(&t, ctx, name, buf, buf + len, 1);
   int idx[3];

@@ -311,13 +311,13 @@ static int has_faces(const ply *f)
 /* A vertex with all three coordinates NaN is a pixel without a measurement,
  * as PCL writes an organised cloud (savePLYFile), dropped after reading
  * (drop_unmeasured) as the PCD reader drops it; in a mesh it is refused.
- * Some but not all NaN, or any infinity, is refused (cloud.c checks
- * binary values; an ascii infinity never reaches here). */
+ * Some but not all NaN, any infinity, or a magnitude beyond hicp's limit
+ * is refused, with the vertex's number in the file. */
 static int check_vertex(reader *r, uint64_t rec, const double v[3])
 {
   const int nans = isnan(v[0]) + isnan(v[1]) + isnan(v[2]);
-  if (nans == 0)
-    return HICP_OK;
+  if (nans == 0) /* infinities and magnitudes, numbered as the file numbers them */
+    return hicp__raw_check_point(r->f->ctx, r->f->name, rec, v);
   if (nans == 3 && !r->f->faces) {
     r->f->unmeasured++;
     return HICP_OK;

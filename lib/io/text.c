@@ -273,6 +273,13 @@ int hicp__raw_push_triangle(hicp_context *ctx, const char *name, hicp__raw_cloud
   return HICP_OK;
 }
 
+int hicp__raw_check_point(hicp_context *ctx, const char *name, uint64_t index, const double v[3])
+{
+  char what[160];
+  snprintf(what, sizeof what, "%.*s:", hicp__utf8_prec(name, 150), name);
+  return hicp__check_point(ctx, what, (size_t)index, v[0], v[1], v[2]);
+}
+
 int hicp__raw_check_triangles(hicp_context *ctx, const char *name, const hicp__raw_cloud *raw)
 {
   for (size_t i = 0; i < 3 * raw->ntri; i++)

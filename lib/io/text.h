@@ -86,6 +86,11 @@ int hicp__raw_reserve_points(hicp_context *ctx, const char *name, hicp__raw_clou
                              size_t n);
 int hicp__raw_push_triangle(hicp_context *ctx, const char *name, hicp__raw_cloud *raw,
                             size_t *cap, uint32_t a, uint32_t b, uint32_t c);
+/* Checks a point as the file numbers it (index: its record, counting the
+ * points a reader drops), with hicp__check_point's messages ("NAME: point
+ * I has a non-finite coordinate", "... of magnitude ..."): checked later,
+ * in the kept cloud, the number would be wrong after a dropped point. */
+int hicp__raw_check_point(hicp_context *ctx, const char *name, uint64_t index, const double v[3]);
 /* Checks that every triangle index is below raw->n. */
 int hicp__raw_check_triangles(hicp_context *ctx, const char *name, const hicp__raw_cloud *raw);
 
