@@ -751,6 +751,19 @@ check "--init with comments of 2000 and 3000 characters" 0 "$bin" register "$g" 
 printf '1 0 0 1e18\n0 1 0 0\n0 0 1 0\n' >"$o/far.txt"
 check "--init with a translation beyond 1e17 exits 1" 1 "$bin" register "$g" "$g" --init "$o/far.txt"
 one_line_error "translation 1e+18 is beyond the coordinate limit"
+# just beyond it: printed with the digits that say so (not "1e+17 ... 1e+17")
+printf '1 0 0 1.0000001e17\n0 1 0 0\n0 0 1 0\n' >"$o/far.txt"
+check "--init with a translation of 1.0000001e17 exits 1" 1 "$bin" register "$g" "$g" --init "$o/far.txt"
+one_line_error "translation 1.0000001e+17 is beyond the coordinate limit"
+# perturb refuses a truth it could not read back: a cloud 9e16 from the
+# origin turned half about its centre moves the origin 1.8e17 (stop 60's
+# review: written, then refused by --truth), and writes nothing
+printf '9e16 9e16 9e16\n9.00000001e16 9.00000002e16 9.00000003e16\n8.9999e16 9e16 9.00001e16\n' >"$o/far.xyz"
+check "perturb whose truth is beyond the coordinate limit exits 2" 2 "$bin" perturb "$o/far.xyz" \
+  -o "$o/farscan.ply" --rotate 0,0,180 --truth "$o/fartruth.txt"
+one_line_error "the truth's translation 1\.[0-9]*e+17 is beyond the coordinate limit"
+[ ! -e "$o/farscan.ply" ] && [ ! -e "$o/fartruth.txt" ] && ok "and writes neither file" ||
+  notok "and writes neither file"
 # On a terminal, an error does not land on the end of track's progress line.
 if [ $have_py -eq 1 ]; then
   if python3 - "$bin" "$g" "$tmp/nope.ply" <<'PY'
@@ -1074,6 +1087,25 @@ awk 'FNR == 1 { f++ }
         printf "error %s: got %s, wanted %.9g\n", w, (w in got) ? got[w] : "nothing", want[w]
   }' "$x/m.xyz" "$x/init.txt" "$x/truth.txt" "$tmp/out" >"$tmp/err"
 awk_ok $? "the error against --truth is the known one (10 deg, 0.374, and at the centroid)"
+# a small error is measured, not lost: acos of a cosine within a double's
+# epsilon of 1 printed 0 for 1e-7 degrees (stop 60's review)
+xf_z 1e-7 0 0 0 >"$x/init.txt"
+xf_z 0 0 0 0 >"$x/truth.txt"
+check "register --truth 1e-7 degrees away --json" 0 "$bin" register "$x/m.xyz" "$x/m.xyz" --max-iter 0 \
+  --init "$x/init.txt" --truth "$x/truth.txt" --json
+awk 'match($0, /"rotation_deg":[^,}]*/) { d = substr($0, RSTART + 15, RLENGTH - 15) + 0 }
+  END { if (!(d > 0.999e-7 && d < 1.001e-7)) printf "rotation_deg %.17g, wanted 1e-07\n", d }' \
+  "$tmp/out" >"$tmp/err"
+awk_ok $? "the rotation error of 1e-7 degrees is 1e-7 degrees"
+# a model of one point has no diagonal: no relative errors (they were 0)
+echo "1 2 3" >"$x/one.xyz"
+check "register a one-point model --truth" 0 "$bin" register "$x/one.xyz" "$x/one.xyz" --truth "$x/truth.txt"
+grep -q '^error .*(the model has no diagonal)$' "$tmp/out" && ! grep -q 'of the model diagonal' "$tmp/out" &&
+  ok "it says the model has no diagonal" || notok "it says the model has no diagonal"
+check "register a one-point model --truth --json" 0 "$bin" register "$x/one.xyz" "$x/one.xyz" \
+  --truth "$x/truth.txt" --json
+grep -q '"translation_rel":null,.*"position_rel":null' "$tmp/out" &&
+  ok "its relative errors are null" || notok "its relative errors are null"
 # 4. perturb --rotate 0,0,30 --translate-rel: point i of the scan is point i
 # turned 30 degrees about z around the box centre and moved by the fractions
 # of the diagonal; the truth turns 30 degrees and takes the scan back

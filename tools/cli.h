@@ -100,6 +100,10 @@ int cli_check_memory(const cli_common *c, double bytes, const char *what);
  * to the end of its line (of any length). */
 int cli_read_transform(const char *path, hicp_transform *t);
 void cli_print_transform(FILE *f, const hicp_transform *t, const char *indent);
+/* v, beyond `limit` in magnitude, printed into buf with the fewest
+ * significant digits from `digits` up that still read as beyond it (not
+ * "1e+17 is beyond the limit of 1e+17"); returns buf. */
+const char *cli_beyond(char *buf, size_t len, double v, double limit, int digits);
 
 /* An output file of a command.  It is opened before the work, so that one
  * that cannot be written is said at once; filled by the tool or by the

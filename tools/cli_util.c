@@ -591,8 +591,9 @@ int cli_read_transform(const char *path, hicp_transform *t)
   const int last_row = t->m[12] == 0.0 && t->m[13] == 0.0 && t->m[14] == 0.0 && t->m[15] == 1.0;
   for (int i = 0; last_row && i < 3; i++)
     if (fabs(t->m[4 * i + 3]) > HICP_COORD_MAX) {
-      cli_error("%s: the translation %g is beyond the coordinate limit (%g in magnitude)", path,
-                t->m[4 * i + 3], HICP_COORD_MAX);
+      char far[32];
+      cli_error("%s: the translation %s is beyond the coordinate limit (%g in magnitude)", path,
+                cli_beyond(far, sizeof far, t->m[4 * i + 3], HICP_COORD_MAX, 6), HICP_COORD_MAX);
       return -1;
     }
   if (hicp_transform_check(t) != HICP_OK) {
@@ -609,18 +610,21 @@ int cli_read_transform(const char *path, hicp_transform *t)
         const double s = m[4 * i] * m[4 * j] + m[4 * i + 1] * m[4 * j + 1] + m[4 * i + 2] * m[4 * j + 2];
         off = fmax(off, fabs(s - (i == j)));
       }
-    /* digits enough to print it above the limit (not "1e-05 ... at most 1e-05") */
     char far[32];
-    int prec = 2;
-    snprintf(far, sizeof far, "%.*g", prec, off);
-    while (prec < 17 && strtod(far, NULL) <= HICP_ROTATION_TOL)
-      snprintf(far, sizeof far, "%.*g", ++prec, off);
     cli_error("%s: not a rigid transform: R is %s from a rotation (R R^T - I and det R - 1 "
               "at most %g; write R with 6 or more significant digits)",
-              path, far, HICP_ROTATION_TOL);
+              path, cli_beyond(far, sizeof far, off, HICP_ROTATION_TOL, 2), HICP_ROTATION_TOL);
     return -1;
   }
   return 0;
+}
+
+const char *cli_beyond(char *buf, size_t len, double v, double limit, int digits)
+{
+  snprintf(buf, len, "%.*g", digits, v);
+  while (digits < 17 && !(fabs(strtod(buf, NULL)) > limit))
+    snprintf(buf, len, "%.*g", ++digits, v);
+  return buf;
 }
 
 void cli_print_transform(FILE *f, const hicp_transform *t, const char *indent)
@@ -901,13 +905,21 @@ void cli_rotation_angle_axis(const hicp_transform *t, double *deg, double axis[3
 void cli_transform_error(const hicp_transform *a, const hicp_transform *b, const double at[3],
                          double *rot_deg, double *trans, double *pos)
 {
-  double tr = 0.0;
+  /* The turn from b to a, A B^T, and its angle from both its cosine and
+   * its sine, as cli_rotation_angle_axis: acos of the cosine alone lost
+   * small errors (1 - cos is about angle^2 / 2, below a double's epsilon
+   * for 1e-8 rad: printed 0 or 1e-6 degrees for what was 1e-7) */
+  hicp_transform d_rot;
+  hicp_transform_identity(&d_rot);
   for (int i = 0; i < 3; i++)
-    for (int j = 0; j < 3; j++)
-      tr += a->m[4 * i + j] * b->m[4 * i + j];
-  double c = (tr - 1.0) / 2.0;
-  c = c > 1.0 ? 1.0 : c < -1.0 ? -1.0 : c;
-  *rot_deg = acos(c) * 180.0 / M_PI;
+    for (int j = 0; j < 3; j++) {
+      double s = 0.0;
+      for (int k = 0; k < 3; k++)
+        s += a->m[4 * i + k] * b->m[4 * j + k];
+      d_rot.m[4 * i + j] = s;
+    }
+  double axis[3];
+  cli_rotation_angle_axis(&d_rot, rot_deg, axis);
   /* d = ta - tb, and e = (A - B) at, row by row: the difference first, so
    * that two poses that agree give 0 however far `at` is */
   double d[3], e[3];

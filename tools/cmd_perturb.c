@@ -297,12 +297,6 @@ int cmd_perturb(int argc, char **argv)
     }
     truth.m[4 * i + 3] = centre[i] - s;
   }
-  /* Both go in full to temporary files first, renamed only once the report
-   * is out too: a failure of either replaces neither.  (Only the final
-   * rename could still fail after the other's, and renaming within one
-   * directory hardly does.) */
-  if (cli_write_transform(&outs[0], &truth) != 0)
-    goto done;
   /* in double: a scan far from the origin keeps its detail (the cloud
    * gets an origin, and the file doubles) */
   const int made = hicp_cloud_from_xyz_double(ctx, f, n + nout, 0, &dst);
@@ -318,6 +312,27 @@ int cmd_perturb(int argc, char **argv)
     cli_fail(ctx, out);
     goto done;
   }
+  /* A truth whose translation is beyond the coordinate limit could not be
+   * read back (--truth, --init refuse it): a cloud far from the origin
+   * turned about its centre moves the origin up to twice as far.  Refused
+   * before anything is written (stop 60's review: written, then unusable). */
+  for (int i = 0; i < 3; i++)
+    if (fabs(truth.m[4 * i + 3]) > HICP_COORD_MAX) {
+      char far[32];
+      cli_error("the truth's translation %s is beyond the coordinate limit (%g in magnitude), "
+                "which --truth and --init could not read back (--rotate, --translate about a "
+                "cloud this far from the origin)",
+                cli_beyond(far, sizeof far, truth.m[4 * i + 3], HICP_COORD_MAX, 6),
+                HICP_COORD_MAX);
+      status = CLI_USAGE;
+      goto done;
+    }
+  /* Both go in full to temporary files first, renamed only once the report
+   * is out too: a failure of either replaces neither.  (Only the final
+   * rename could still fail after the other's, and renaming within one
+   * directory hardly does.) */
+  if (cli_write_transform(&outs[0], &truth) != 0)
+    goto done;
   if (hicp_cloud_write_ply(ctx, dst, NULL, cli_output_name(&outs[1]),
                            ascii ? HICP_PLY_ASCII : HICP_PLY_BINARY) != HICP_OK) {
     cli_output_fail(ctx, &outs[1]);

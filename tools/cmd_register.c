@@ -91,6 +91,16 @@ static const struct option long_opts[] = {
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0}};
 
+/* The model's bounding-box diagonal, the scale of the error report (0 for
+ * a model of one distinct point, which has none). */
+static double model_diagonal(const hicp_model_info *mi)
+{
+  double d = 0.0;
+  for (int i = 0; i < 3; i++)
+    d += (mi->bbox_max[i] - mi->bbox_min[i]) * (mi->bbox_max[i] - mi->bbox_min[i]);
+  return sqrt(d);
+}
+
 static void print_text(const char *model_path, const hicp_model_info *mi, double build_ms,
                        const char *scan_path, const hicp_result *r,
                        const hicp_transform *truth, const double centroid[3])
@@ -131,13 +141,15 @@ static void print_text(const char *model_path, const hicp_model_info *mi, double
   if (truth != NULL) {
     double er, et, ep;
     cli_transform_error(&r->transform, truth, centroid, &er, &et, &ep);
-    double diag = 0.0;
-    for (int i = 0; i < 3; i++)
-      diag += (mi->bbox_max[i] - mi->bbox_min[i]) * (mi->bbox_max[i] - mi->bbox_min[i]);
-    diag = sqrt(diag);
-    printf("error        rotation %.3g deg, translation %.3g (%.3g of the model diagonal), "
-           "at the scan's centroid %.3g (%.3g)\n",
-           er, et, diag > 0 ? et / diag : 0.0, ep, diag > 0 ? ep / diag : 0.0);
+    const double diag = model_diagonal(mi);
+    if (diag > 0)
+      printf("error        rotation %.3g deg, translation %.3g (%.3g of the model diagonal), "
+             "at the scan's centroid %.3g (%.3g)\n",
+             er, et, et / diag, ep, ep / diag);
+    else
+      printf("error        rotation %.3g deg, translation %.3g, at the scan's centroid %.3g "
+             "(the model has no diagonal)\n",
+             er, et, ep);
   }
 }
 
@@ -184,17 +196,21 @@ static void print_json(const char *model_path, const hicp_model_info *mi, double
   json_array_end(&j);
   json_object_end(&j);
   if (truth != NULL) {
-    double er, et, ep, diag = 0.0;
+    double er, et, ep;
     cli_transform_error(&r->transform, truth, centroid, &er, &et, &ep);
-    for (int i = 0; i < 3; i++)
-      diag += (mi->bbox_max[i] - mi->bbox_min[i]) * (mi->bbox_max[i] - mi->bbox_min[i]);
-    diag = sqrt(diag);
+    const double diag = model_diagonal(mi);
     json_object_begin(&j, "error");
     json_num(&j, "rotation_deg", er);
     json_num(&j, "translation", et);
-    json_num(&j, "translation_rel", diag > 0 ? et / diag : 0.0);
+    if (diag > 0) /* a one-point model has no size to relate the errors to */
+      json_num(&j, "translation_rel", et / diag);
+    else
+      json_null(&j, "translation_rel");
     json_num(&j, "position", ep);
-    json_num(&j, "position_rel", diag > 0 ? ep / diag : 0.0);
+    if (diag > 0)
+      json_num(&j, "position_rel", ep / diag);
+    else
+      json_null(&j, "position_rel");
     json_object_end(&j);
   }
   json_end(&j);
