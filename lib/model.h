@@ -64,6 +64,10 @@ hicp__mview hicp__model_view(const hicp_model *m);
 #define HICP_GUARD_GRID_MAX 26u
 #define HICP_GUARDS_MAX (6u * HICP_GUARD_GRID_MAX * HICP_GUARD_GRID_MAX)
 uint32_t hicp__model_guards(const hicp_model *m, double (*g)[3]);
+/* The bounding box of the vertices (relative coordinates) and its
+ * diagonal, as a build sets bbox_min, bbox_max and diag; a loaded file's
+ * header must agree with it to the bit (lib/model_file.c). */
+void hicp__model_box(const hicp_model *m, double lo[3], double hi[3], double *diag);
 /* Sets kd_lo and kd_hi from the model's kd_pts. */
 void hicp__kdtree_box(hicp_model *m);
 /* The model's memory, part by part: the bytes_* fields of *info (the

@@ -192,27 +192,36 @@ static void far_origin(hicp_model *m)
   }
 }
 
-static void geometry(hicp_model *m)
+void hicp__model_box(const hicp_model *m, double lo[3], double hi[3], double *diag)
 {
-  double c[3] = {0, 0, 0};
   for (int d = 0; d < 3; d++) {
-    m->bbox_min[d] = HUGE_VAL;
-    m->bbox_max[d] = -HUGE_VAL;
+    lo[d] = HUGE_VAL;
+    hi[d] = -HUGE_VAL;
   }
   for (uint32_t i = 0; i < m->nv; i++) {
-    double p[3] = {m->vtx[i].x, m->vtx[i].y, m->vtx[i].z};
+    const double p[3] = {m->vtx[i].x, m->vtx[i].y, m->vtx[i].z};
     for (int d = 0; d < 3; d++) {
-      c[d] += p[d];
-      m->bbox_min[d] = p[d] < m->bbox_min[d] ? p[d] : m->bbox_min[d];
-      m->bbox_max[d] = p[d] > m->bbox_max[d] ? p[d] : m->bbox_max[d];
+      lo[d] = p[d] < lo[d] ? p[d] : lo[d];
+      hi[d] = p[d] > hi[d] ? p[d] : hi[d];
     }
   }
   double s = 0.0;
   for (int d = 0; d < 3; d++) {
-    double e = m->bbox_max[d] - m->bbox_min[d];
+    const double e = hi[d] - lo[d];
     s += e * e;
   }
-  m->diag = sqrt(s);
+  *diag = sqrt(s);
+}
+
+static void geometry(hicp_model *m)
+{
+  hicp__model_box(m, m->bbox_min, m->bbox_max, &m->diag);
+  double c[3] = {0, 0, 0};
+  for (uint32_t i = 0; i < m->nv; i++) {
+    c[0] += m->vtx[i].x;
+    c[1] += m->vtx[i].y;
+    c[2] += m->vtx[i].z;
+  }
   float q[3];
   for (int d = 0; d < 3; d++)
     q[d] = (float)(c[d] / m->nv);

@@ -401,7 +401,7 @@ static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual
                       path, (unsigned long long)actual, (unsigned long long)h->file_size);
   int g = h->has_delaunay != 0;
   if (h->has_delaunay > 1 || h->nv == 0 || h->nv > h->npoints || h->npoints >= UINT32_MAX ||
-      h->nkd == 0 || h->nkd > 2 * h->nv + 3 || h->nedges > UINT32_MAX ||
+      h->nkd == 0 || h->nkd > 2 * h->nv + 3 || h->nkd >= UINT32_MAX || h->nedges > UINT32_MAX ||
       h->size[SEC_VTX] != sizeof(hicp__vtx) * h->nv ||
       h->size[SEC_VERTEX_OF] != sizeof(uint32_t) * h->npoints ||
       h->size[SEC_ROW] != (g ? sizeof(uint32_t) * (h->nv + 1) : 0) ||
@@ -631,6 +631,20 @@ int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
   m->start_inv = h.start_inv;
   hicp__kdtree_box(m);
   rc = check_indices(ctx, m, path);
+  /* The box and diagonal set the default --tol, the noise scale and the
+   * scan order's grid: a header that disagrees with the vertices (forged,
+   * the checksums being no seal) would change the answers (stop 60's
+   * review).  The build's own arithmetic gives the same bits. */
+  if (rc == HICP_OK) {
+    double lo[3], hi[3], diag;
+    hicp__model_box(m, lo, hi, &diag);
+    int same = diag == m->diag;
+    for (int d = 0; d < 3; d++)
+      same &= lo[d] == m->bbox_min[d] && hi[d] == m->bbox_max[d];
+    if (!same)
+      rc = hicp__fail(ctx, HICP_EFORMAT,
+                      "%s: the header's bounding box or diagonal disagrees with the vertices", path);
+  }
   /* A format 2 file has no start table: built now, as a build makes it
    * (tens of milliseconds for 40k points, a few seconds for 1M); saving
    * the model again writes it into a format 3 file (it has no guards). */
