@@ -175,11 +175,12 @@ static void read_spin(void)
 /* The calling thread's state: its last team (when a parallel region of
  * its ended, and of how many threads: they may still be spinning, and
  * are counted as its own), and the threads its registrations are held to
- * after one was held up (0: none), until when, and the wait before the
- * next try on all of them. */
+ * after one was held up (0: none), the most threads asked for by the
+ * registrations held up since (cap_want: a clean try on that many ends
+ * the cut), until when, and the wait before the next try on all of them. */
 static _Thread_local double team_end_ms = -1e300;
 static _Thread_local int team_threads = 1;
-static _Thread_local int cap;
+static _Thread_local int cap, cap_want;
 static _Thread_local double retry_ms, backoff_ms;
 
 void hicp__team_ended(int threads)
@@ -258,15 +259,25 @@ void hicp__threads_watch_end(const hicp__threads_watch *w)
     const int left = count_left(w->want);
     cap = left < w->threads ? left : w->threads - 1;
     cap = cap > 1 ? cap : 1;
+    cap_want = w->want > cap_want ? w->want : cap_want;
     /* the wait before the next try: short, as the count guards it, and
      * doubling while tries are held up (10 ms to 10 s) */
     backoff_ms = backoff_ms > 0.0 ? (backoff_ms < 5000.0 ? 2.0 * backoff_ms : 10000.0) : 10.0;
     retry_ms = now + backoff_ms;
   } else if (w->threads >= w->want && w->threads > cap) {
     /* all of them, not held up, and more than the calling thread's
-     * registrations were held to (a smaller context's, on all of its
-     * threads but no more than the cap, says nothing of more) */
-    cap = 0;
-    backoff_ms = 0.0;
+     * registrations were held to.  A context of as many threads as the
+     * largest held up ends the cut; a smaller context's (on more than the
+     * cap but fewer than that) says nothing of more than its own: the cut
+     * rises to them, and the larger context still waits for its own try
+     * on all of its threads: the count's word for them, and the wait
+     * doubled while its tries are held up */
+    if (w->threads >= cap_want) {
+      cap = 0;
+      cap_want = 0;
+      backoff_ms = 0.0;
+    } else {
+      cap = w->threads;
+    }
   }
 }

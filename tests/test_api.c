@@ -585,6 +585,67 @@ Test(api, threads_held_by_a_smaller_context)
                got[3]);
 }
 
+/* One thread's registrations on three contexts (lib/contention.c): after
+ * the largest one's (8 threads) were held up, and a 6-thread one's on all
+ * of its threads too (cut to 5), a clean registration of the 6-thread one
+ * on all 6 says nothing of 8: the 8-thread context's cut stays until its
+ * own try on all 8 is not held up, and its tries held up keep doubling
+ * their wait (it cleared the cut: the 8-thread context's next try held up
+ * waited 10 ms before the next, instead of 640). */
+static void *middle_context_in_new_thread(void *arg)
+{
+  int *got = arg;
+  cpu_set_t was;
+  got[0] = th_pin_to_one_cpu(&was); /* the count cannot say: one fewer */
+  if (got[0] < 0)
+    return NULL;
+  const struct timespec held = {0, 2000000L};
+  hicp__threads_watch w;
+  for (int k = 0; k < 5; k++) { /* held up five times: 160 ms before a try */
+    hicp__threads_watch_begin(&w, 8, 8);
+    nanosleep(&held, NULL);
+    hicp__threads_watch_end(&w);
+  }
+  got[1] = hicp__threads_now(8);
+  got[2] = hicp__threads_now(6);
+  hicp__threads_watch_begin(&w, got[2], 6); /* held up: cut to 5, 320 ms */
+  nanosleep(&held, NULL);
+  hicp__threads_watch_end(&w);
+  const struct timespec wait = {0, 400000000L};
+  nanosleep(&wait, NULL);
+  got[3] = hicp__threads_now(6); /* its try on all 6 */
+  hicp__threads_watch_begin(&w, got[3], 6);
+  hicp__threads_watch_end(&w); /* at once: not held up */
+  got[4] = hicp__threads_now(8); /* the wait is over: a try on all 8 */
+  hicp__threads_watch_begin(&w, got[4], 8);
+  nanosleep(&held, NULL);
+  hicp__threads_watch_end(&w); /* held up: 640 ms before the next */
+  const struct timespec soon = {0, 50000000L};
+  nanosleep(&soon, NULL);
+  got[5] = hicp__threads_now(8);
+  return NULL;
+}
+
+Test(api, threads_held_by_a_middle_context)
+{
+  int got[6] = {-1, 0, 0, 0, 0, 0};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, middle_context_in_new_thread, got), 0);
+  cr_assert_eq(pthread_join(t, NULL), 0);
+  if (got[0] < 0)
+    cr_skip_test("needs two CPUs");
+  if (got[1] == 8)
+    cr_skip_test("adaptation off (HICP_THREADS_ADAPT, OMP_WAIT_POLICY or GOMP_SPINCOUNT)");
+  cr_assert_eq(got[1], 7);
+  cr_assert_eq(got[2], 6);
+  cr_assert_eq(got[3], 6);
+  cr_assert_eq(got[4], 8);
+  cr_assert_eq(got[5], 7,
+               "50 ms after a held-up try on all 8, the 8-thread context ran on %d: the "
+               "6-thread context's clean registration had cleared its cut and its wait",
+               got[5]);
+}
+
 #ifdef __linux__
 /* A registration cut to one thread (lib/contention.c) starts no team for
  * its copies of the scan either (lib/icp.c, copy_threads): it runs on the
