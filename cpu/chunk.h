@@ -53,7 +53,8 @@ static inline void hicp__cpu_done(const hicp__mview *view, hicp__frame *f, uint3
 #define HICP_CPU_AHEAD 4
 
 /* A wave of walks: walk k is for the query q[k]; it ended in the safe ball
- * (how 1) or after the row scan rs[k] (how 2). */
+ * (how 1), after the row scan rs[k] (how 2) or at a hub, to end in the
+ * kd-tree (how 3: hicp__walk_end_hub). */
 typedef struct hicp__cpu_wave {
   float q[HICP_CPU_WAVE][3];
   hicp__walk w[HICP_CPU_WAVE];
@@ -69,6 +70,8 @@ static inline void hicp__cpu_wave_answer(const hicp__mview *view, const hicp__cp
   const hicp__walk *w = &wv->w[k];
   if (wv->how[k] == 1)
     hicp__walk_end_safe(w, r);
+  else if (wv->how[k] == 3)
+    hicp__walk_end_hub(view, wv->q[k], w, r);
   else
     hicp__walk_end(view, wv->q[k], w, &wv->rs[k], r);
 }
@@ -133,6 +136,18 @@ hicp__cpu_wave_after(hicp__cpu_wave *wv, uint32_t k, uint32_t *nlive)
   *nlive += (uint32_t)hicp__walk_move(&wv->w[k], &wv->rs[k]);
 }
 
+/* In place of walk k's row scan when it is at a hub (hicp__walk_at_hub,
+ * which the row scan loops ask first: a branch never taken on real
+ * models): the walk moves to the start table's vertex, listed in wv->live
+ * as a walk that moved, or ends (how 3). */
+static inline void hicp__cpu_wave_hub(const hicp__mview *view, hicp__cpu_wave *wv, uint32_t k,
+                                      uint32_t *nlive)
+{
+  wv->how[k] = 3;
+  wv->live[*nlive] = (uint16_t)k;
+  *nlive += (uint32_t)hicp__walk_hub_move(view, wv->q[k], &wv->w[k]);
+}
+
 /* BIG is 1 for the variant used on models of more than HICP_CPU_BIG_NV
  * vertices, with the large model's prefetches, and 0 for the others, which
  * compile to the code they had before those prefetches: chosen per model
@@ -150,6 +165,10 @@ hicp__cpu_wave_after(hicp__cpu_wave *wv, uint32_t k, uint32_t *nlive)
         hicp__cpu_wave_prefetch(view, wv, j, nscan, BIG);                                     \
         const uint32_t k = wv->scan[j];                                                       \
         const hicp__walk *w = &wv->w[k];                                                      \
+        if (__builtin_expect(hicp__walk_at_hub(view, w), 0)) {                                \
+          hicp__cpu_wave_hub(view, wv, k, &nlive);                                            \
+          continue;                                                                           \
+        }                                                                                     \
         ROW_SCAN(view, wv->q[k], w->cur, w->dcur, w->cert, &wv->rs[k]);                       \
         hicp__cpu_wave_after(wv, k, &nlive);                                                  \
       }                                                                                       \

@@ -618,9 +618,14 @@ back_avx2(const hicp__mview *view, hicp__frame *f, int cert, const hicp__cpu_wav
     const int *ri = (const int *)&wv->rs[g];
     int how4;
     memcpy(&how4, &wv->how[g], sizeof how4);
-    const __m128i ball =
-        _mm_and_si128(m32, _mm_cmpeq_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(how4)),
-                                           _mm_set1_epi32(1)));
+    const __m128i how = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(how4));
+    /* a walk that ended at a hub (how 3, rare): the reference */
+    const __m128i hub = _mm_and_si128(m32, _mm_cmpeq_epi32(how, _mm_set1_epi32(3)));
+    if (!_mm_testz_si128(hub, hub)) {
+      hicp__cpu_back(view, f, cert, wv, td, g, g + cnt, w);
+      continue;
+    }
+    const __m128i ball = _mm_and_si128(m32, _mm_cmpeq_epi32(how, _mm_set1_epi32(1)));
     const __m128i scanned = _mm_andnot_si128(ball, m32);
     /* words 2-4 of the four row scans (near_tie, rmin, l2min): four 16-byte
      * loads and a transpose, not three gathers (the fourth word is the

@@ -405,6 +405,20 @@ row_scan2_avx2(const hicp__mview *m, const float qa[3], uint32_t cura, float dcu
   scan_end_avx2(&sb, certb, ob);
 }
 
+/* Walk k's step alone: its row scan, or at a hub hicp__cpu_wave_hub (a
+ * hub's row never fits a pair). */
+AVX512VL static inline __attribute__((always_inline)) void
+walk_alone(const hicp__mview *view, hicp__cpu_wave *wv, uint32_t k, uint32_t *nlive)
+{
+  const hicp__walk *w = &wv->w[k];
+  if (__builtin_expect(hicp__walk_at_hub(view, w), 0)) {
+    hicp__cpu_wave_hub(view, wv, k, nlive);
+    return;
+  }
+  row_scan_avx2(view, wv->q[k], w->cur, w->dcur, w->cert, &wv->rs[k]);
+  hicp__cpu_wave_after(wv, k, nlive);
+}
+
 /* The waves of HICP_CPU_WAVE_WALKS (cpu/chunk.h), small models, with the
  * row scans of consecutive walks in pairs where both rows fit
  * (row_scan2_avx2); the others, and an odd last one, go alone.  Written
@@ -423,19 +437,15 @@ AVX512VL static void walks_avx2_pairs_scans(const hicp__mview *view, hicp__cpu_w
       if (pair_fits(view, wa) && pair_fits(view, wb)) {
         row_scan2_avx2(view, wv->q[ka], wa->cur, wa->dcur, wa->cert, &wv->rs[ka], wv->q[kb],
                        wb->cur, wb->dcur, wb->cert, &wv->rs[kb]);
+        hicp__cpu_wave_after(wv, ka, &nlive);
+        hicp__cpu_wave_after(wv, kb, &nlive);
       } else {
-        row_scan_avx2(view, wv->q[ka], wa->cur, wa->dcur, wa->cert, &wv->rs[ka]);
-        row_scan_avx2(view, wv->q[kb], wb->cur, wb->dcur, wb->cert, &wv->rs[kb]);
+        walk_alone(view, wv, ka, &nlive);
+        walk_alone(view, wv, kb, &nlive);
       }
-      hicp__cpu_wave_after(wv, ka, &nlive);
-      hicp__cpu_wave_after(wv, kb, &nlive);
     }
-    if (j < nscan) {
-      const uint32_t k = wv->scan[j];
-      const hicp__walk *w = &wv->w[k];
-      row_scan_avx2(view, wv->q[k], w->cur, w->dcur, w->cert, &wv->rs[k]);
-      hicp__cpu_wave_after(wv, k, &nlive);
-    }
+    if (j < nscan)
+      walk_alone(view, wv, wv->scan[j], &nlive);
     if (nlive == 0)
       return;
     nscan = hicp__cpu_wave_balls(view, wv, wv->live, nlive);

@@ -85,34 +85,15 @@ static float cell_centre(const hicp_model *m, int d, uint32_t c)
   return m->start_lo[d] + ((float)c + 0.5f) / m->start_inv;
 }
 
-/* Rows longer than this end a cell's walk in the kd-tree instead (below):
- * the longest rows of real models have 50-80 (bunny00 72, boeing 59). */
-#define HICP_START_HUB_ROW 1024u
-
 /* The exact nearest vertex to q (ties to the smaller id), by a walk on the
  * graph from `prev` (or the vertex nearest the centroid).  A walk that
- * reaches a vertex of a very long row (a hub: the centre of points on a
- * sphere is joined to all of them) outside its safe ball finishes with the
- * kd-tree's search from there instead: its row scan would read every
- * neighbour, and the cells around a hub each paid that (a sphere of
- * 160,000 points and its centre: 4.7 of its 6.7 s build).  Both searches
- * are exact, with the same tie rule: the table is the same. */
+ * reaches a hub (HICP_HUB_ROW: the centre of points on a sphere is joined
+ * to all of them) finishes with the kd-tree's search, the table being
+ * still unmade: the cells around a hub each read its whole row before (a
+ * sphere of 160,000 points and its centre: 4.7 of its 6.7 s build). */
 static uint32_t cell_vertex(const hicp__mview *v, const float q[3], uint32_t prev)
 {
-  hicp__walk w;
-  hicp__nn_res r;
-  hicp__walk_begin(v, q, prev != HICP_NONE ? prev : v->zero_start, 0, &w);
-  for (;;) {
-    if (v->row[w.cur + 1] - v->row[w.cur] > HICP_START_HUB_ROW &&
-        !hicp__walk_in_safe_ball(v, &w)) {
-      uint32_t best = w.cur;
-      float bestd = w.dcur;
-      hicp__nn_kdtree(v, q, &best, &bestd);
-      return best;
-    }
-    if (hicp__nn_walk_step(v, q, &w, &r))
-      return r.v;
-  }
+  return hicp__nn_walk(v, q, prev != HICP_NONE ? prev : v->zero_start, 0).v;
 }
 
 int hicp__start_table_build(hicp_context *ctx, hicp_model *m)

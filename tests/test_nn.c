@@ -1094,13 +1094,53 @@ Test(nn, certifying_scans_report_whole_rows)
  * scan points p0 (the last chunk ragged); with `guarded`, the model has
  * guards and some certificates must be cut to them, else the states the
  * test is about must each occur over 1,000 times. */
+/* Points on a Fibonacci sphere of radius 1 about the origin, then the
+ * origin: n in all, the last a hub (HICP_HUB_ROW) joined to every other. */
+static float *sphere_and_centre(size_t n)
+{
+  float *p = malloc(sizeof(float) * 3 * n);
+  for (size_t i = 0; i + 1 < n; i++) {
+    const double z = 1.0 - (2.0 * (double)i + 1.0) / (double)(n - 1), r = sqrt(1.0 - z * z);
+    const double phi = 2.399963229728653 * (double)i;
+    p[3 * i] = (float)(r * cos(phi));
+    p[3 * i + 1] = (float)(r * sin(phi));
+    p[3 * i + 2] = (float)z;
+  }
+  p[3 * (n - 1)] = p[3 * (n - 1) + 1] = p[3 * (n - 1) + 2] = 0.0f;
+  return p;
+}
+
+/* Makes the hub's row (the longest, beyond HICP_HUB_ROW) a lie: every
+ * neighbour the hub itself.  A walk that scanned it would end at the hub,
+ * wrong for every query nearer a point of the sphere; walks that do not
+ * read it (hicp__walk_hub_move, hicp__walk_end_hub) stay exact. */
+static void poison_hub(hicp_model *m)
+{
+  uint32_t hub = 0;
+  for (uint32_t v = 1; v < m->nv; v++)
+    if (m->row[v + 1] - m->row[v] > m->row[hub + 1] - m->row[hub])
+      hub = v;
+  cr_assert_gt(m->row[hub + 1] - m->row[hub], HICP_HUB_ROW, "a hub of %u neighbours",
+               (unsigned)(m->row[hub + 1] - m->row[hub]));
+  cr_assert_eq(m->zero_start, hub, "zero and pnn walks begin at the hub");
+  for (uint32_t e = m->row[hub]; e < m->row[hub + 1]; e++) {
+    m->nbr[e] = hub;
+    m->ecode[e] = 0;
+  }
+}
+
+/* kind: 0 a plain model, 1 one with guards, 2 sphere_and_centre's hub
+ * (poison_hub) */
 static void pass_a_case(const float *pm, size_t nm, const float *p0, uint32_t n, uint64_t seed,
-                        int guarded)
+                        int kind)
 {
   const uint32_t chunk = 1024;
   enum { PASSES = 24 };
+  const int guarded = kind == 1;
   hicp_model *m = build(pm, nm, 1);
   cr_assert_eq(m->guards > 0, guarded, "%u guards", m->guards);
+  if (kind == 2)
+    poison_hub(m);
   hicp__mview view = hicp__model_view(m);
   float *p0s = malloc(sizeof(float) * 3 * n);
   for (uint32_t i = 0; i < n; i++)
@@ -1262,6 +1302,86 @@ Test(nn, pass_a_keeps_the_reference_state_with_guards)
       p0[3 * i + d] = (float)(0.5 + rad * u[d]);
   }
   pass_a_case(pm, nm, p0, n, seed, 1);
+  free(pm);
+  free(p0);
+}
+
+/* A hub: the centre of 3,000 points on a sphere, joined to all of them.
+ * Its row is never read (poison_hub): walks that reach it outside its
+ * safe ball go on from the start table's vertex where that is nearer, or
+ * end in the kd-tree (lib/pp/nn.h, HICP_HUB_ROW), by every method, in the
+ * vector waves and the scalar walks alike, answers still brute force's
+ * (stop 61: zero and pnn walks all began at the hub and read its row,
+ * 70-85 us a query on a sphere of 160,000 points). */
+Test(nn, hub_rows_are_never_read)
+{
+  const size_t n = 3001;
+  float *p = sphere_and_centre(n);
+  hicp_model *m = build(p, n, 1);
+  poison_hub(m);
+  const size_t nq = 1200;
+  float *q = make_queries(p, n, nq, 4242);
+  th_rng r;
+  th_rng_seed(&r, 77);
+  for (size_t i = 0; i < nq; i += 2) { /* every other query inside the sphere */
+    double u[3], len = 0.0;
+    for (int d = 0; d < 3; d++) {
+      u[d] = th_normal(&r);
+      len += u[d] * u[d];
+    }
+    const double rad = 0.95 * th_uniform(&r) / sqrt(len);
+    for (int d = 0; d < 3; d++)
+      q[3 * i + d] = (float)(rad * u[d]);
+  }
+  check_all(m, p, n, q, nq, "hub");
+  /* the interior queries' zero walks, all begun at the hub: those nearer
+   * the centre than 0.5 end in its safe ball, most others move on from
+   * the start table's vertex (a step each), the rest end in the kd-tree
+   * (no step) */
+  float *inner = malloc(sizeof(float) * 3 * (nq / 2));
+  for (size_t i = 0; i < nq / 2; i++)
+    memcpy(&inner[3 * i], &q[3 * (2 * i)], sizeof(float) * 3);
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  hicp_nn_options o;
+  hicp_nn_options_init(&o);
+  o.method = HICP_NN_ZERO;
+  uint32_t *idx = malloc(sizeof *idx * (nq / 2));
+  hicp_walk_stats st;
+  cr_assert_eq(hicp_nn_query(ctx, m, inner, nq / 2, &o, idx, NULL, &st), 0);
+  cr_assert_eq(st.queries, nq / 2);
+  cr_assert_gt(st.queries - st.hist[0], nq / 8, "%llu of %zu walks moved from the hub",
+               (unsigned long long)(st.queries - st.hist[0]), nq / 2);
+  hicp_context_destroy(ctx);
+  free(idx);
+  free(inner);
+  free(q);
+  hicp_model_destroy(m);
+  free(p);
+}
+
+/* Pass A on the same hub, its scan near the sphere and a quarter of it
+ * inside (outliers): every variant keeps the reference's state, the
+ * certificates given up at the hub included. */
+Test(nn, pass_a_keeps_the_reference_state_at_a_hub)
+{
+  uint64_t seed = th_run_seed();
+  th_rng r;
+  th_rng_seed(&r, seed);
+  const size_t nm = 3001;
+  const uint32_t n = 2600;
+  float *pm = sphere_and_centre(nm), *p0 = malloc(sizeof(float) * 3 * n);
+  for (uint32_t i = 0; i < n; i++) {
+    double u[3], len = 0.0;
+    for (int d = 0; d < 3; d++) {
+      u[d] = th_normal(&r);
+      len += u[d] * u[d];
+    }
+    const double rad = (i % 4 ? 1.0 + 0.002 * th_normal(&r) : 0.9 * th_uniform(&r)) / sqrt(len);
+    for (int d = 0; d < 3; d++)
+      p0[3 * i + d] = (float)(rad * u[d]);
+  }
+  pass_a_case(pm, nm, p0, n, seed, 2);
   free(pm);
   free(p0);
 }

@@ -608,6 +608,57 @@ HICP_PP void hicp__walk_begin(const hicp__mview *m, const float q[3], uint32_t s
   hicp__walk_begin_at(start, hicp__d2(q, &m->vtx[start]), cert, w);
 }
 
+/* Rows longer than this are hubs'.  The longest rows of real models have
+ * 50-80 neighbours (bunny00 72, boeing 59); a point joined to a large part
+ * of the model (the centre of points on a sphere; a lidar map's sensor
+ * origin, where a driver wrote (0, 0, 0) for its missing returns) has tens
+ * of thousands, and a walk that reaches it outside its safe ball would
+ * read them all: on a sphere of 160,000 points and its centre (the vertex
+ * nearest the centroid, where zero and pnn walks begin) 70-85 us a query
+ * where the others took under 1 (docs/cpu-engine.md, stop 61). */
+#define HICP_HUB_ROW 1024u
+
+/* Whether the walk is at a hub (a row longer than HICP_HUB_ROW); asked
+ * after the safe ball test, in place of the row scan. */
+HICP_PP int hicp__walk_at_hub(const hicp__mview *m, const hicp__walk *w)
+{
+  return m->row[w->cur + 1] - m->row[w->cur] > HICP_HUB_ROW;
+}
+
+/* A walk at a hub reads none of its row: it moves to the start table's
+ * vertex for q where that is strictly nearer (returns 1: a step, which
+ * gives up the certificate as any move does), else it ends with the
+ * kd-tree's search (returns 0: then hicp__walk_end_hub).  Both keep the
+ * answer exact and its tie rule (the walk goes on from another vertex;
+ * the kd-tree is exact), so every method and backend still answers the
+ * same vertex.  Every move lowers dcur, so a walk meets each hub at most
+ * once. */
+HICP_PP int hicp__walk_hub_move(const hicp__mview *m, const float q[3], hicp__walk *w)
+{
+  if (m->start == 0)
+    return 0;
+  const uint32_t s = hicp__start_vertex(m, q);
+  const float d = hicp__d2(q, &m->vtx[s]);
+  if (!(d < w->dcur))
+    return 0;
+  w->cur = s;
+  w->dcur = d;
+  w->steps++;
+  w->cert = 0;
+  return 1;
+}
+
+/* The end of a walk at a hub that did not move (hicp__walk_hub_move): the
+ * kd-tree's exact search, seeded with the hub; no certificate. */
+HICP_PP void hicp__walk_end_hub(const hicp__mview *m, const float q[3], const hicp__walk *w,
+                                hicp__nn_res *r)
+{
+  uint32_t v = w->cur;
+  float d = w->dcur;
+  hicp__nn_kdtree(m, q, &v, &d);
+  hicp__res_set(r, v, d, w->steps, 1, 0);
+}
+
 /* The first half of a walk step: 1 when the walk ends in the safe ball
  * of its vertex (then hicp__walk_end_safe), with no row scan. */
 HICP_PP int hicp__walk_in_safe_ball(const hicp__mview *m, const hicp__walk *w)
@@ -750,7 +801,8 @@ HICP_PP void hicp__track_update(const hicp__mview *m, const float q[3], int cert
  * query that left its previous match's cell is most likely still moving
  * (ICP's early iterations), past any slack before the next iteration, so
  * a walk that moves gives up its certificate and scans its further rows
- * with the cut (on bunny00 this took 16% off the registration).
+ * with the cut (on bunny00 this took 16% off the registration).  A walk
+ * at a hub (HICP_HUB_ROW) reads none of its row: hicp__walk_hub_move.
  *
  * Query: one query by `method` (a hicp_nn_method value) with `prev` the
  * query's previous match or HICP_NONE.  Models without a Delaunay graph
@@ -767,6 +819,12 @@ HICP_PP void hicp__track_update(const hicp__mview *m, const float q[3], int cert
   {                                                                                              \
     if (hicp__walk_in_safe_ball(m, w)) {                                                         \
       hicp__walk_end_safe(w, r);                                                                 \
+      return 1;                                                                                  \
+    }                                                                                            \
+    if (hicp__walk_at_hub(m, w)) {                                                               \
+      if (hicp__walk_hub_move(m, q, w))                                                          \
+        return 0;                                                                                \
+      hicp__walk_end_hub(m, q, w, r);                                                            \
       return 1;                                                                                  \
     }                                                                                            \
     hicp__row rs;                                                                                \
