@@ -57,6 +57,19 @@ static void oracle(const float *xyz, size_t n, const float q[3], uint32_t *idx, 
   *d2 = bd;
 }
 
+/* A direction uniform on the unit sphere (normalised normal deviates). */
+static void unit_vector(th_rng *r, double u[3])
+{
+  double len = 0.0;
+  for (int d = 0; d < 3; d++) {
+    u[d] = th_normal(r);
+    len += u[d] * u[d];
+  }
+  len = sqrt(len);
+  for (int d = 0; d < 3; d++)
+    u[d] /= len;
+}
+
 /* Checks all methods through the public API (with and without warm start,
  * 1 and 2 threads, and the scalar and AVX2 walks besides the default one:
  * cpu/walk_simd.c) against the oracle. */
@@ -852,12 +865,9 @@ Test(nn, certificates_stay_within_the_guards)
     /* a random direction from the centre, 0.35 to 0.5 R out: where the
      * walks' answers hold (hicp__guard_safe) up to 0.45 R, and beyond */
     float q[3];
-    double u[3], len = 0.0;
-    for (int d = 0; d < 3; d++) {
-      u[d] = th_normal(&r);
-      len += u[d] * u[d];
-    }
-    const double at = (0.35 + 0.15 * th_uniform(&r)) * sqrt(rr) / sqrt(len);
+    double u[3];
+    unit_vector(&r, u);
+    const double at = (0.35 + 0.15 * th_uniform(&r)) * sqrt(rr);
     for (int d = 0; d < 3; d++)
       q[d] = (float)(c[d] + u[d] * at);
     hicp__track tr = {{0, 0, 0}, 0.0f};
@@ -977,12 +987,9 @@ Test(nn, certifying_scans_report_whole_rows)
       const hicp__vtx *v = &view.vtx[cur];
       /* a random direction, at a multiple of the distance to the nearest vertex */
       const double nearest = sqrt((double)hicp__edge2(&view.vtx[view.nbr[view.row[cur]]], v));
-      double dir[3], len = 0.0;
-      for (int d = 0; d < 3; d++) {
-        dir[d] = th_normal(&r);
-        len += dir[d] * dir[d];
-      }
-      const double go = scale[k % (sizeof scale / sizeof *scale)] * nearest / sqrt(len);
+      double dir[3];
+      unit_vector(&r, dir);
+      const double go = scale[k % (sizeof scale / sizeof *scale)] * nearest;
       float q[3] = {(float)(v->x + dir[0] * go), (float)(v->y + dir[1] * go),
                     (float)(v->z + dir[2] * go)};
       if (kind == 3) { /* v + (a, b, c) / 4, a, b, c in -2 .. 2: exact */
@@ -1292,12 +1299,9 @@ Test(nn, pass_a_keeps_the_reference_state_with_guards)
   const uint32_t n = 2600;
   float *pm = unit_box_faces(&r, nm, nm), *p0 = malloc(sizeof(float) * 3 * n);
   for (uint32_t i = 0; i < n; i++) {
-    double u[3], len = 0.0;
-    for (int d = 0; d < 3; d++) {
-      u[d] = th_normal(&r);
-      len += u[d] * u[d];
-    }
-    const double rad = (i % 4 ? 1.0 : 2.5) * (0.7 + 0.6 * th_uniform(&r)) / sqrt(len);
+    double u[3];
+    unit_vector(&r, u);
+    const double rad = (i % 4 ? 1.0 : 2.5) * (0.7 + 0.6 * th_uniform(&r));
     for (int d = 0; d < 3; d++)
       p0[3 * i + d] = (float)(0.5 + rad * u[d]);
   }
@@ -1324,12 +1328,9 @@ Test(nn, hub_rows_are_never_read)
   th_rng r;
   th_rng_seed(&r, 77);
   for (size_t i = 0; i < nq; i += 2) { /* every other query inside the sphere */
-    double u[3], len = 0.0;
-    for (int d = 0; d < 3; d++) {
-      u[d] = th_normal(&r);
-      len += u[d] * u[d];
-    }
-    const double rad = 0.95 * th_uniform(&r) / sqrt(len);
+    double u[3];
+    unit_vector(&r, u);
+    const double rad = 0.95 * th_uniform(&r);
     for (int d = 0; d < 3; d++)
       q[3 * i + d] = (float)(rad * u[d]);
   }
@@ -1372,12 +1373,9 @@ Test(nn, pass_a_keeps_the_reference_state_at_a_hub)
   const uint32_t n = 2600;
   float *pm = sphere_and_centre(nm), *p0 = malloc(sizeof(float) * 3 * n);
   for (uint32_t i = 0; i < n; i++) {
-    double u[3], len = 0.0;
-    for (int d = 0; d < 3; d++) {
-      u[d] = th_normal(&r);
-      len += u[d] * u[d];
-    }
-    const double rad = (i % 4 ? 1.0 + 0.002 * th_normal(&r) : 0.9 * th_uniform(&r)) / sqrt(len);
+    double u[3];
+    unit_vector(&r, u);
+    const double rad = i % 4 ? 1.0 + 0.002 * th_normal(&r) : 0.9 * th_uniform(&r);
     for (int d = 0; d < 3; d++)
       p0[3 * i + d] = (float)(rad * u[d]);
   }
