@@ -82,7 +82,15 @@ static int each_line(const char *file, int (*fn)(char *line, void *arg), void *a
 typedef struct wanted {
   const char *controller; /* a v1 controller, or NULL for v2 */
   char *path, *root, *mnt; /* [PATH_LEN] each */
+  int outside;             /* root and mnt hold a mount that does not show path */
 } wanted;
+
+/* Whether the directory `root` of a hierarchy holds the cgroup `path`. */
+static int holds(const char *root, const char *path)
+{
+  const size_t rlen = strcmp(root, "/") == 0 ? 0 : strlen(root);
+  return strncmp(path, root, rlen) == 0 && (path[rlen] == '/' || path[rlen] == '\0');
+}
 
 /* A line of /proc/self/cgroup, "ID:CONTROLLERS:PATH": the process's
  * cgroup in the v1 hierarchy holding the controller, or in v2's ("0::"). */
@@ -103,7 +111,10 @@ static int member_line(char *line, void *arg)
 
 /* A line of /proc/self/mountinfo, "ID PARENT MAJ:MIN ROOT MOUNT-POINT
  * OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER": the hierarchy's mount, the
- * directory of the hierarchy it shows and where it is mounted. */
+ * directory of the hierarchy it shows and where it is mounted.  The first
+ * mount that shows the process's cgroup (w->path) ends the search; the
+ * first that does not is kept (w->outside) in case none does: a hierarchy
+ * may be mounted more than once, a subtree of it elsewhere listed first. */
 static int mount_line(char *line, void *arg)
 {
   wanted *w = arg;
@@ -121,11 +132,28 @@ static int mount_line(char *line, void *arg)
   if (w->controller != NULL ? strcmp(type, "cgroup") != 0 || !has_token(super, w->controller)
                             : strcmp(type, "cgroup2") != 0)
     return 0;
-  strcpy(w->root, field[3]);
-  strcpy(w->mnt, field[4]);
-  unescape(w->root);
-  unescape(w->mnt);
-  return 1;
+  char root[PATH_LEN], mnt[PATH_LEN];
+  strcpy(root, field[3]);
+  strcpy(mnt, field[4]);
+  unescape(root);
+  unescape(mnt);
+  const int shows = holds(root, w->path);
+  if (shows || !w->outside) {
+    strcpy(w->root, root);
+    strcpy(w->mnt, mnt);
+    w->outside = !shows;
+  }
+  return shows;
+}
+
+/* The process's cgroup in the hierarchy w->controller names (NULL: v2) and
+ * that hierarchy's mount: 1 if both are found. */
+static int find_hierarchy(const hicp__cg_files *f, wanted *w)
+{
+  w->outside = 0;
+  if (!each_line(f->cgroup, member_line, w))
+    return 0;
+  return each_line(f->mountinfo, mount_line, w) || w->outside;
 }
 
 /* The first line of dir/name into buf[size]; 1 if read. */
@@ -197,18 +225,16 @@ static uint64_t cpu_level(const char *dir, int v2)
 static uint64_t least_limit(const hicp__cg_files *f, const char *controller, level_fn level)
 {
   char path[PATH_LEN], root[PATH_LEN], mnt[PATH_LEN];
-  wanted w = {controller, path, root, mnt};
+  wanted w = {controller, path, root, mnt, 0};
   int v2 = 0;
-  if (!each_line(f->cgroup, member_line, &w) || !each_line(f->mountinfo, mount_line, &w)) {
+  if (!find_hierarchy(f, &w)) {
     v2 = 1;
     w.controller = NULL;
-    if (!each_line(f->cgroup, member_line, &w) || !each_line(f->mountinfo, mount_line, &w))
+    if (!find_hierarchy(f, &w))
       return 0;
   }
   const size_t rlen = strcmp(root, "/") == 0 ? 0 : strlen(root);
-  const char *rel = "";
-  if (strncmp(path, root, rlen) == 0 && (path[rlen] == '/' || path[rlen] == '\0'))
-    rel = path + rlen;
+  const char *rel = holds(root, path) ? path + rlen : "";
   char dir[3 * PATH_LEN];
   const int base = snprintf(dir, sizeof dir, "%s%s", f->prefix, mnt);
   if (base < 0 || (size_t)base >= sizeof dir)

@@ -457,6 +457,22 @@ Test(contract, cgroup_limits_are_read)
   cr_expect_eq(hicp__cgroup_memory(&f), UINT64_C(1073741824));
   cr_expect_eq(hicp__cgroup_cpus(&f), 0, "no cpu.max in the v2 tree: no quota");
 
+  /* v2 mounted twice, a subtree of it elsewhere listed first: the mount
+   * that shows the process's cgroup is read (stop 61's review: the first
+   * was, its 4 GiB for the 1 GiB of the process's own) */
+  snprintf(r, sizeof r, "%s/twice", dir);
+  snprintf(d, sizeof d, "%s/mnt/other", r);
+  put(d, "memory.max", "4294967296\n");
+  snprintf(d, sizeof d, "%s/sys/fs/cgroup/app", r);
+  put(d, "memory.max", "1073741824\n");
+  const char *twice = "31 25 0:26 /other /mnt/other rw - cgroup2 cgroup2 rw\n"
+                      "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+  f = fake(r, twice, "0::/app\n");
+  cr_expect_eq(hicp__cgroup_memory(&f), UINT64_C(1073741824));
+  /* a cgroup neither shows: the first mount's limit, as before */
+  f = fake(r, "31 25 0:26 /other /mnt/other rw - cgroup2 cgroup2 rw\n", "0::/app\n");
+  cr_expect_eq(hicp__cgroup_memory(&f), UINT64_C(4294967296));
+
   /* nothing readable */
   hicp__cg_files none = {"/nonexistent/mountinfo", "/nonexistent/cgroup", ""};
   cr_expect_eq(hicp__cgroup_memory(&none), 0);
