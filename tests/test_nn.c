@@ -1361,6 +1361,73 @@ Test(nn, hub_rows_are_never_read)
   free(p);
 }
 
+/* Queries exactly as far from the hub as from a point p of the sphere
+ * (p / 2, a tie in float too), walked from p by pnn and pnn-opt: p's row
+ * scan finds the hub within the tie bound, and the flood that settles the
+ * tie (hicp__walk_flood) must not read the hub's row either.  Here the row
+ * is poisoned with HICP_NONE, which a read takes for a vertex far beyond
+ * the model's; every method, variant and thread count keeps brute force's
+ * answer. */
+Test(nn, floods_do_not_read_hub_rows)
+{
+  const size_t n = 3001;
+  float *p = sphere_and_centre(n);
+  hicp_model *m = build(p, n, 1);
+  poison_hub(m);
+  const uint32_t hub = m->zero_start;
+  for (uint32_t e = m->row[hub]; e < m->row[hub + 1]; e++)
+    m->nbr[e] = HICP_NONE;
+  const size_t nq = 600;
+  float *q = malloc(sizeof(float) * 3 * nq);
+  uint32_t *src = malloc(sizeof *src * nq), *got = malloc(sizeof *got * nq);
+  float *got_d = malloc(sizeof *got_d * nq);
+  for (size_t i = 0; i < nq; i++) {
+    src[i] = (uint32_t)((i * 7919u) % (n - 1));
+    for (int d = 0; d < 3; d++)
+      q[3 * i + d] = p[3 * src[i] + d] * 0.5f;
+  }
+  static const hicp_nn_method methods[] = {HICP_NN_PNN, HICP_NN_PNN_OPT, HICP_NN_ZERO,
+                                           HICP_NN_KDANN};
+  for (int run = 0; run <= (int)TH_NSIMD; run++) {
+    const int last = run == (int)TH_NSIMD;
+    if (!last)
+      setenv("HICP_SIMD", th_simd[run], 1);
+    else
+      unsetenv("HICP_SIMD");
+    hicp_context_options co;
+    hicp_context_options_init(&co);
+    co.threads = last ? 2 : 1;
+    hicp_context *ctx;
+    cr_assert_eq(hicp_context_create(&co, &ctx), 0);
+    for (size_t k = 0; k < sizeof methods / sizeof *methods; k++) {
+      hicp_nn_options o;
+      hicp_nn_options_init(&o);
+      o.method = methods[k];
+      o.warm_start = 1;
+      memcpy(got, src, sizeof *got * nq);
+      cr_assert_eq(hicp_nn_query(ctx, m, q, nq, &o, got, got_d, NULL), 0, "%s",
+                   hicp_context_error(ctx));
+      for (size_t i = 0; i < nq; i++) {
+        uint32_t want;
+        float want_d;
+        oracle(p, n, &q[3 * i], &want, &want_d);
+        cr_assert(want == src[i] && got[i] == want && memcmp(&got_d[i], &want_d, 4) == 0,
+                  "method %s simd %s query %zu: got %u, want %u (the tie's point %u)",
+                  hicp_nn_method_name(methods[k]), last ? "default" : th_simd[run], i, got[i],
+                  want, src[i]);
+      }
+    }
+    hicp_context_destroy(ctx);
+  }
+  unsetenv("HICP_SIMD");
+  free(q);
+  free(src);
+  free(got);
+  free(got_d);
+  hicp_model_destroy(m);
+  free(p);
+}
+
 /* Pass A on the same hub, its scan near the sphere and a quarter of it
  * inside (outliers): every variant keeps the reference's state, the
  * certificates given up at the hub included. */

@@ -292,13 +292,33 @@ HICP_PP uint32_t hicp__start_vertex(const hicp__mview *m, const float q[3])
   return m->start[((size_t)z * m->start_dim[1] + y) * m->start_dim[0] + x];
 }
 
+/* Rows longer than this are hubs'.  The longest rows of real models have
+ * 50-80 neighbours (bunny00 72, boeing 59); a point joined to a large part
+ * of the model (the centre of points on a sphere; a lidar map's sensor
+ * origin, where a driver wrote (0, 0, 0) for its missing returns) has tens
+ * of thousands, and a walk that reaches it outside its safe ball would
+ * read them all: on a sphere of 160,000 points and its centre (the vertex
+ * nearest the centroid, where zero and pnn walks begin) 70-85 us a query
+ * where the others took under 1 (docs/cpu-engine.md, stop 61). */
+#define HICP_HUB_ROW 1024u
+
+/* Whether vertex v is a hub (a row longer than HICP_HUB_ROW). */
+HICP_PP int hicp__is_hub(const hicp__mview *m, uint32_t v)
+{
+  return m->row[v + 1] - m->row[v] > HICP_HUB_ROW;
+}
+
 #define HICP_FLOOD_CAP 64
 
 /* Resolves near-ties after the descent stopped at (*v, *d): explores every
  * vertex with computed distance <= T(*d) connected to *v through such
  * vertices and keeps the best.  Returns 0, or -1 if more than
  * HICP_FLOOD_CAP vertices qualify (then the caller falls back to brute
- * force, which is exact and, for such pathological ties, rare). */
+ * force, which is exact and, for such pathological ties, rare), or -2
+ * with the best so far in (*v, *d) when a hub (HICP_HUB_ROW) is within
+ * the tie bound: its row is not read (a query as far from the centre of
+ * a sphere as from one of its points), and the caller ends with the
+ * kd-tree's search from there. */
 HICP_PP int hicp__walk_flood(const hicp__mview *m, const float q[3], uint32_t *v, float *d)
 {
   uint32_t seen[HICP_FLOOD_CAP];
@@ -309,6 +329,11 @@ HICP_PP int hicp__walk_flood(const hicp__mview *m, const float q[3], uint32_t *v
   seen[nseen++] = *v;
   while (head < nseen) {
     uint32_t x = seen[head++];
+    if (hicp__is_hub(m, x)) {
+      *v = best;
+      *d = bestd;
+      return -2;
+    }
     for (uint32_t e = m->row[x]; e < m->row[x + 1]; e++) {
       uint32_t u = m->nbr[e];
       float du = hicp__d2(q, &m->vtx[u]);
@@ -608,37 +633,40 @@ HICP_PP void hicp__walk_begin(const hicp__mview *m, const float q[3], uint32_t s
   hicp__walk_begin_at(start, hicp__d2(q, &m->vtx[start]), cert, w);
 }
 
-/* Rows longer than this are hubs'.  The longest rows of real models have
- * 50-80 neighbours (bunny00 72, boeing 59); a point joined to a large part
- * of the model (the centre of points on a sphere; a lidar map's sensor
- * origin, where a driver wrote (0, 0, 0) for its missing returns) has tens
- * of thousands, and a walk that reaches it outside its safe ball would
- * read them all: on a sphere of 160,000 points and its centre (the vertex
- * nearest the centroid, where zero and pnn walks begin) 70-85 us a query
- * where the others took under 1 (docs/cpu-engine.md, stop 61). */
-#define HICP_HUB_ROW 1024u
-
 /* Whether the walk is at a hub (a row longer than HICP_HUB_ROW); asked
  * after the safe ball test, in place of the row scan. */
 HICP_PP int hicp__walk_at_hub(const hicp__mview *m, const hicp__walk *w)
 {
-  return m->row[w->cur + 1] - m->row[w->cur] > HICP_HUB_ROW;
+  return hicp__is_hub(m, w->cur);
 }
 
-/* A walk at a hub reads none of its row: it moves to the start table's
- * vertex for q where that is strictly nearer (returns 1: a step, which
- * gives up the certificate as any move does), else it ends with the
- * kd-tree's search (returns 0: then hicp__walk_end_hub).  Both keep the
- * answer exact and its tie rule (the walk goes on from another vertex;
- * the kd-tree is exact), so every method and backend still answers the
- * same vertex.  Every move lowers dcur, so a walk meets each hub at most
- * once. */
+/* A walk at a hub reads none of its row: it moves to the nearer of two
+ * start table vertices where that is strictly nearer than the hub
+ * (returns 1: a step, which gives up the certificate as any move does),
+ * else it ends with the kd-tree's search (returns 0: then
+ * hicp__walk_end_hub).  The two: the table's vertex for q, and for the
+ * mirror of the hub across q, 2q - h, where the vertices nearer q than
+ * the hub lie when q is about as far from the hub as from them (the
+ * table's vertex for q itself is then often the hub: on a sphere of
+ * 160,000 points and its centre, queries 0.50-0.52 from the centre ended
+ * in the kd-tree, 30-550 us each).  Both ways keep the answer exact and
+ * its tie rule (the walk goes on from another vertex; the kd-tree is
+ * exact), so every method and backend still answers the same vertex.
+ * Every move lowers dcur, so a walk meets each hub at most once. */
 HICP_PP int hicp__walk_hub_move(const hicp__mview *m, const float q[3], hicp__walk *w)
 {
   if (m->start == 0)
     return 0;
-  const uint32_t s = hicp__start_vertex(m, q);
-  const float d = hicp__d2(q, &m->vtx[s]);
+  const hicp__vtx *h = &m->vtx[w->cur];
+  const float mirror[3] = {2.0f * q[0] - h->x, 2.0f * q[1] - h->y, 2.0f * q[2] - h->z};
+  uint32_t s = hicp__start_vertex(m, q);
+  float d = hicp__d2(q, &m->vtx[s]);
+  const uint32_t s2 = hicp__start_vertex(m, mirror);
+  const float d2 = hicp__d2(q, &m->vtx[s2]);
+  if (d2 < d) {
+    s = s2;
+    d = d2;
+  }
   if (!(d < w->dcur))
     return 0;
   w->cur = s;
@@ -702,7 +730,10 @@ HICP_PP void hicp__walk_end(const hicp__mview *m, const float q[3], const hicp__
   if (!hicp__guard_safe(m, q, dcur)) {
     hicp__nn_kdtree(m, q, &cur, &dcur);
   } else if (rs->near_tie) {
-    if (hicp__walk_flood(m, q, &cur, &dcur) != 0)
+    const int flood = hicp__walk_flood(m, q, &cur, &dcur);
+    if (flood == -2) /* a hub within the tie bound */
+      hicp__nn_kdtree(m, q, &cur, &dcur);
+    else if (flood != 0)
       hicp__nn_brute(m, q, &cur, &dcur);
   } else if (w->cert) {
     r->ended = 2;
