@@ -1353,6 +1353,26 @@ Test(nn, hub_rows_are_never_read)
   cr_assert_eq(st.queries, nq / 2);
   cr_assert_gt(st.queries - st.hist[0], nq / 8, "%llu of %zu walks moved from the hub",
                (unsigned long long)(st.queries - st.hist[0]), nq / 2);
+  /* just beyond the safe ball (0.505-0.52 from the centre, where a point
+   * of the sphere is nearer): the table's vertex for q is often the hub,
+   * for the hub's mirror across q a point of the sphere; every walk moves
+   * (with q's alone, 169 of 600 ended in the kd-tree) */
+  for (size_t i = 0; i < nq / 2; i++) {
+    double u[3];
+    unit_vector(&r, u);
+    const double rad = 0.505 + 0.015 * th_uniform(&r);
+    for (int d = 0; d < 3; d++)
+      inner[3 * i + d] = (float)(rad * u[d]);
+  }
+  cr_assert_eq(hicp_nn_query(ctx, m, inner, nq / 2, &o, idx, NULL, &st), 0);
+  cr_assert_eq(st.queries - st.hist[0], nq / 2, "%llu of %zu walks just beyond the safe ball moved",
+               (unsigned long long)(st.queries - st.hist[0]), nq / 2);
+  for (size_t i = 0; i < nq / 2; i++) {
+    uint32_t want;
+    float wd;
+    oracle(p, n, &inner[3 * i], &want, &wd);
+    cr_assert_eq(idx[i], want, "band query %zu: %u, want %u", i, idx[i], want);
+  }
   hicp_context_destroy(ctx);
   free(idx);
   free(inner);
