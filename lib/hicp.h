@@ -766,10 +766,13 @@ typedef struct hicp_reg_options {
                               filter is two-sided: below about 1.5 it drops
                               some of the nearest pairs too (trim is the
                               better cut).  Where the last window held no pair it
-                              starts again from all of them; where the
-                              bounds keep none (distances equal to 1e-8 of
-                              their size) the registration stops with
-                              ::HICP_STOP_NO_PAIRS. */
+                              starts again from all of them; otherwise the
+                              bounds keep at least its pair nearest the mean
+                              (a deviation under 1e-6 of the distances,
+                              their sums' rounding, counts as 1e-6), so the
+                              filter alone never leaves no pairs; with trim
+                              the two together may, and then the
+                              registration stops with ::HICP_STOP_NO_PAIRS. */
   size_t scan_stride;    /**< bytes between scan points; 0 = packed xyz */
   int chunk_points;      /**< points per reduction chunk, a power of two from
                               256 to 65536; 0 = 1024.  Results are bit-identical

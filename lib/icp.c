@@ -94,9 +94,12 @@ static int make_plan(hicp_context *ctx, const hicp_model *m, const hicp_reg_opti
   p->conv.step_t = o->min_step_trans;
   /* 1 - cos(angle), so the device loop needs no cosine, as 2 sin^2(angle/2):
    * 1 - cos rounds to 0 (off) below 6e-7 degrees, and a threshold that fine
-   * must still take part. */
+   * must still take part.  Below about 1e-160 degrees 2 sin^2 underflows to
+   * 0 too: the least positive double then, which only a rotation step of
+   * exactly 0 is under, as for the threshold itself. */
   const double half = o->min_step_rot_deg * M_PI / 360.0;
-  p->conv.step_c = o->min_step_rot_deg > 0.0 ? 2.0 * sin(half) * sin(half) : 0.0;
+  p->conv.step_c =
+      o->min_step_rot_deg > 0.0 ? fmax(2.0 * sin(half) * sin(half), 0x1p-1074) : 0.0;
   p->conv.max_iter = o->max_iter;
   p->max_d2 = o->max_dist > 0.0 ? o->max_dist * o->max_dist : HUGE_VAL;
   p->trim = o->trim;

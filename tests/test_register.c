@@ -1240,3 +1240,87 @@ Test(register, result_statistics_brute_force, .timeout = 60)
   cr_assert_lt(cut.inlier_rmse, cut.rmse);
   free_scene(&s);
 }
+
+/* (stop 61's review) The sigma filter keeps pairs whose distances are
+ * equal to float precision: a scan on a sphere of radius 1 about a model
+ * of one point, every pair 1 apart but for the coordinates' rounding
+ * (1e-7), with the filter from the first iteration.  Their variance is
+ * rounding, and the bounds it gave kept no pair for 3 of these 29 scans
+ * (8, 23 and 1,387 points): each stopped at once, no-pairs, 0 inliers. */
+Test(register, sigma_filter_keeps_distances_equal_to_float_precision)
+{
+  const float one[3] = {0.25f, 0.5f, 0.75f};
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, one, 1, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  th_rng rng;
+  th_rng_seed(&rng, 3);
+  static float scan[3 * 3000];
+  for (int n = 3; n <= 3000; n = n * 5 / 4 + 1) {
+    for (int i = 0; i < n; i++) {
+      double v[3], r;
+      do {
+        for (int d = 0; d < 3; d++)
+          v[d] = th_normal(&rng);
+        r = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+      } while (r < 1e-3);
+      for (int d = 0; d < 3; d++)
+        scan[3 * i + d] = (float)(one[d] + v[d] / r);
+    }
+    hicp_reg_options o;
+    hicp_reg_options_init(&o);
+    o.filter_start = 0;
+    hicp_result r;
+    hicp_result_init(&r);
+    cr_assert_eq(hicp_register(ctx, m, scan, (size_t)n, &o, NULL, &r), 0, "%s",
+                 hicp_context_error(ctx));
+    cr_assert_neq(r.stop, HICP_STOP_NO_PAIRS,
+                  "%d points 1 from the model: the filter kept none (rmse %.17g)", n, r.rmse);
+    cr_assert_eq(r.inliers, (uint64_t)n, "%d points 1 from the model: %llu kept", n,
+                 (unsigned long long)r.inliers);
+  }
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
+/* (stop 61's review) A rotation threshold under about 1e-160 degrees,
+ * whose 1 - cos underflows to 0 in the plan, still takes part (0 alone is
+ * off): with a translation threshold that any step is under, it stops only
+ * once the rotation stops changing, as 1e-100 degrees does, not after the
+ * first step (the translation's alone). */
+Test(register, rotation_threshold_below_underflow_takes_part)
+{
+  float pts[3 * 2000];
+  hicp_model *m = small_model(pts, 2000);
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  hicp_transform init;
+  hicp_transform_identity(&init);
+  init.m[3] = 0.05;
+  init.m[7] = -0.03;
+  const double degs[3] = {1e-100, 1e-170, 1e-300};
+  int iters[3];
+  for (int k = 0; k < 3; k++) {
+    hicp_reg_options o;
+    hicp_reg_options_init(&o);
+    o.tol = 0;
+    o.max_iter = 40;
+    o.min_step_trans = 1e9;
+    o.min_step_rot_deg = degs[k];
+    hicp__plan plan;
+    size_t stride;
+    cr_assert_eq(hicp__make_plan(ctx, m, &o, &plan, &stride), 0, "%s", hicp_context_error(ctx));
+    cr_assert_gt(plan.conv.step_c, 0.0, "%g degrees: the rotation threshold is off", degs[k]);
+    hicp_result r;
+    hicp_result_init(&r);
+    cr_assert_eq(hicp_register(ctx, m, pts, 500, &o, &init, &r), 0, "%s",
+                 hicp_context_error(ctx));
+    cr_assert_eq(r.stop, HICP_STOP_INCREMENT, "%g degrees: stop %s", degs[k],
+                 hicp_stop_name(r.stop));
+    iters[k] = r.iterations;
+    cr_assert_gt(r.iterations, 1, "%g degrees: stopped by the translation alone", degs[k]);
+    cr_assert_eq(r.iterations, iters[0], "%g degrees: %d iterations, 1e-100 degrees %d",
+                 degs[k], r.iterations, iters[0]);
+  }
+  hicp_context_destroy(ctx);
+  hicp_model_destroy(m);
+}

@@ -490,11 +490,23 @@ HICP_PP void hicp__sigma_bounds(const hicp__partial *tot, double sigma, hicp__se
     return;
   }
   double mean = tot->v[HICP_PF_E_W] / n;
-  double var = tot->v[HICP_PF_E2_W] / n - mean * mean;
-  double sd = var > 0.0 ? HICP_SQRT(var) : 0.0;
-  /* The mean of equal distances rounds to a neighbour of their value, and
-   * then a window of zero width (var <= 0) would drop every pair: widen it
-   * by far more than the sum's rounding, far less than any real spread. */
+  double m2 = tot->v[HICP_PF_E2_W] / n;
+  double var = m2 - mean * mean;
+  /* var is a difference of two nearly equal numbers, each off by up to a
+   * few hundred ulps of m2 (the sums' depth: a lane's points, the lane
+   * and chunk trees; at most about 300 additions).  Below 2^-40 of m2
+   * (a deviation of 1e-6 of the distances) it is that rounding, not the
+   * spread: distances equal to float precision (1e-7 of their size) gave
+   * a var of either sign, and a deviation of 0 or of a few ulps, whose
+   * bounds kept no pair, and the registration stopped for want of pairs.
+   * The window always holds a pair within one deviation of its mean, and
+   * the bounds are at least sqrt(3) deviations wide (hicp__sigma_k), so
+   * with the deviation taken no smaller than its rounding they keep it. */
+  const double var_floor = 0x1p-40 * m2;
+  double sd = HICP_SQRT(var > var_floor ? var : var_floor);
+  /* The mean of equal distances rounds to a neighbour of their value:
+   * widen the window by far more than the sum's rounding, far less than
+   * any real spread (it alone keeps distances that are all 0). */
   double slack = 1e-12 * mean;
   s->e_lo = mean - sigma * sd - slack;
   s->e_hi = mean + sigma * sd + slack;
