@@ -1312,8 +1312,9 @@ Test(nn, pass_a_keeps_the_reference_state_with_guards)
 
 /* A hub: the centre of 3,000 points on a sphere, joined to all of them.
  * Its row is never read (poison_hub): walks that reach it outside its
- * safe ball go on from the start table's vertex where that is nearer, or
- * end in the kd-tree (lib/pp/nn.h, HICP_HUB_ROW), by every method, in the
+ * safe ball go on from a start table vertex (the query's, or the hub's
+ * mirror's across it) where that is nearer, or end in the kd-tree
+ * (lib/pp/nn.h, HICP_HUB_ROW), by every method, in the
  * vector waves and the scalar walks alike, answers still brute force's
  * (stop 61: zero and pnn walks all began at the hub and read its row,
  * 70-85 us a query on a sphere of 160,000 points). */
