@@ -1136,6 +1136,15 @@ static void poison_hub(hicp_model *m)
   }
 }
 
+/* sphere_and_centre's n points (in *p) and their model, its hub poisoned. */
+static hicp_model *hub_model(size_t n, float **p)
+{
+  *p = sphere_and_centre(n);
+  hicp_model *m = build(*p, n, 1);
+  poison_hub(m);
+  return m;
+}
+
 /* kind: 0 a plain model, 1 one with guards, 2 sphere_and_centre's hub
  * (poison_hub) */
 static void pass_a_case(const float *pm, size_t nm, const float *p0, uint32_t n, uint64_t seed,
@@ -1321,9 +1330,8 @@ Test(nn, pass_a_keeps_the_reference_state_with_guards)
 Test(nn, hub_rows_are_never_read)
 {
   const size_t n = 3001;
-  float *p = sphere_and_centre(n);
-  hicp_model *m = build(p, n, 1);
-  poison_hub(m);
+  float *p;
+  hicp_model *m = hub_model(n, &p);
   const size_t nq = 1200;
   float *q = make_queries(p, n, nq, 4242);
   th_rng r;
@@ -1392,9 +1400,8 @@ Test(nn, hub_rows_are_never_read)
 Test(nn, floods_do_not_read_hub_rows)
 {
   const size_t n = 3001;
-  float *p = sphere_and_centre(n);
-  hicp_model *m = build(p, n, 1);
-  poison_hub(m);
+  float *p;
+  hicp_model *m = hub_model(n, &p);
   const uint32_t hub = m->zero_start;
   for (uint32_t e = m->row[hub]; e < m->row[hub + 1]; e++)
     m->nbr[e] = HICP_NONE;

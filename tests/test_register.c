@@ -766,6 +766,15 @@ Test(register, degenerate_scans_and_options)
  * 1 - cos(min_step_rot_deg), made as 2 sin^2(half): a factor lost there
  * moved the threshold by sqrt(2) in angle, which the one-step test's
  * thresholds (180 degrees, 1e-7) could not see. */
+/* The rotation threshold's plan (1 - cos) of options o. */
+static double plan_step_c(hicp_context *ctx, const hicp_model *m, const hicp_reg_options *o)
+{
+  hicp__plan plan;
+  size_t stride;
+  cr_assert_eq(hicp__make_plan(ctx, m, o, &plan, &stride), 0, "%s", hicp_context_error(ctx));
+  return plan.conv.step_c;
+}
+
 Test(register, rotation_threshold_plan)
 {
   float pts[3 * 500];
@@ -776,13 +785,11 @@ Test(register, rotation_threshold_plan)
     hicp_reg_options o;
     hicp_reg_options_init(&o);
     o.min_step_rot_deg = degs[k];
-    hicp__plan plan;
-    size_t stride;
-    cr_assert_eq(hicp__make_plan(ctx, m, &o, &plan, &stride), 0, "%s", hicp_context_error(ctx));
+    const double step_c = plan_step_c(ctx, m, &o);
     const double a = degs[k] * M_PI / 180.0; /* 1 - cos a, without its cancellation */
     const double want = sin(a) * sin(a) / (1.0 + cos(a));
-    cr_assert(fabs(plan.conv.step_c - want) <= 1e-12 * want, "%g degrees: %.17g, want %.17g",
-              degs[k], plan.conv.step_c, want);
+    cr_assert(fabs(step_c - want) <= 1e-12 * want, "%g degrees: %.17g, want %.17g", degs[k],
+              step_c, want);
   }
   hicp_context_destroy(ctx);
   hicp_model_destroy(m);
@@ -1306,10 +1313,8 @@ Test(register, rotation_threshold_below_underflow_takes_part)
     o.max_iter = 40;
     o.min_step_trans = 1e9;
     o.min_step_rot_deg = degs[k];
-    hicp__plan plan;
-    size_t stride;
-    cr_assert_eq(hicp__make_plan(ctx, m, &o, &plan, &stride), 0, "%s", hicp_context_error(ctx));
-    cr_assert_gt(plan.conv.step_c, 0.0, "%g degrees: the rotation threshold is off", degs[k]);
+    cr_assert_gt(plan_step_c(ctx, m, &o), 0.0, "%g degrees: the rotation threshold is off",
+                 degs[k]);
     hicp_result r;
     hicp_result_init(&r);
     cr_assert_eq(hicp_register(ctx, m, pts, 500, &o, &init, &r), 0, "%s",
