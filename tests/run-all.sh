@@ -18,6 +18,18 @@ jobs=$(nproc)
 (cd "$root" && ./autogen.sh >/dev/null)
 summary=$(mktemp)
 trap 'rm -f "$summary"' EXIT
+failed_tests() { # failed_tests LOG DIR: what a failed make check needs to be read
+  # from a CI summary that keeps only the end of the output: each failing
+  # test's own lines first, the list of failures last
+  find "$2" -name '*.log' -path '*tests/*' 2>/dev/null | while read -r log; do
+    if grep -qE '^(not ok|Bail out)' "$log"; then
+      echo "== $log"
+      grep -E -B3 -A12 '^(not ok|Bail out)' "$log" | head -80
+    fi
+  done
+  echo "== failed:"
+  grep -E '^(FAIL|ERROR|XPASS):' "$1" || true
+}
 check_only() { # check_only NAME "TESTS" CONFIGURE-FLAGS...: build, make check ("" = all)
   name=$1; tests=$2; shift 2
   dir=$root/build-test-$name
@@ -28,7 +40,7 @@ check_only() { # check_only NAME "TESTS" CONFIGURE-FLAGS...: build, make check (
   make -j"$jobs" >/dev/null
   echo "== [$name] make check${tests:+ TESTS=$tests}"
   if ! make -j"$jobs" check ${tests:+TESTS="$tests"} >check.log 2>&1; then
-    cat test-suite.log 2>/dev/null || true; tail -50 check.log; exit 1
+    tail -50 check.log; failed_tests check.log "$dir"; exit 1
   fi
   { echo "[$name] make check:"; grep -E '^# (TOTAL|PASS|SKIP|XFAIL|FAIL|XPASS|ERROR)' check.log; } >>"$summary"
 }
@@ -37,7 +49,7 @@ run() { # run NAME CONFIGURE-FLAGS...: the whole make check, then make distcheck
   name=$1; shift 2
   echo "== [$name] make distcheck"
   if ! make -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS="$*" >distcheck.log 2>&1; then
-    tail -80 distcheck.log; exit 1
+    tail -80 distcheck.log; failed_tests distcheck.log "$dir"; exit 1
   fi
   echo "[$name] make distcheck: passed" >>"$summary"
 }
