@@ -196,28 +196,32 @@ static int crew_plan(hicp_context *ctx, const hicp_model *m, size_t frames, crew
     /* Device workers sleep while their device works, but prepare each
      * frame on the host (about 0.5 ms of a core for 30k points): two cores
      * per device are left for them. */
-    int ncpu = ctx->threads - 2 * nlog, each = 1, more = 0;
+    int ncpu = ctx->threads - 2 * nlog;
     if (ncpu < 1)
       ncpu = 1;
+    int workers = ncpu;
     if (c->ngpu > 0 && (size_t)c->ngpu >= frames)
-      ncpu = 0; /* the devices take every frame at once */
+      workers = ncpu = 0; /* the devices take every frame at once */
     else if (c->ngpu > 0 && frames - (size_t)c->ngpu < (size_t)ncpu)
-      ncpu = (int)(frames - (size_t)c->ngpu);
-    else if (c->ngpu == 0 && frames < (size_t)ncpu) {
-      /* fewer frames than threads: a worker a frame, the threads shared
-       * out (`more` workers with one thread more) */
-      each = ncpu / (int)frames;
-      more = ncpu % (int)frames;
-      ncpu = (int)frames;
-    }
-    for (int i = 0; i < ncpu && c->n < 64; i++) {
+      workers = ncpu = (int)(frames - (size_t)c->ngpu); /* one thread each */
+    else if (c->ngpu == 0 && frames < (size_t)ncpu)
+      workers = (int)frames; /* fewer frames than threads: a worker a frame */
+    /* The threads shared out over the workers (`more` of them with one
+     * thread more): fewer frames than threads, or more threads than the
+     * crew has room for workers (on a host of more than 64 cores, 100
+     * threads ran 64 workers of one thread: 36 cores stood idle). */
+    if (workers > 64 - c->n)
+      workers = 64 - c->n;
+    const int each = workers > 0 ? ncpu / workers : 0, more = workers > 0 ? ncpu % workers : 0;
+    for (int i = 0, first = 0; i < workers; i++) {
       c->m[c->n].threads = each + (i < more);
       /* Beside device workers, the first cores are left to them and each
-       * CPU worker keeps to a core of its own.  Without devices the system
-       * places the workers: it sees every other crew and process, and a
-       * fixed core per worker would put the first worker of every stream,
-       * batch and process on the same core. */
-      c->m[c->n].core = nlog > 0 ? 2 * nlog + i : -1;
+       * CPU worker of one thread keeps to a core of its own (bind_member).
+       * Without devices the system places the workers: it sees every
+       * other crew and process, and a fixed core per worker would put the
+       * first worker of every stream, batch and process on the same core. */
+      c->m[c->n].core = nlog > 0 ? 2 * nlog + first : -1;
+      first += c->m[c->n].threads;
       c->m[c->n++].gpu = 0;
     }
   }
@@ -726,7 +730,7 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
       const float *p0 = frames[i];
       int frc = in_place ? hicp__check_count(ctx, "scan", p0, counts[i])
                          : hicp__check_frame_budget(ctx, &plan, counts[i], copy);
-      const int matches =
+      int matches =
           frc == HICP_OK &&
           hicp__frame_fits(ctx, &plan, counts[i], copy + match_bytes(counts[i], cur_cap, prev_cap));
       if (frc == HICP_OK && !matches)
@@ -736,8 +740,12 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
         frc = hicp__copy_points_kept(ctx, "scan", frames[i], counts[i], stride, &kept);
         p0 = kept;
       }
-      if (frc == HICP_OK && matches && match_buffer(&cur, &cur_cap, counts[i], prev_cap) != 0)
-        frc = hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+      if (frc == HICP_OK && matches && match_buffer(&cur, &cur_cap, counts[i], prev_cap) != 0) {
+        /* no memory for them: the frame runs without, as where the limit
+         * leaves no room (it failed with HICP_ENOMEM) */
+        drop_matches(&prev, &cur, &prev_cap, &cur_cap, &prev_n);
+        matches = 0;
+      }
       if (frc == HICP_OK) {
         const uint32_t *warm =
             matches && bo.reuse_matches && prev != NULL && prev_n == counts[i] ? prev : NULL;
@@ -995,13 +1003,13 @@ static void process_entry(hicp_stream *s, crew_member *cm, entry *e, uint64_t in
      * frame runs from the start table to the same pose) */
     const uint64_t copy = single_call_copy(e);
     rc = hicp__check_frame_budget(cm->ctx, &s->plan, e->n, copy);
-    const int matches =
+    int matches =
         rc == HICP_OK &&
         hicp__frame_fits(cm->ctx, &s->plan, e->n, copy + match_bytes(e->n, s->cur_cap, s->prev_cap));
+    if (rc == HICP_OK && matches && match_buffer(&s->cur, &s->cur_cap, e->n, s->prev_cap) != 0)
+      matches = 0; /* no memory for them: without, as where the limit leaves no room */
     if (rc == HICP_OK && !matches)
       drop_matches(&s->prev, &s->cur, &s->prev_cap, &s->cur_cap, &s->prev_n);
-    if (rc == HICP_OK && matches && match_buffer(&s->cur, &s->cur_cap, e->n, s->prev_cap) != 0)
-      rc = hicp__fail(cm->ctx, HICP_ENOMEM, "out of memory");
     uint32_t *cur = rc == HICP_OK && matches ? s->cur : NULL;
     const uint32_t *warm =
         matches && s->bo.reuse_matches && s->prev != NULL && s->prev_n == e->n ? s->prev : NULL;

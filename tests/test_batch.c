@@ -128,6 +128,32 @@ Test(batch, independent_frames_match_single_registrations)
                 "%zu frames on 5 threads: frame %zu differs", nf, k);
   }
   hicp_context_destroy(five);
+  /* more threads than a crew has room for workers (64): 100 threads for
+   * 70 frames run 64 workers, 36 of them on two threads (they ran on one
+   * each, and 36 threads stood idle) */
+  enum { NBIG = 70 };
+  const float *many[NBIG];
+  size_t many_n[NBIG];
+  for (int k = 0; k < NBIG; k++) {
+    many[k] = frames[k % NF];
+    many_n[k] = counts[k % NF];
+  }
+  hicp_context *hundred = th_context(100, HICP_BACKEND_CPU);
+  hicp_result big[NBIG];
+  for (int k = 0; k < NBIG; k++)
+    hicp_result_init(&big[k]);
+  cr_assert_eq(hicp_register_batch(hundred, m, many, many_n, NBIG, &o, NULL, NULL, big), 0, "%s",
+               hicp_context_error(hundred));
+  int most = 0;
+  for (int k = 0; k < NBIG; k++) {
+    cr_assert(memcmp(&big[k].transform, &solo[k % NF].transform, sizeof big[k].transform) == 0,
+              "100 threads: frame %d differs", k);
+    cr_assert(big[k].threads >= 1 && big[k].threads <= 2, "frame %d ran on %d threads", k,
+              big[k].threads);
+    most = big[k].threads > most ? big[k].threads : most;
+  }
+  cr_assert_eq(most, 2, "100 threads for 70 frames: every worker ran on one thread");
+  hicp_context_destroy(hundred);
   for (int k = 0; k < NF; k++)
     free((void *)frames[k]);
   hicp_model_destroy(m);
