@@ -1298,6 +1298,11 @@ int hicp_stream_submit_cloud(hicp_stream *s, const hicp_cloud *cloud, const hicp
   return submit(s, cloud->xyz, cloud->n, s->stride, cloud->origin, 1, init, frame);
 }
 
+int hicp__stream_receivers(hicp_stream *s)
+{
+  return atomic_load(&s->receivers);
+}
+
 /* Leaves hicp_stream_receive (under the stream's lock) with `rc`: a
  * destroyer waiting for the receivers to leave hears of it. */
 static int receive_leave(hicp_stream *s, int rc)

@@ -224,16 +224,20 @@ static int count_left(int want)
   return hicp__threads_left(want, hicp__runnable_tasks("/proc/loadavg"), (int)online, own);
 }
 
-int hicp__threads_now(int want)
+int hicp__threads_now_at(int want, double now)
 {
   if (want <= 1 || cap == 0 || cap >= want || !adapting())
     return want < 1 ? 1 : want;
-  const double now = hicp__now_ms();
   /* a try on all of them once the wait is over and the CPUs look free,
    * or a minute past it whatever the count says (it may never look free) */
   if (now >= retry_ms && (count_left(want) == want || now >= retry_ms + 60000.0))
     return want;
   return cap;
+}
+
+int hicp__threads_now(int want)
+{
+  return hicp__threads_now_at(want, hicp__now_ms());
 }
 
 void hicp__threads_watch_begin(hicp__threads_watch *w, int threads, int want)
@@ -254,17 +258,24 @@ void hicp__threads_watch_end(const hicp__threads_watch *w)
     return;
   const double now = hicp__now_ms();
   const double cpu = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6 - w->cpu_ms;
-  if (hicp__threads_held_up(now - w->wall_ms, cpu)) {
+  hicp__threads_record(w->threads, w->want, hicp__threads_held_up(now - w->wall_ms, cpu), now);
+}
+
+void hicp__threads_record(int threads, int want, int held_up, double now)
+{
+  if (threads <= 1)
+    return;
+  if (held_up) {
     /* fewer: as many as the CPUs look to leave, and at least one fewer */
-    const int left = count_left(w->want);
-    cap = left < w->threads ? left : w->threads - 1;
+    const int left = count_left(want);
+    cap = left < threads ? left : threads - 1;
     cap = cap > 1 ? cap : 1;
-    cap_want = w->want > cap_want ? w->want : cap_want;
+    cap_want = want > cap_want ? want : cap_want;
     /* the wait before the next try: short, as the count guards it, and
      * doubling while tries are held up (10 ms to 10 s) */
     backoff_ms = backoff_ms > 0.0 ? (backoff_ms < 5000.0 ? 2.0 * backoff_ms : 10000.0) : 10.0;
     retry_ms = now + backoff_ms;
-  } else if (w->threads >= w->want && w->threads > cap) {
+  } else if (threads >= want && threads > cap) {
     /* all of them, not held up, and more than the calling thread's
      * registrations were held to.  A context of as many threads as the
      * largest held up ends the cut; a smaller context's (on more than the
@@ -272,12 +283,12 @@ void hicp__threads_watch_end(const hicp__threads_watch *w)
      * rises to them, and the larger context still waits for its own try
      * on all of its threads: the count's word for them, and the wait
      * doubled while its tries are held up */
-    if (w->threads >= cap_want) {
+    if (threads >= cap_want) {
       cap = 0;
       cap_want = 0;
       backoff_ms = 0.0;
     } else {
-      cap = w->threads;
+      cap = threads;
     }
   }
 }

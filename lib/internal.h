@@ -181,6 +181,17 @@ typedef struct hicp__threads_watch {
 } hicp__threads_watch;
 void hicp__threads_watch_begin(hicp__threads_watch *w, int threads, int want);
 void hicp__threads_watch_end(const hicp__threads_watch *w);
+/* The calls in hicp_stream_receive on stream s now (those counted: a
+ * destroy waits for them to leave).  For the tests, which must know that a
+ * receiver is inside before they destroy the stream under it. */
+int hicp__stream_receivers(hicp_stream *s);
+/* What the watch's end decides, apart from its clocks: a registration on
+ * `threads` of `want` ended at `now` (hicp__now_ms), held up or not.  And
+ * hicp__threads_now at the time `now`.  The tests drive the rules with
+ * them: a thread off its CPU for a moment, or a sleep that lasts, cannot
+ * then change what they see. */
+void hicp__threads_record(int threads, int want, int held_up, double now);
+int hicp__threads_now_at(int want, double now);
 /* A parallel region of `threads` on the calling thread has just ended:
  * its idle threads may spin a while (counted as its own, not as others). */
 void hicp__team_ended(int threads);

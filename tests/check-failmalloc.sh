@@ -37,7 +37,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/hicp-failmalloc.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 m=$data/boeing.off
 n=0
-echo "1..6"
+echo "1..8"
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 notok() { n=$((n + 1)); echo "not ok $n - $1"; }
 
@@ -105,7 +105,11 @@ sweep() {
   "$bin" model build "$m" -o "$tmp/m.hicpm" >/dev/null 2>&1 &&
   "$bin" model info "$tmp/m.hicpm" 2>/dev/null | grep -v '^model\|^build' >"$tmp/info.ref" &&
   "$bin" register "$tmp/m.hicpm" "$tmp/scan.ply" --json --threads 2 >"$tmp/reg.json" 2>/dev/null &&
-  "$bin" nn "$tmp/m.hicpm" "$tmp/scan.ply" --csv >"$tmp/nn.ref" 2>/dev/null
+  "$bin" nn "$tmp/m.hicpm" "$tmp/scan.ply" --csv >"$tmp/nn.ref" 2>/dev/null &&
+  "$bin" track "$tmp/m.hicpm" "$tmp/scan.ply" "$tmp/scan.ply" "$tmp/scan.ply" --json \
+    --threads 2 >"$tmp/track.json" 2>/dev/null &&
+  "$bin" track "$tmp/m.hicpm" "$tmp/scan.ply" "$tmp/scan.ply" "$tmp/scan.ply" --json \
+    --threads 2 --independent >"$tmp/batch.json" 2>/dev/null
 if [ $? -ne 0 ]; then
   echo "Bail out! the references could not be made"
   exit 1
@@ -115,12 +119,27 @@ pose() { python3 -c 'import json, sys
 d = json.load(open(sys.argv[1]))
 print(repr(d["transform"]), repr(d["rmse"]), d["iterations"], d["stop"], d["inliers"])' "$1" 2>/dev/null; }
 pose "$tmp/reg.json" >"$tmp/reg.ref"
+# the same for each frame of hicp track's JSON lines
+poses() { python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    print(d["frame"], repr(d["transform"]), repr(d["rmse"]), d["iterations"], d["stop"])' "$1" 2>/dev/null; }
+poses "$tmp/track.json" >"$tmp/track.ref"
+poses "$tmp/batch.json" >"$tmp/batch.ref"
+# a reference that read as nothing would match any run that printed nothing
+if [ ! -s "$tmp/reg.ref" ] || [ "$(wc -l <"$tmp/track.ref")" -ne 3 ] ||
+   [ "$(wc -l <"$tmp/batch.ref")" -ne 3 ]; then
+  echo "Bail out! the reference results could not be read"
+  exit 1
+fi
 
 same_model() { [ -s "$tmp/run/m.hicpm" ] && "$bin" model info "$tmp/run/m.hicpm" 2>/dev/null |
   grep -v '^model\|^build' | cmp -s - "$tmp/info.ref"; }
 same_pose() { pose "$tmp/out" | cmp -s - "$tmp/reg.ref"; }
 same_moved() { same_pose && [ -s "$tmp/run/moved.ply" ]; }
 same_nn() { cmp -s "$tmp/out" "$tmp/nn.ref"; }
+same_track() { poses "$tmp/out" | cmp -s - "$tmp/track.ref"; }
+same_batch() { poses "$tmp/out" | cmp -s - "$tmp/batch.ref"; }
 same_info() { grep -v '^model\|^build' "$tmp/out" | cmp -s - "$tmp/info.ref"; }
 
 sweep "model build" same_model model build "$m" -o m.hicpm
@@ -129,6 +148,12 @@ sweep "register, 2 threads" same_pose register "$tmp/m.hicpm" "$tmp/scan.ply" --
 sweep "register from the mesh, 1 thread, writing the moved scan" same_moved register "$m" \
   "$tmp/scan.ply" --json --threads 1 --output moved.ply
 sweep "nn" same_nn nn "$tmp/m.hicpm" "$tmp/scan.ply" --csv
+# a tracked stream (its frames' matches too: where there is no memory for
+# them a frame runs without, to the same pose) and a batch
+sweep "track, 3 frames, 2 threads" same_track track "$tmp/m.hicpm" "$tmp/scan.ply" \
+  "$tmp/scan.ply" "$tmp/scan.ply" --json --threads 2
+sweep "track --independent, 3 frames, 2 threads" same_batch track "$tmp/m.hicpm" \
+  "$tmp/scan.ply" "$tmp/scan.ply" "$tmp/scan.ply" --json --threads 2 --independent
 
 # Qhull's allocations: the first three (its set-up), then a spread up to
 # the last one

@@ -698,7 +698,9 @@ static void *cancel_later(void *p)
 }
 
 /* A batch cancelled from another thread: every frame is accounted for,
- * finished, stopped early, or not started; none lost or duplicated. */
+ * finished, stopped early, or not started; none lost or duplicated.  The
+ * cancel comes 30 ms into a batch of some 600 ms; where a loaded machine
+ * delayed it past the batch's end, the batch is run again (5 tries). */
 Test(batch, cancel_accounts_for_every_frame)
 {
   hicp_model *m = make_model();
@@ -711,30 +713,33 @@ Test(batch, cancel_accounts_for_every_frame)
   o.max_iter = 200;
   o.tol = 0;
   hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
-  hicp_result res[N];
-  for (int k = 0; k < N; k++)
-    hicp_result_init(&res[k]);
-  cancel_arg a = {ctx, 30000};
-  pthread_t t;
-  pthread_create(&t, NULL, cancel_later, &a);
-  int rc = hicp_register_batch(ctx, m, frames, counts, N, &o, NULL, NULL, res);
-  pthread_join(t, NULL);
-  cr_assert(rc == HICP_ECANCELED || rc == 0, "rc %d", rc);
   int done = 0, stopped = 0, skipped = 0;
-  for (int k = 0; k < N; k++) {
-    if (res[k].error == HICP_ECANCELED) {
-      skipped++;
-    } else {
-      cr_assert_eq(res[k].error, 0);
-      cr_assert_eq(res[k].frame, (uint64_t)k);
-      if (res[k].stop == HICP_STOP_CANCELED)
-        stopped++;
-      else
-        done++;
+  for (int tries = 0; tries < 5 && skipped + stopped == 0; tries++) {
+    hicp_result res[N];
+    for (int k = 0; k < N; k++)
+      hicp_result_init(&res[k]);
+    cancel_arg a = {ctx, 30000};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, cancel_later, &a), 0);
+    int rc = hicp_register_batch(ctx, m, frames, counts, N, &o, NULL, NULL, res);
+    pthread_join(t, NULL);
+    cr_assert(rc == HICP_ECANCELED || rc == 0, "rc %d", rc);
+    done = stopped = skipped = 0;
+    for (int k = 0; k < N; k++) {
+      if (res[k].error == HICP_ECANCELED) {
+        skipped++;
+      } else {
+        cr_assert_eq(res[k].error, 0);
+        cr_assert_eq(res[k].frame, (uint64_t)k);
+        if (res[k].stop == HICP_STOP_CANCELED)
+          stopped++;
+        else
+          done++;
+      }
     }
+    cr_assert_eq(done + stopped + skipped, N);
   }
-  cr_assert_eq(done + stopped + skipped, N);
-  cr_assert_gt(skipped + stopped, 0, "the cancel came too late to test anything");
+  cr_assert_gt(skipped + stopped, 0, "the cancel came too late to test anything, 5 times");
   hicp_context_destroy(ctx);
   for (int k = 0; k < N; k++)
     free((void *)frames[k]);
@@ -776,31 +781,37 @@ Test(batch, stream_cancel_applies_to_earlier_frames)
     cr_assert_neq(r.stop, HICP_STOP_CANCELED, "track %d: an old request stopped a frame", track);
     cr_assert(memcmp(&r.transform, &ref[0].transform, sizeof r.transform) == 0);
 
-    /* Each frame starts from the identity, so every result compares. */
-    for (int k = 0; k < BEFORE; k++)
-      cr_assert_eq(hicp_stream_submit(s, frames[k], counts[k], &ident, NULL), 0);
-    hicp_context_cancel(ctx);
-    for (int k = BEFORE; k < N; k++)
-      cr_assert_eq(hicp_stream_submit(s, frames[k], counts[k], &ident, NULL), 0);
+    /* Each frame starts from the identity, so every result compares.
+     * Where a loaded machine held the caller up until the frames before
+     * the request had all run, it goes again (5 tries). */
     int hit = 0;
-    for (int k = 0; k < N; k++) {
-      hicp_result_init(&r);
-      cr_assert_eq(hicp_stream_receive(s, &r, 1), 0);
-      cr_assert_eq(r.frame, (uint64_t)k + 1);
-      if (k < BEFORE) {
-        if (r.error == HICP_ECANCELED || r.stop == HICP_STOP_CANCELED)
-          hit++;
-        else
+    for (int tries = 0; tries < 5 && hit == 0; tries++) {
+      const uint64_t first = 1 + (uint64_t)tries * N; /* the first frame's index */
+      for (int k = 0; k < BEFORE; k++)
+        cr_assert_eq(hicp_stream_submit(s, frames[k], counts[k], &ident, NULL), 0);
+      hicp_context_cancel(ctx);
+      for (int k = BEFORE; k < N; k++)
+        cr_assert_eq(hicp_stream_submit(s, frames[k], counts[k], &ident, NULL), 0);
+      for (int k = 0; k < N; k++) {
+        hicp_result_init(&r);
+        cr_assert_eq(hicp_stream_receive(s, &r, 1), 0);
+        cr_assert_eq(r.frame, first + (uint64_t)k);
+        if (k < BEFORE) {
+          if (r.error == HICP_ECANCELED || r.stop == HICP_STOP_CANCELED)
+            hit++;
+          else
+            cr_assert_eq(r.error, 0, "track %d frame %d: %s", track, k, r.note);
+        } else {
           cr_assert_eq(r.error, 0, "track %d frame %d: %s", track, k, r.note);
-      } else {
-        cr_assert_eq(r.error, 0, "track %d frame %d: %s", track, k, r.note);
-        cr_assert_neq(r.stop, HICP_STOP_CANCELED, "track %d: frame %d submitted after the "
-                      "request was stopped by it", track, k);
-        cr_assert(memcmp(&r.transform, &ref[k].transform, sizeof r.transform) == 0,
-                  "track %d: frame %d differs", track, k);
+          cr_assert_neq(r.stop, HICP_STOP_CANCELED, "track %d: frame %d submitted after the "
+                        "request was stopped by it", track, k);
+          cr_assert(memcmp(&r.transform, &ref[k].transform, sizeof r.transform) == 0,
+                    "track %d: frame %d differs", track, k);
+        }
       }
     }
-    cr_assert_gt(hit, 0, "track %d: the request stopped none of the frames before it", track);
+    cr_assert_gt(hit, 0, "track %d: the request stopped none of the frames before it, 5 times",
+                 track);
     hicp_stream_destroy(s);
     hicp_context_destroy(ctx);
   }

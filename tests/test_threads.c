@@ -411,27 +411,34 @@ static void test_batch_cancel(void)
   for (int k = 0; k < NB; k++) {
     frames[k] = moved(p + 3 * (size_t)(k * 50), BN, 0.3 * k, 0.0);
     counts[k] = BN;
-    hicp_result_init(&res[k]);
   }
   hicp_reg_options o = all_iterations(300);
-  later_arg la = {ctx, 50};
-  pthread_t th;
-  ok = ok && pthread_create(&th, NULL, cancel_later, &la) == 0;
-  int rc = ok ? hicp_register_batch(ctx, m, frames, counts, NB, &o, NULL, NULL, res) : -1;
-  if (ok)
-    pthread_join(th, NULL);
-  int done = 0, stopped = 0, skipped = 0, bad = 0;
-  for (int k = 0; k < NB; k++) {
-    if (res[k].error == HICP_ECANCELED)
-      skipped++;
-    else if (res[k].error != 0 || res[k].frame != (uint64_t)k)
-      bad++;
-    else if (res[k].stop == HICP_STOP_CANCELED)
-      stopped++;
-    else
-      done++;
+  /* the cancel 50 ms in; where a loaded machine delays it past the
+   * batch's end, the batch runs again (5 tries) */
+  int rc = 0, done = 0, stopped = 0, skipped = 0, bad = 0;
+  for (int tries = 0; tries < 5 && ok && bad == 0 && skipped + stopped == 0; tries++) {
+    for (int k = 0; k < NB; k++)
+      hicp_result_init(&res[k]);
+    later_arg la = {ctx, 50};
+    pthread_t th;
+    ok = ok && pthread_create(&th, NULL, cancel_later, &la) == 0;
+    rc = ok ? hicp_register_batch(ctx, m, frames, counts, NB, &o, NULL, NULL, res) : -1;
+    if (ok)
+      pthread_join(th, NULL);
+    done = stopped = skipped = 0;
+    for (int k = 0; k < NB; k++) {
+      if (res[k].error == HICP_ECANCELED)
+        skipped++;
+      else if (res[k].error != 0 || res[k].frame != (uint64_t)k)
+        bad++;
+      else if (res[k].stop == HICP_STOP_CANCELED)
+        stopped++;
+      else
+        done++;
+    }
+    bad += rc != 0 && rc != HICP_ECANCELED;
   }
-  tap_report(ok && (rc == 0 || rc == HICP_ECANCELED) && bad == 0 && done + stopped + skipped == NB &&
+  tap_report(ok && bad == 0 && done + stopped + skipped == NB &&
              skipped + stopped > 0,
          "a cancelled batch on 3 worker threads accounts for every frame once",
          "a frame was lost, duplicated or failed, or the cancel came too late");

@@ -154,7 +154,13 @@ void th_stream_destroy_under_a_receiver(hicp_stream *s, const float *f, size_t n
   blocked_receiver b = {s, 1};
   pthread_t t;
   cr_assert_eq(pthread_create(&t, NULL, receive_and_wait, &b), 0);
-  usleep(100 * 1000); /* the receiver waits on the running frame */
+  /* the receiver waits on the running frame: it is inside the call (a
+   * fixed sleep let a receiver that started late call into the freed
+   * stream, helper-75) */
+  for (int k = 0; k < 60000 && hicp__stream_receivers(s) < 1; k++)
+    usleep(1000);
+  cr_assert_eq(hicp__stream_receivers(s), 1, "%s: the receiver never called", what);
+  usleep(10 * 1000); /* and, as a rule, waiting on the frame */
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   hicp_stream_destroy(s);
