@@ -950,7 +950,7 @@ Test(contract, hicp_in_a_forked_child, .timeout = 240)
   pid_t pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0) {
-    alarm(30);
+    alarm(CHILD_S);
     hicp_context *fresh = th_context(2, HICP_BACKEND_CPU);
     hicp_context *on[2] = {ctx, fresh};
     for (int k = 0; k < 2; k++) {
