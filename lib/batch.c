@@ -137,8 +137,9 @@ static int device_streams(const hicp_model *m, int dev)
  * of the model for nothing, and a CPU worker would sit idle, or, beside
  * devices, hold the batch up with a frame on one thread (8 hybrid frames
  * on an H200: 67 ms, against 19 on the devices alone, stop 50).  CPU
- * workers without devices share the threads out instead: the bits are the
- * same for any thread count. */
+ * workers without devices share the threads out instead, among fewer
+ * frames than threads, or among the 64 workers a crew has room for: the
+ * bits are the same for any thread count. */
 static int crew_plan(hicp_context *ctx, const hicp_model *m, size_t frames, crew *c)
 {
   memset(c, 0, sizeof *c);
@@ -206,12 +207,15 @@ static int crew_plan(hicp_context *ctx, const hicp_model *m, size_t frames, crew
       workers = ncpu = (int)(frames - (size_t)c->ngpu); /* one thread each */
     else if (c->ngpu == 0 && frames < (size_t)ncpu)
       workers = (int)frames; /* fewer frames than threads: a worker a frame */
-    /* The threads shared out over the workers (`more` of them with one
-     * thread more): fewer frames than threads, or more threads than the
-     * crew has room for workers (on a host of more than 64 cores, 100
-     * threads ran 64 workers of one thread: 36 cores stood idle). */
+    /* Without devices the threads are shared out over the workers (`more`
+     * of them with one thread more): fewer frames than threads, or more
+     * threads than the crew has room for workers (100 threads for 100
+     * frames or more ran 64 workers of one thread: 36 threads stood
+     * idle).  Beside devices each CPU worker has one thread, pinned. */
     if (workers > 64 - c->n)
       workers = 64 - c->n;
+    if (c->ngpu > 0)
+      ncpu = workers;
     const int each = workers > 0 ? ncpu / workers : 0, more = workers > 0 ? ncpu % workers : 0;
     for (int i = 0, first = 0; i < workers; i++) {
       c->m[c->n].threads = each + (i < more);

@@ -891,9 +891,10 @@ typedef struct hicp_batch_options {
                             last pose found (in a stream, from the failed
                             frame's own init where it was given one),
                             with no matches carried over.  A frame stopped
-                            early (hicp_context_cancel(), the time budget)
-                            did not fail: the next starts from the pose it
-                            reached, which depends on when it stopped.
+                            early by the time budget, or in a stream by
+                            hicp_context_cancel(), did not fail: the next
+                            frame to run starts from the pose it reached,
+                            which depends on when it stopped.
                             0 (default): frames are
                             independent and run side by side. */
   int reuse_matches;   /**< with track: frames with as many points as the

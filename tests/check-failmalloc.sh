@@ -148,11 +148,11 @@ sweep "register, 2 threads" same_pose register "$tmp/m.hicpm" "$tmp/scan.ply" --
 sweep "register from the mesh, 1 thread, writing the moved scan" same_moved register "$m" \
   "$tmp/scan.ply" --json --threads 1 --output moved.ply
 sweep "nn" same_nn nn "$tmp/m.hicpm" "$tmp/scan.ply" --csv
-# a tracked stream (its frames' matches too: where there is no memory for
-# them a frame runs without, to the same pose) and a batch
-sweep "track, 3 frames, 2 threads" same_track track "$tmp/m.hicpm" "$tmp/scan.ply" \
-  "$tmp/scan.ply" "$tmp/scan.ply" --json --threads 2
-sweep "track --independent, 3 frames, 2 threads" same_batch track "$tmp/m.hicpm" \
+# a tracked stream and an untracked one (hicp track always runs a stream;
+# tests/test_alloc.c 6 fails the matches of a tracked batch and stream)
+sweep "track (a tracked stream), 3 frames, 2 threads" same_track track "$tmp/m.hicpm" \
+  "$tmp/scan.ply" "$tmp/scan.ply" "$tmp/scan.ply" --json --threads 2
+sweep "track --independent (an untracked stream), 3 frames, 2 threads" same_batch track "$tmp/m.hicpm" \
   "$tmp/scan.ply" "$tmp/scan.ply" "$tmp/scan.ply" --json --threads 2 --independent
 
 # Qhull's allocations: the first three (its set-up), then a spread up to

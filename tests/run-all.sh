@@ -25,6 +25,9 @@ failed_tests() { # failed_tests LOG DIR: what a failed make check needs to be re
     if grep -qE '^(not ok|Bail out)' "$log"; then
       echo "== $log"
       grep -E -B3 -A12 '^(not ok|Bail out)' "$log" | head -80
+    elif grep -qE '^ERROR:' "$log"; then # a crash, a wrong plan or exit status
+      echo "== $log"
+      tail -30 "$log"
     fi
   done
   echo "== failed:"

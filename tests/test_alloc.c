@@ -25,7 +25,9 @@
  *     batch allocates is per call, not per frame);
  *  5. a tracked batch, and a tracked stream, hold their frames to the
  *     memory limit as the single call does (the bytes held at their peak,
- *     counted too).
+ *     counted too);
+ *  6. a tracked batch, and a tracked stream, whose frames' matches cannot
+ *     be allocated run every frame without them, to the same poses.
  *
  * Accepts and ignores --tap=- (the test driver passes it to every suite). */
 #include "config.h"
@@ -53,6 +55,10 @@
 #endif
 
 static atomic_int counting;    /* count now */
+/* malloc refuses requests of exactly this many bytes (0: none), and
+ * counts its refusals */
+static atomic_size_t refuse_size;
+static atomic_long refusals;
 static atomic_long allocations; /* the count */
 /* the bytes held (the allocator's usable sizes) and their peak since
  * peak_reset(): what a call takes at most, against its memory limit */
@@ -104,6 +110,10 @@ void free(void *p)
 void *malloc(size_t n)
 {
   count();
+  if (n != 0 && n == atomic_load(&refuse_size)) {
+    atomic_fetch_add(&refusals, 1);
+    return NULL;
+  }
   return held(__libc_malloc(n));
 }
 
@@ -563,6 +573,71 @@ static void test_limit_as_single_call(const hicp_model *m)
   free(b);
 }
 
+/* Three tracked frames of MB_N points, in a batch or a stream, into r. */
+enum { MB_N = 3001, MB_FRAMES = 3 };
+
+static int tracked_frames(const hicp_model *m, int stream, float *const *f, hicp_result *r)
+{
+  hicp_context *ctx = limited(0);
+  hicp_batch_options bo;
+  hicp_batch_options_init(&bo);
+  bo.track = 1;
+  const float *frames[MB_FRAMES];
+  size_t counts[MB_FRAMES];
+  for (int i = 0; i < MB_FRAMES; i++) {
+    frames[i] = f[i];
+    counts[i] = MB_N;
+    hicp_result_init(&r[i]);
+  }
+  int rc = HICP_OK;
+  if (!stream) {
+    rc = hicp_register_batch(ctx, m, frames, counts, MB_FRAMES, NULL, &bo, NULL, r);
+  } else {
+    hicp_stream *st = NULL;
+    rc = hicp_stream_create(ctx, m, NULL, &bo, &st);
+    for (int i = 0; i < MB_FRAMES && rc == HICP_OK; i++) {
+      rc = hicp_stream_submit(st, frames[i], counts[i], NULL, NULL);
+      if (rc == HICP_OK)
+        rc = hicp_stream_receive(st, &r[i], 1);
+    }
+    hicp_stream_destroy(st);
+  }
+  hicp_context_destroy(ctx);
+  return rc;
+}
+
+/* 6. A tracked frame whose matches cannot be allocated (4 bytes a point:
+ *    every malloc of 4 * MB_N bytes refused) runs without them, to the
+ *    pose it reaches with them, as where the memory limit leaves no room
+ *    (it failed with HICP_ENOMEM, helper-76), in a batch and a stream. */
+static void test_matches_refused(const hicp_model *m)
+{
+  float *f[MB_FRAMES];
+  for (int i = 0; i < MB_FRAMES; i++)
+    f[i] = tap_surface(MB_N, 21 + (uint64_t)i);
+  for (int stream = 0; stream <= 1; stream++) {
+    hicp_result ref[MB_FRAMES], got[MB_FRAMES];
+    const int ref_rc = tracked_frames(m, stream, f, ref);
+    atomic_store(&refusals, 0);
+    atomic_store(&refuse_size, 4 * (size_t)MB_N);
+    const int rc = tracked_frames(m, stream, f, got);
+    atomic_store(&refuse_size, 0);
+    int same = ref_rc == HICP_OK && rc == HICP_OK;
+    for (int i = 0; i < MB_FRAMES && same; i++)
+      same = ref[i].error == 0 && got[i].error == 0 &&
+             memcmp(&got[i].transform, &ref[i].transform, sizeof got[i].transform) == 0 &&
+             got[i].iterations == ref[i].iterations;
+    char name[128], why[256];
+    snprintf(name, sizeof name, "a tracked %s's frames without memory for their matches",
+             stream ? "stream" : "batch");
+    snprintf(why, sizeof why, "rc %d (reference %d), %ld refused, frame errors %d %d %d", rc,
+             ref_rc, atomic_load(&refusals), got[0].error, got[1].error, got[2].error);
+    tap_report(same && atomic_load(&refusals) > 0, name, why);
+  }
+  for (int i = 0; i < MB_FRAMES; i++)
+    free(f[i]);
+}
+
 int main(void)
 {
   const char *why_not = cannot_count();
@@ -570,7 +645,7 @@ int main(void)
     printf("1..0 # SKIP %s\n", why_not);
     return 0;
   }
-  printf("1..%zu\n", 1 + 4 * NKINDS + 6 + 4 + 2);
+  printf("1..%zu\n", 1 + 4 * NKINDS + 6 + 4 + 2 + 2);
   float *model_pts = tap_surface(6000, 7);
   hicp_context *ctx0 = NULL;
   hicp_model *m = NULL;
@@ -593,6 +668,7 @@ int main(void)
     for (int threads = 1; threads <= 2; threads++)
       test_batch(m, track, threads);
   test_limit_as_single_call(m);
+  test_matches_refused(m);
   hicp_model_destroy(m);
   hicp_context_destroy(ctx0);
   free(model_pts);

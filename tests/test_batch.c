@@ -129,9 +129,9 @@ Test(batch, independent_frames_match_single_registrations)
   }
   hicp_context_destroy(five);
   /* more threads than a crew has room for workers (64): 100 threads for
-   * 70 frames run 64 workers, 36 of them on two threads (they ran on one
+   * 128 frames run 64 workers, 36 of them on two threads (they ran on one
    * each, and 36 threads stood idle) */
-  enum { NBIG = 70 };
+  enum { NBIG = 128 };
   const float *many[NBIG];
   size_t many_n[NBIG];
   for (int k = 0; k < NBIG; k++) {
@@ -152,7 +152,7 @@ Test(batch, independent_frames_match_single_registrations)
               big[k].threads);
     most = big[k].threads > most ? big[k].threads : most;
   }
-  cr_assert_eq(most, 2, "100 threads for 70 frames: every worker ran on one thread");
+  cr_assert_eq(most, 2, "100 threads for 128 frames: every worker ran on one thread");
   hicp_context_destroy(hundred);
   for (int k = 0; k < NF; k++)
     free((void *)frames[k]);

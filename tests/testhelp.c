@@ -157,7 +157,7 @@ void th_stream_destroy_under_a_receiver(hicp_stream *s, const float *f, size_t n
   /* the receiver waits on the running frame: it is inside the call (a
    * fixed sleep let a receiver that started late call into the freed
    * stream, helper-75) */
-  for (int k = 0; k < 60000 && hicp__stream_receivers(s) < 1; k++)
+  for (int k = 0; k < 30000 && hicp__stream_receivers(s) < 1; k++) /* 30 s */
     usleep(1000);
   cr_assert_eq(hicp__stream_receivers(s), 1, "%s: the receiver never called", what);
   usleep(10 * 1000); /* and, as a rule, waiting on the frame */
