@@ -506,7 +506,10 @@ HICP_PP void hicp__sigma_bounds(const hicp__partial *tot, double sigma, hicp__se
   double sd = HICP_SQRT(var > var_floor ? var : var_floor);
   /* The mean of equal distances rounds to a neighbour of their value:
    * widen the window by far more than the sum's rounding, far less than
-   * any real spread (it alone keeps distances that are all 0). */
+   * any real spread.  Older than the floor above, which now makes the
+   * window wider than this by 1e6 (and distances that are all 0 are kept
+   * by the inclusive bounds alone); it stays so that every run above the
+   * floor keeps its bits. */
   double slack = 1e-12 * mean;
   s->e_lo = mean - sigma * sd - slack;
   s->e_hi = mean + sigma * sd + slack;
