@@ -1057,7 +1057,9 @@ static void *stream_worker_main(void *arg)
    * OpenMP team starts now, while the caller reads the first frame, and
    * not inside that frame's registration (docs/cpu-engine.md, "Starting the
    * threads before the first registration").  One thread, or a device
-   * worker, has nothing to start. */
+   * worker, has nothing to start.  A refusal is not kept: each frame's
+   * registration asks the system again, and a frame it still refuses ends
+   * with HICP_ENOMEM and the reason, as a single registration would. */
   (void)hicp_context_start_threads(w->cm->ctx);
   /* A tracked stream on "hybrid" spreads each frame over the devices and
    * the CPU, as a tracked batch does, with a team made on the thread that
