@@ -1112,6 +1112,76 @@ Test(io, no_cloud_refused_from_its_head)
   free(b);
 }
 
+/* A file whose name (or the caller) gives its format, and whose head
+ * already shows it is not in that format, is refused from the head too,
+ * with its parser's message: 4 MiB of zero bytes named .ply, .pcd, .off or
+ * .xyz, or asked for as PLY, was read whole before its parser refused it
+ * (stop 63's review: 2 GB named .ply, 10.8 s and 2.1 GB); under a 1 MiB
+ * limit that read was refused as over the limit.  A head that agrees with
+ * its name (a PCD's header key, an OFF's keyword or counts, text) leaves
+ * the parser to read the whole file. */
+Test(io, named_format_refused_from_its_head)
+{
+  const char *dir = th_tmpdir();
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.memory_limit = 1 << 20;
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  const size_t big = (size_t)4 << 20;
+  char *b = calloc(big, 1);
+  static const struct {
+    const char *name, *what;
+  } named[] = {{"zeros.ply", "not a PLY file"},
+               {"zeros.pcd", "unknown PCD header line"},
+               {"zeros.off", "not an OFF file"},
+               {"zeros.xyz", "a NUL byte"},
+               {"zeros.csv", "a NUL byte"}};
+  for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+    const char *p = th_path(dir, named[i].name);
+    th_write(p, b, big);
+    hicp_cloud *c = NULL;
+    cr_assert_eq(hicp_cloud_read(ctx, p, HICP_FORMAT_AUTO, &c), HICP_EFORMAT, "%s: %s",
+                 named[i].name, hicp_context_error(ctx));
+    cr_assert(strstr(hicp_context_error(ctx), named[i].what) != NULL, "%s",
+              hicp_context_error(ctx));
+  }
+  /* text, but the wrong word first, past the head */
+  memset(b, ' ', big);
+  memcpy(b, "FOO 1\n", 6);
+  const char *p = th_path(dir, "words.pcd");
+  th_write(p, b, big);
+  hicp_cloud *c = NULL;
+  cr_assert_eq(hicp_cloud_read(ctx, p, HICP_FORMAT_AUTO, &c), HICP_EFORMAT, "%s",
+               hicp_context_error(ctx));
+  cr_assert(strstr(hicp_context_error(ctx), "'FOO'") != NULL, "%s", hicp_context_error(ctx));
+  memcpy(b, "OFFX 1\n", 8);
+  p = th_path(dir, "words.off");
+  th_write(p, b, big);
+  cr_assert_eq(hicp_cloud_read(ctx, p, HICP_FORMAT_AUTO, &c), HICP_EFORMAT, "%s",
+               hicp_context_error(ctx));
+  cr_assert(strstr(hicp_context_error(ctx), "'OFFX'") != NULL, "%s", hicp_context_error(ctx));
+  /* the caller's format, whatever the name */
+  p = th_path(dir, "zeros.bin");
+  memset(b, 0, big);
+  th_write(p, b, big);
+  cr_assert_eq(hicp_cloud_read(ctx, p, HICP_FORMAT_PLY, &c), HICP_EFORMAT, "%s",
+               hicp_context_error(ctx));
+  cr_assert(strstr(hicp_context_error(ctx), "not a PLY file") != NULL, "%s",
+            hicp_context_error(ctx));
+  hicp_context_destroy(ctx);
+  /* heads that agree with their names are read whole: a PCD whose points
+   * come past the head, and a PLY */
+  size_t at = (size_t)sprintf(b, "VERSION .7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\n"
+                                 "COUNT 1 1 1\nWIDTH 9000\nHEIGHT 1\nPOINTS 9000\nDATA ascii\n");
+  for (int i = 0; i < 9000; i++)
+    at += (size_t)sprintf(b + at, "%d 2 3\n", i);
+  p = th_path(dir, "long.pcd");
+  th_write(p, b, at);
+  hicp_cloud_destroy(read_ok(p, NULL, 9000));
+  free(b);
+}
+
 Test(io, memory_budget)
 {
   const char *dir = th_tmpdir();
