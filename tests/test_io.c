@@ -520,6 +520,11 @@ Test(io, xyz_columns_named_by_the_header)
       {"pandas_blank.txt", " x y z\n0 1.5 -2 3\n1 4 5 6\n"},
       {"r.txt", "\"x\" \"y\" \"z\"\n\"1\" 1.5 -2 3\n\"2\" 4 5 6\n"},
       {"r_more.txt", "x y z nx\n1 1.5 -2 3 0\n2 4 5 6 0\n"},
+      {"r_comment.txt", "x y z\n7 1.5 -2 3\n# a comment\n\n8 4 5 6\n"},
+      /* a column after the named ones, left unnamed: no index before them
+       * (stop 63's review: read from y on, exit 0) */
+      {"extra.csv", "x,y,z\n1.5,-2,3,0.7\n4,5,6,0.2\n"},
+      {"extra_blank.txt", "x y z\n1.5 -2 3 12\n4 5 6 13\n"},
   };
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
     hicp_cloud_destroy(read_ok(write_text(dir, ok[i][0], ok[i][1]), want, 2));

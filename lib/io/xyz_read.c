@@ -137,6 +137,47 @@ static int line_columns(hicp__text *t)
   return c + 1;
 }
 
+/* The first field of the line at t: 1 and *v a whole number (no point or
+ * exponent, below 2^53), 0 another number, -1 no number (a name, quoted
+ * or not).  The cursor is not moved. */
+static int first_field(hicp__text *t, double *v)
+{
+  const unsigned char *at = t->p;
+  char kind, tok[128];
+  skip_separator(t, &kind);
+  const size_t len = hicp__text_token(t, ",;", tok, sizeof tok);
+  t->p = at;
+  if (len == 0 || len >= sizeof tok || hicp__parse_double(tok, v) != HICP_OK)
+    return -1;
+  return strpbrk(tok, ".eE") == NULL && *v > -9007199254740992.0 && *v < 9007199254740992.0;
+}
+
+/* Whether the table's rows, from the line at t, begin with their names or
+ * index: a first field that is no number (R's quoted names), or whole
+ * numbers counting up by one from this row to the next (R's 1, 2, ...;
+ * pandas' 0, 1, ...), or, in a table of one row, 0 or 1.  Otherwise the
+ * column more than the header names is one after them (an intensity or a
+ * label left unnamed), and the columns are read as named (stop 63's
+ * review: "x,y,z" over "1.5,2.5,3.5,0.7" read the point (2.5, 3.5, 0.7)).
+ * The cursor is not moved. */
+static int rows_named(hicp__text *t)
+{
+  double a, b;
+  const int first = first_field(t, &a);
+  if (first != 1)
+    return first < 0;
+  hicp__text s = *t;
+  for (;;) { /* the next row, past blank and comment lines */
+    hicp__text_next_line(&s);
+    hicp__text_skip_blanks(&s);
+    if (s.p >= s.end)
+      return a == 0.0 || a == 1.0;
+    if (!hicp__text_at_eol(&s, 0) && !comment_line(&s))
+      break;
+  }
+  return first_field(&s, &b) == 1 && b == a + 1.0;
+}
+
 /* The header line at t (its first word not a number): the columns of x, y
  * and z when it names all three (col[]; *ncols the header's columns, 0
  * past MAX_COLUMNS), the first three when it names none (*ncols 0); one
@@ -244,12 +285,12 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
       continue;
     }
     if (header_cols > 0) { /* the first line after a header that named x, y and z */
-      /* One column more than the header names: the rows' names or index
-       * come first without a name of their own (R's write.table; pandas'
-       * to_csv with blanks or tabs, whose empty first name reads as
-       * padding), so the named columns are one further on, as R's
+      /* One column more than the header names, where the rows' names or
+       * index come first without a name of their own (R's write.table;
+       * pandas' to_csv with blanks or tabs, whose empty first name reads
+       * as padding): the named columns are one further on, as R's
        * read.table takes them.  Read as named, x would be the index. */
-      if (header_cols < MAX_COLUMNS && line_columns(&t) == header_cols + 1) {
+      if (header_cols < MAX_COLUMNS && line_columns(&t) == header_cols + 1 && rows_named(&t)) {
         for (int a = 0; a < 3; a++)
           col[a]++;
         set_columns(col, &last, axis_at);
