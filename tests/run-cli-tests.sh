@@ -207,6 +207,15 @@ sys.exit(0 if len(rows) == 2 and all(r['stop'] == 'timeout' and r['rmse'] is Non
   [ "$(wc -l < "$tmp/out")" -eq 3 ] && ok "three frames from the lone-CR list" || notok "three frames from the lone-CR list ($(wc -l < "$tmp/out"))"
   check "track --from-list with CRLF line ends" 0 "$bin" track "$tmp/bunny.hicpm" --from-list "$tmp/crlf.txt" --json
   [ "$(wc -l < "$tmp/out")" -eq 2 ] && ok "two frames from the CRLF list" || notok "two frames from the CRLF list"
+  # (stop 63's review) a byte order mark, a line of blanks and an indented
+  # comment hold no name: each was a frame's, and the run failed on it;
+  # a name with a blank at its end is quoted where it fails
+  { printf '\357\273\277%s\r\n   \r\n  # two frames\r\n\t\r\n' "$tmp/f1.ply"; printf '%s\r\n' "$tmp/f2.ply"; } > "$tmp/bom.txt"
+  check "track --from-list with a mark, blank lines and an indented comment" 0 "$bin" track "$tmp/bunny.hicpm" --from-list "$tmp/bom.txt" --json
+  [ "$(wc -l < "$tmp/out")" -eq 2 ] && ok "two frames from the marked list" || notok "two frames from the marked list ($(wc -l < "$tmp/out"))"
+  printf '%s \n' "$tmp/f1.ply" > "$tmp/blank-end.txt"
+  check "track --from-list with a blank after a name exits 1" 1 "$bin" track "$tmp/bunny.hicpm" --from-list "$tmp/blank-end.txt"
+  one_line_error "f1.ply ', blanks and all"
   printf '%s\n' "$tmp/f1.ply" > "$tmp/nul.txt"
   printf 'f2\000.ply\n' >> "$tmp/nul.txt"
   check "track --from-list with a NUL byte exits 1" 1 "$bin" track "$tmp/bunny.hicpm" --from-list "$tmp/nul.txt"

@@ -66,11 +66,22 @@ static int add_name(char ***list, size_t *count, size_t *cap, const char *name)
   return 0;
 }
 
-/* Frame file names: the lines of a list file, but empty lines and lines
- * that begin with '#'.  Lines end as in the library's text readers: "\n",
- * "\r\n" or a lone "\r" (an old Mac's), which fgets would have taken for
- * one long line.  A line longer than a path can be is an error, not two
- * names, and a NUL byte marks a file that is no list. */
+/* Whether a list line holds no name: blanks alone, or a '#' comment
+ * after any blanks (stop 63's review: a line of spaces, or an indented
+ * comment, was a frame's name, and the run failed on it). */
+static int no_name(const char *line)
+{
+  line += strspn(line, " \t");
+  return line[0] == '\0' || line[0] == '#';
+}
+
+/* Frame file names: the lines of a list file, but blank lines and '#'
+ * comment lines (no_name).  Lines end as in the library's text readers:
+ * "\n", "\r\n" or a lone "\r" (an old Mac's), which fgets would have taken
+ * for one long line, and a UTF-8 byte order mark at the start (an editor's)
+ * is skipped, as they skip it.  A line longer than a path can be is an
+ * error, not two names, and a NUL byte marks a file that is no list.  A
+ * name keeps any blanks around it: file names may have them. */
 static int read_list(const char *path, char ***names, size_t *n)
 {
   FILE *f = fopen(path, "r");
@@ -82,6 +93,19 @@ static int read_list(const char *path, char ***names, size_t *n)
   char **list = NULL;
   char line[4096];
   int rc = 0;
+  /* the mark's bytes read so far, where they turn out to be a name's (a
+   * list may be a pipe: one byte can be put back, not three) */
+  static const unsigned char bom[3] = {0xef, 0xbb, 0xbf};
+  for (int c; len < 3; len++)
+    if ((c = getc(f)) != bom[len]) {
+      if (c != EOF)
+        ungetc(c, f);
+      break;
+    }
+  if (len == 3)
+    len = 0;
+  else
+    memcpy(line, bom, len);
   for (;;) {
     const int c = getc(f);
     if (c == EOF || c == '\n' || c == '\r') {
@@ -91,7 +115,7 @@ static int read_list(const char *path, char ***names, size_t *n)
           ungetc(next, f);
       }
       line[len] = '\0';
-      if (len > 0 && line[0] != '#' && add_name(&list, &count, &cap, line) != 0) {
+      if (!no_name(line) && add_name(&list, &count, &cap, line) != 0) {
         cli_error("%s: out of memory after %zu frame names", path, count);
         rc = -1;
         break;
@@ -257,7 +281,12 @@ int cmd_track(int argc, char **argv)
       waiting = NULL;
       if (cloud == NULL &&
           hicp_cloud_read(ctx, names[submitted], HICP_FORMAT_AUTO, &cloud) != HICP_OK) {
-        cli_fail(ctx, names[submitted]);
+        const char *name = names[submitted];
+        const size_t len = strlen(name);
+        if (strchr(" \t", name[0]) != NULL || strchr(" \t", name[len - 1]) != NULL)
+          cli_error("frame '%s', blanks and all: %s", name, hicp_context_error(ctx));
+        else
+          cli_fail(ctx, name);
         status = CLI_FAIL;
         n = submitted; /* stop reading; report what was queued */
         break;
