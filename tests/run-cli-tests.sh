@@ -139,6 +139,11 @@ a=json.load(open('$tmp/reg.json')); b=json.load(open('$tmp/out'))
 sys.exit(0 if a['transform']==b['transform'] and b['threads']==1 else 1)" && ok "prebuilt model and 1 thread give the same bits" || notok "prebuilt model and 1 thread give the same bits"
   check "model info" 0 "$bin" model info "$tmp/bunny.hicpm"
   grep -q '37706' "$tmp/out" && ok "model info counts the points" || notok "model info counts the points"
+  # a saved model through a pipe: refused, saying a model file loads from a
+  # regular file (stop 63's review: "not a point cloud", as if a model file
+  # were no MODEL)
+  check "a saved model through a pipe exits 1" 1 sh -c 'cat "$1" | "$2" model info /dev/stdin' sh "$tmp/bunny.hicpm" "$bin"
+  one_line_error "regular file only"
   check "nn --csv pnn-opt" 0 "$bin" nn "$tmp/bunny.hicpm" "$tmp/scan.ply" --csv
   cp "$tmp/out" "$tmp/nn1.csv"
   check "nn --csv kdtree" 0 "$bin" nn "$bunny" "$tmp/scan.ply" --csv --nn kdtree

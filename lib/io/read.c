@@ -166,7 +166,13 @@ int hicp__read_file(hicp_context *ctx, const char *path, hicp_format fmt, unsign
   if (rc == HICP_OK)
     rc = fill(ctx, path, fd, b, &n, cap, &eof);
   if (rc == HICP_OK && fmt == HICP_FORMAT_AUTO && head_is_not_a_cloud(path, b, n, eof))
-    rc = is_model_magic(b, n)
+    /* hicp_model_open takes a model file from a regular file only (it
+     * loads at offsets), and hands anything else here */
+    rc = is_model_magic(b, n) && !S_ISREG(st.st_mode)
+             ? hicp__fail(ctx, HICP_EUNSUPPORTED,
+                          "%s is a hicp model file, not a point cloud; as a model it loads from a "
+                          "regular file only, not from a pipe or device", path)
+         : is_model_magic(b, n)
              ? hicp__fail(ctx, HICP_EUNSUPPORTED, "%s is a hicp model file, not a point cloud", path)
              : hicp__fail(ctx, HICP_EUNSUPPORTED,
                           "cannot tell the format of %s (PLY, PCD, OFF or XYZ/TXT/CSV expected)",
