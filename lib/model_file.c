@@ -397,8 +397,9 @@ static int check_header(hicp_context *ctx, const file_header *h, uint64_t actual
               (h->header_sum != header_checksum(h) && !SKIP_CHECKSUMS)))
     return hicp__fail(ctx, HICP_EFORMAT, "%s: corrupted header (checksum mismatch)", path);
   if (h->file_size != actual)
-    return hicp__fail(ctx, HICP_EFORMAT, "%s: file is %llu bytes, its header says %llu (truncated?)",
-                      path, (unsigned long long)actual, (unsigned long long)h->file_size);
+    return hicp__fail(ctx, HICP_EFORMAT, "%s: file is %llu bytes, its header says %llu (%s)", path,
+                      (unsigned long long)actual, (unsigned long long)h->file_size,
+                      actual < h->file_size ? "truncated?" : "data appended?");
   int g = h->has_delaunay != 0;
   if (h->has_delaunay > 1 || h->nv == 0 || h->nv > h->npoints || h->npoints >= UINT32_MAX ||
       h->nkd == 0 || h->nkd > 2 * h->nv + 3 || h->nkd >= UINT32_MAX || h->nedges > UINT32_MAX ||

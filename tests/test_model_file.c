@@ -183,6 +183,19 @@ Test(model_file, corrupted_files_are_refused)
     cr_assert_null(l);
     cr_assert(strstr(hicp_context_error(ctx), "bad.hicpm") != NULL, "%s", hicp_context_error(ctx));
   }
+  /* cut after its header, it says so; with bytes after its end, it says
+   * that (stop 63's review: "truncated?" both ways) */
+  th_write(bad, data, len - 64);
+  cr_assert_eq(hicp_model_load(ctx, bad, &l), HICP_EFORMAT);
+  cr_assert(strstr(hicp_context_error(ctx), "(truncated?)") != NULL, "%s", hicp_context_error(ctx));
+  unsigned char *longer = calloc(len + 64, 1);
+  memcpy(longer, data, len);
+  th_write(bad, longer, len + 64);
+  free(longer);
+  cr_assert_eq(hicp_model_load(ctx, bad, &l), HICP_EFORMAT);
+  cr_assert(strstr(hicp_context_error(ctx), "(data appended?)") != NULL, "%s",
+            hicp_context_error(ctx));
+  cr_assert_null(l);
   /* opened (a model file or a point cloud), a file cut within the magic is
    * a model file too short, not a cloud of no known format, nor a model
    * file that is "not a point cloud" (stop 53's review: 7 bytes) */
