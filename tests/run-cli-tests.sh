@@ -883,12 +883,15 @@ grep -q 'another machine); hicp uses 1 thread,' "$tmp/out" &&
   ok "devices: a topology of another machine is not taken for this one's" ||
   notok "devices: a topology of another machine is not taken for this one's ($(head -1 "$tmp/out"))"
 # a nonzero number that underflows to 0 is refused: 0 means "off" for
-# these (stop 44: --max-dist 1e-400 ran with no limit at all)
+# these (stop 44: --max-dist 1e-400 ran with no limit at all), saying so
+# (stop 63's review: "expected a finite number of at least 0", which it is)
 for opt in "--max-dist 1e-400" "--time-budget 1e-400" "--tol 5e-999"; do
   # shellcheck disable=SC2086
   check "register $opt exits 2" 2 "$bin" register "$g" "$g" $opt
-  opt=${opt#--}; one_line_error "${opt%% *}"
+  opt=${opt#--}; one_line_error "${opt%% *}: '.*' is too small for a double"
 done
+check "perturb --view 0,0,1e-400 exits 2" 2 "$bin" perturb "$g" -o "$tmp/never.ply" --view 0,0,1e-400
+one_line_error "view: '1e-400' in '0,0,1e-400' is too small"
 # --filter-sigma alone would leave the filter off (stop 44: silently)
 check "register --filter-sigma without --filter-start exits 2" 2 "$bin" register "$g" "$g" --filter-sigma 2
 one_line_error "needs --filter-start"

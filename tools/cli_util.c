@@ -304,7 +304,7 @@ static int is_decimal_number(const char *s)
   return *s == '\0';
 }
 
-/* 0 and the value, or -1.  strtod's ERANGE is not checked: on gradual
+/* 0 and the value, -1 no number, -2 too small.  strtod's ERANGE is not checked: on gradual
  * underflow it returns the nearest subnormal, which is the number meant;
  * overflow gives HUGE_VAL, which isfinite refuses.  A number written
  * nonzero that underflows to 0 is refused: for many options 0 means "off"
@@ -318,7 +318,7 @@ static int parse_number(const char *s, double *out)
   if (!isfinite(v))
     return -1;
   if (v == 0.0 && strcspn(s, "123456789") < strcspn(s, "eE"))
-    return -1;
+    return -2;
   *out = v;
   return 0;
 }
@@ -378,7 +378,12 @@ int cli_size(const char *opt, const char *s, unsigned long long *out)
 int cli_double(const char *opt, const char *s, double lo, double hi, double *out)
 {
   double v;
-  if (parse_number(s, &v) != 0 || v < lo || v > hi) {
+  const int rc = parse_number(s, &v);
+  if (rc == -2) { /* "expected at least 0" would be a condition it meets */
+    cli_error("%s: '%s' is too small for a double (it would read as 0)", opt, s);
+    return -1;
+  }
+  if (rc != 0 || v < lo || v > hi) {
     if (isinf(hi)) /* "from 0 to inf" would offer what parse_number refuses */
       cli_error("%s: expected a finite number of at least %g, got '%s'", opt, lo, s);
     else
@@ -408,7 +413,12 @@ int cli_numbers(const char *opt, const char *s, double *out, int n, const char *
   for (int k = 0; k < n; k++) {
     char field[128];
     const size_t len = next_field(p, field, sizeof field);
-    if (len == 0 || parse_number(field, &out[k]) != 0)
+    const int rc = len == 0 ? -1 : parse_number(field, &out[k]);
+    if (rc == -2) {
+      cli_error("%s: '%s' in '%s' is too small for a double (it would read as 0)", opt, field, s);
+      return -1;
+    }
+    if (rc != 0)
       break;
     if (p[len] == '\0') {
       if (k == n - 1)
