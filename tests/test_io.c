@@ -385,6 +385,13 @@ Test(io, pcd_all_encodings)
            pcd_header("ascii", 3));
   hicp_cloud *c = read_ok(write_text(dir, "a.pcd", text), want, 2);
   hicp_cloud_destroy(c);
+  /* a missing point's NaN in other spellings, as the PLY reader takes them
+   * (stop 63's review: "NAN", "-NaN" and "+nan" were refused) */
+  snprintf(text, sizeof text,
+           "%s0.5 -1.25 2 4294967295 1 2 3\nNAN -NaN +nan 0 0 0 0\n3 4.75 -5 7 4 5 6\n",
+           pcd_header("ascii", 3));
+  c = read_ok(write_text(dir, "a2.pcd", text), want, 2);
+  hicp_cloud_destroy(c);
   /* binary: point after point */
   unsigned char b[4096];
   const char *h = pcd_header("binary", 3);

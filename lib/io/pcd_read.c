@@ -290,12 +290,12 @@ static int read_ascii(pcd *h, hicp__text *t, const int idx[3], hicp__raw_cloud *
         double x;
         rc = hicp__parse_double(tok, &x);
         const int used = c == 0 && (fi == idx[0] || fi == idx[1] || fi == idx[2]);
-        /* nan is a legal PCD value (missing measurement); a field hicp does
-         * not use may hold any non-finite value, as in binary files */
+        /* nan is a legal PCD value (missing measurement), in any of the
+         * spellings the PLY reader takes (stop 63's review: "NAN" and "-NaN"
+         * were refused); a field hicp does not use may hold any non-finite
+         * value, as in binary files */
         const int integer = h->f[fi].type != 'F';
-        if (rc == HICP_ENONFINITE && !integer &&
-            (strcmp(tok, "nan") == 0 || strcmp(tok, "NaN") == 0 || strcmp(tok, "-nan") == 0 ||
-             !used))
+        if (rc == HICP_ENONFINITE && !integer && (hicp__is_nan_token(tok) || !used))
           x = NAN, rc = HICP_OK;
         if (rc == HICP_OK && integer && !fits_integer_field(&h->f[fi], x))
           return hicp__fail(h->ctx, HICP_EFORMAT,

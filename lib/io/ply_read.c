@@ -217,15 +217,6 @@ typedef struct reader {
  * measurement, checked with the record's other two: check_vertex). */
 enum { UNUSED = 0, USED = 1, COORDINATE = 2 };
 
-/* 1 if tok spells a NaN ("nan", "NaN", "-nan", ...), as printf writes one. */
-static int is_nan_token(const char *tok)
-{
-  if (*tok == '-' || *tok == '+')
-    tok++;
-  return (tok[0] == 'n' || tok[0] == 'N') && (tok[1] == 'a' || tok[1] == 'A') &&
-         (tok[2] == 'n' || tok[2] == 'N') && tok[3] == '\0';
-}
-
 /* Reads one value of type `t` (ascii or binary), taken as `use` says.  An
  * ascii value must be on the record's line: SHORT_LINE at its end. */
 static int read_value(reader *r, ptype t, const char *what, int use, double *v)
@@ -242,7 +233,7 @@ static int read_value(reader *r, ptype t, const char *what, int use, double *v)
       char tok[128];
       size_t n = hicp__text_token(&r->t, NULL, tok, sizeof tok);
       if (n > 0 && n < sizeof tok && hicp__parse_double(tok, v) == HICP_ENONFINITE &&
-          (use == UNUSED || is_nan_token(tok))) {
+          (use == UNUSED || hicp__is_nan_token(tok))) {
         *v = NAN;
         return HICP_OK;
       }

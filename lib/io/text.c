@@ -39,6 +39,14 @@ int hicp__parse_double(const char *tok, double *out)
   return HICP_OK;
 }
 
+int hicp__is_nan_token(const char *tok)
+{
+  if (*tok == '-' || *tok == '+')
+    tok++;
+  return (tok[0] == 'n' || tok[0] == 'N') && (tok[1] == 'a' || tok[1] == 'A') &&
+         (tok[2] == 'n' || tok[2] == 'N') && tok[3] == '\0';
+}
+
 void hicp__text_init(hicp__text *t, hicp_context *ctx, const char *name, const unsigned char *p,
                      const unsigned char *end, size_t first_line)
 {

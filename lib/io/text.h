@@ -32,6 +32,10 @@ locale_t hicp__c_locale(void);
  * HICP_ENONFINITE (nan, inf, or out of range). */
 int hicp__parse_double(const char *token, double *out);
 
+/* 1 if the token spells a NaN as printf writes one ("nan", "NaN", "-nan",
+ * any case, either sign): a missing measurement in PLY and PCD files. */
+int hicp__is_nan_token(const char *token);
+
 /* A cursor over text: the current position, the end, the line number. */
 typedef struct hicp__text {
   const unsigned char *p, *end;
