@@ -479,6 +479,13 @@ Test(io, off_variants)
   hicp_cloud_destroy(c);
   c = read_ok(write_text(dir, "d.off", "nOFF\n3\n4 0 0\n0 0 0\n1 0 0\n1 1 0\n0 1 0.5\n"), want, 4);
   hicp_cloud_destroy(c);
+  /* no keyword, which Geomview's format makes optional (stop 63's review:
+   * "not an OFF file (first word '4')"): the counts first */
+  c = read_ok(write_text(dir, "k.off", "# no keyword\n4 1 0\n0 0 0\n1 0 0\n1 1 0\n0 1 0.5\n"
+                                      "4 0 1 2 3\n"),
+              want, 4);
+  cr_assert_eq(hicp_cloud_triangle_count(c), 2);
+  hicp_cloud_destroy(c);
 }
 
 Test(io, xyz_variants)

@@ -1,5 +1,5 @@
 /* off_read.c: OFF meshes (Geomview): OFF, COFF, NOFF, CNOFF, STOFF and the
- * like, with '#' comments anywhere.  Vertex lines may carry colours, normals
+ * like, or no keyword at all, with '#' comments anywhere.  Vertex lines may carry colours, normals
  * or texture coordinates after x y z (ignored); each face line is a vertex
  * count, the indices, and an optional colour; polygons are fan-triangulated.
  * 4OFF (homogeneous) and nOFF with a dimension other than 3 are refused, as
@@ -58,7 +58,17 @@ int hicp__parse_off(hicp_context *ctx, const char *name, const unsigned char *bu
   hicp__text_init(&t, ctx, name, buf, buf + len, 1);
   hicp__text_skip_space(&t, '#');
   char kw[64];
+  const hicp__text counts = t;
   hicp__text_token(&t, NULL, kw, sizeof kw);
+  double number;
+  if (hicp__parse_double(kw, &number) == HICP_OK) {
+    /* No keyword: Geomview's format makes it optional ("many existing
+     * files lack this keyword"), and the counts come first.  Only a file
+     * named .off, or read as OFF by the caller's word, comes here: to
+     * the content alone such a file is a list of numbers (XYZ). */
+    t = counts;
+    strcpy(kw, "OFF");
+  }
   size_t kl = strlen(kw);
   if (kl < 3 || strcmp(kw + kl - 3, "OFF") != 0)
     return hicp__fail(ctx, HICP_EFORMAT, "%s: not an OFF file (first word '%.*s')", name,
