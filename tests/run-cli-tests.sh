@@ -717,6 +717,23 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1 && mkdir "$o/stick
 else
   for k in 1 2 3; do skip "needs root and setpriv"; done
 fi
+# (stop 63's review) A writable file in a read-only directory cannot be
+# replaced (the new file is written beside it): the message names the
+# directory, where "Permission denied" alone seemed to be the file's.
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1 && mkdir "$o/rodir" &&
+  chmod a+rx "$o" "$tmp" 2>/dev/null; then
+  echo precious >"$o/rodir/out.ply"
+  chmod 0666 "$o/rodir/out.ply"
+  cp "$g" "$o/rodir/in.xyz" && chmod 0644 "$o/rodir/in.xyz" && chmod 0555 "$o/rodir"
+  check "perturb -o a writable file in a read-only directory exits 1" 1 \
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$bin" perturb "$o/rodir/in.xyz" \
+    -o "$o/rodir/out.ply"
+  one_line_error "out.ply: Permission denied in its directory"
+  as_they_were "the file as it was, nothing left" "$o/rodir" 2 out.ply=precious
+  chmod 0755 "$o/rodir"
+else
+  for k in 1 2 3; do skip "needs root and setpriv"; done
+fi
 # (stop 47) A file mounted over its name, as a container's -v host:/out
 # mounts one: a rename cannot replace it (EBUSY), so it is refused before
 # any work, and --truth is kept (it was replaced, then the scan failed).

@@ -15,6 +15,17 @@
 
 static const char *out_of_memory = "out of memory";
 
+/* Why a temporary could not be made beside the target: where its
+ * directory refuses (EACCES), the file's own permissions are beside the
+ * point, and "Permission denied" alone named the file (stop 63's review:
+ * a writable file in a read-only directory). */
+static const char *temporary_refused(int e)
+{
+  return e == EACCES ? "Permission denied in its directory (a file is replaced by a new one "
+                       "written beside it)"
+                     : strerror(e);
+}
+
 /* A name for the temporary file: the target's, ".tmp", the process and a
  * count.  Unique among live processes; a name left behind by a crashed one
  * is skipped (O_EXCL or link's EEXIST, and the next count).  Of a target's
@@ -115,7 +126,7 @@ static const char *open_nameless_temporary(hicp__outfile *o, int keep_mode)
   const int e = errno;
   free(dir);
   if (fd < 0)
-    return e == EOPNOTSUPP || e == EISDIR || e == EINVAL ? unsupported : strerror(e);
+    return e == EOPNOTSUPP || e == EISDIR || e == EINVAL ? unsupported : temporary_refused(e);
   snprintf(o->fd_path, sizeof o->fd_path, "/proc/self/fd/%d", fd);
   struct stat mine, via_proc;
   if (fstat(fd, &mine) != 0 || stat(o->fd_path, &via_proc) != 0 ||
@@ -183,7 +194,7 @@ static const char *open_temporary(hicp__outfile *o, const char *target, int keep
     free(o->tmp);
     o->tmp = NULL; /* nothing was created: nothing to remove */
     hicp__outfile_abort(o);
-    return strerror(e);
+    return temporary_refused(e);
   }
   if (keep_mode >= 0 && fchmod(fd, (mode_t)keep_mode) != 0) {
     const int e = errno;
