@@ -853,6 +853,11 @@ check "an option without its value exits 2" 2 "$bin" register a b --init
 one_line_error "option '--init' needs a value"
 check "--devices with 65 devices exits 2" 2 "$bin" register a b --devices "$(seq -s, 0 64)"
 one_line_error "at most 64"
+# (stop 63's review) devices that --backend cpu would leave unused, silently
+check "--devices with --backend cpu exits 2" 2 "$bin" register "$g" "$g" --devices 0 --backend cpu
+one_line_error "which --backend cpu does not use"
+check "--backend cpu with --devices exits 2" 2 "$bin" track "$g" "$g" --backend cpu --devices 1
+one_line_error "which --backend cpu does not use"
 "$bin" perturb "$g" -o "$o/seed10.ply" --noise 0.01 --seed 10 >/dev/null 2>&1
 "$bin" perturb "$g" -o "$o/seed010.ply" --noise 0.01 --seed 010 >/dev/null 2>&1
 cmp -s "$o/seed10.ply" "$o/seed010.ply" && ok "--seed 010 is ten" || notok "--seed 010 is ten"
