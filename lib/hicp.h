@@ -746,7 +746,11 @@ typedef struct hicp_reg_options {
                               this and the rotation increment below
                               min_step_rot_deg; default 0 (off).  A
                               threshold of 0 takes no part: the other one
-                              alone decides. */
+                              alone decides.  The translation increment is
+                              how far the scan's origin moves: a cloud's
+                              origin (hicp_cloud_origin) where it has one,
+                              else the coordinate origin (the change of the
+                              transform's translation). */
   double min_step_rot_deg;
   double max_dist;       /**< ignore pairs farther apart than this; 0 = off */
   double trim;           /**< keep the best fraction (0, 1] of pairs; 1 = off.
@@ -763,6 +767,10 @@ typedef struct hicp_reg_options {
                               scaled up by what that cut takes from a normal
                               distribution's (by 1.4% at 3, 85% at 1), so
                               the window keeps its width for any value.  The
+                              first filtered iteration, which has every pair
+                              and no cut before it, is scaled up alike (a
+                              first cut that much wider than S deviations:
+                              docs/design.md, "ICP semantics").  The
                               filter is two-sided: below about 1.5 it drops
                               some of the nearest pairs too (trim is the
                               better cut).  Where the last window held no pair it
