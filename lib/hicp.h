@@ -814,10 +814,13 @@ typedef struct hicp_result {
   size_t struct_size;       /**< set by hicp_result_init() */
   hicp_transform transform; /**< scan -> model: x = R p + t */
   hicp_transform inverse;   /**< model -> scan: the object's pose in the sensor frame */
-  double rmse;              /**< RMS distance of all pairs at the final transform */
+  double rmse;              /**< RMS distance of all pairs at the final
+                                 transform; NaN where no pass over the scan
+                                 was complete (stopped by the time budget
+                                 or a cancel before the first) */
   double inlier_rmse;       /**< RMS distance of the pairs kept by the filters;
                                  NaN when none was kept (inliers 0, stopped
-                                 by ::HICP_STOP_NO_PAIRS) */
+                                 by ::HICP_STOP_NO_PAIRS), or as rmse */
   double fitness;           /**< inliers / points */
   uint64_t points;          /**< scan points */
   uint64_t inliers;         /**< pairs kept by the filters at the final
@@ -826,8 +829,10 @@ typedef struct hicp_result {
   int converged;            /**< 1 if a convergence test stopped it */
   hicp_stop stop;           /**< which test stopped it */
   int degenerate;           /**< 1 if the rotation was not fully determined
-                                 (identical or collinear scan points, or
-                                 inlier pairs); the rotation consistent with
+                                 by the inlier pairs (identical or collinear
+                                 scan points, a model of one or two points,
+                                 or every pair matched to one vertex); the
+                                 rotation consistent with
                                  the data nearest the pose it started the
                                  iteration from (the initial pose's, at
                                  first) was returned */

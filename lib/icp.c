@@ -63,7 +63,7 @@ static int make_plan(hicp_context *ctx, const hicp_model *m, const hicp_reg_opti
     return hicp__fail(ctx, HICP_EINVAL, "max_iter must be between 0 and 1000000, not %d",
                       o->max_iter);
   if (!(o->tol == -1.0 || finite_nonneg(o->tol)))
-    return hicp__fail(ctx, HICP_EINVAL, "tol must be >= 0 (or -1 for automatic)");
+    return hicp__fail(ctx, HICP_EINVAL, "tol must be finite and >= 0 (or -1 for automatic)");
   if (!finite_nonneg(o->mse_abs) || !finite_nonneg(o->min_step_trans) ||
       !finite_nonneg(o->min_step_rot_deg) || !finite_nonneg(o->max_dist) ||
       !finite_nonneg(o->time_budget_ms))
@@ -77,7 +77,7 @@ static int make_plan(hicp_context *ctx, const hicp_model *m, const hicp_reg_opti
   if (o->filter_start < -1)
     return hicp__fail(ctx, HICP_EINVAL, "filter_start must be >= 0, or -1 for off");
   if (!(isfinite(o->filter_sigma) && o->filter_sigma > 0.0))
-    return hicp__fail(ctx, HICP_EINVAL, "filter_sigma must be > 0");
+    return hicp__fail(ctx, HICP_EINVAL, "filter_sigma must be finite and > 0");
   int chunk = o->chunk_points ? o->chunk_points : (int)HICP_DEFAULT_CHUNK;
   if (chunk < HICP_LANES || chunk > 65536 || (chunk & (chunk - 1)) != 0)
     return hicp__fail(ctx, HICP_EINVAL,

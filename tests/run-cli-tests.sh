@@ -117,9 +117,10 @@ else
 import json, sys
 d = json.load(open(sys.argv[1]))
 need = ["transform", "rotation", "translation", "rmse", "iterations", "converged", "time_ms",
-        "backend", "threads", "nn", "model_points", "scan_points"]
+        "backend", "note", "threads", "nn", "model_points", "scan_points"]
 missing = [k for k in need if k not in d]
 assert not missing, missing
+assert d["note"] == "" and d["backend"] == "cpu", (d["note"], d["backend"])
 assert len(d["transform"]) == 4 and all(len(r) == 4 for r in d["transform"])
 assert d["rotation"] == [r[:3] for r in d["transform"][:3]]
 assert d["translation"] == [r[3] for r in d["transform"][:3]]
@@ -175,6 +176,7 @@ import json,sys
 lines=[json.loads(l) for l in open('$tmp/out')]
 assert [d['frame'] for d in lines]==[0,1,2,3], lines
 assert all(d['converged'] and d['stop'] == 'mse-change' for d in lines), lines
+assert all(d['note'] == '' for d in lines), lines
 " && ok "track prints one JSON line per frame, in order" || notok "track prints one JSON line per frame, in order"
   [ ! -s "$tmp/err" ] && ok "no progress bar when stderr is not a terminal" || notok "no progress bar when stderr is not a terminal"
   printf '%s\n' "$tmp/f4.ply" "$tmp/f3.ply" "# a comment" "$tmp/f2.ply" > "$tmp/list.txt"

@@ -127,7 +127,11 @@ static void print_text(const char *model_path, const hicp_model_info *mi, double
   else /* no pair was left: no inlier error to give */
     printf("rmse         %.9g (no inliers, fitness %.4f)\n", r->rmse, r->fitness);
   printf("iterations   %d, %s (%s)%s\n", r->iterations, r->converged ? "converged" : "not converged",
-         hicp_stop_name(r->stop), r->degenerate ? ", rotation not fully determined by the scan" : "");
+         hicp_stop_name(r->stop),
+         r->degenerate ? ", rotation not fully determined by the pairs (scan, model or filters)"
+                       : "");
+  if (r->note[0] != '\0') /* e.g. a GPU that failed, and the CPU that finished */
+    printf("note         %s\n", r->note);
   char on[32] = ""; /* a GPU alone ran no CPU thread */
   if (r->threads > 0)
     snprintf(on, sizeof on, ", %d thread%s", r->threads, r->threads == 1 ? "" : "s");
@@ -176,6 +180,7 @@ static void print_json(const char *model_path, const hicp_model_info *mi, double
   json_num(&j, "reduce_ms", r->reduce_ms);
   json_num(&j, "solve_ms", r->solve_ms);
   json_str(&j, "backend", hicp_backend_name(r->backend));
+  json_str(&j, "note", r->note); /* "" or why the backend is not the one asked for */
   json_int(&j, "threads", r->threads);
   json_str(&j, "nn", hicp_nn_method_name(r->nn));
   json_int(&j, "model_points", (long long)mi->points);

@@ -348,6 +348,7 @@ int cmd_track(int argc, char **argv)
       json_str(&j, "stop", hicp_stop_name(r.stop));
       json_num(&j, "time_ms", r.time_ms);
       json_str(&j, "backend", hicp_backend_name(r.backend));
+      json_str(&j, "note", r.note); /* as register's */
       json_int(&j, "threads", r.threads);
       json_str(&j, "nn", hicp_nn_method_name(r.nn));
       json_int(&j, "scan_points", (long long)r.points);
@@ -360,6 +361,8 @@ int cmd_track(int argc, char **argv)
              (unsigned long long)r.frame, name, deg, r.transform.m[3], r.transform.m[7],
              r.transform.m[11], r.rmse, r.iterations, r.converged ? "" : " (not converged: ",
              r.converged ? "" : hicp_stop_name(r.stop), r.converged ? "" : ")", r.time_ms);
+      if (r.note[0] != '\0')
+        printf("%llu %s: note: %s\n", (unsigned long long)r.frame, name, r.note);
     }
     /* frames nobody can read are not worth registering: main says why */
     if (cli_flush_stdout() != 0)
