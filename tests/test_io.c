@@ -1086,6 +1086,17 @@ Test(io, files_that_are_not_files)
   read_fails(th_path(dir, "model.hicpm"), HICP_EUNSUPPORTED, "model file");
 }
 
+/* A context whose calls may allocate at most `limit` bytes. */
+static hicp_context *limited_ctx(uint64_t limit)
+{
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.memory_limit = limit;
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  return ctx;
+}
+
 /* A file that is no point cloud is refused from its first 64 KiB, not read
  * whole up to the memory limit first (stop 53's review: /dev/zero took 60 s
  * and 16.8 GB before its refusal); one whose head leaves its format open
@@ -1093,11 +1104,7 @@ Test(io, files_that_are_not_files)
 Test(io, no_cloud_refused_from_its_head)
 {
   const char *dir = th_tmpdir();
-  hicp_context_options o;
-  hicp_context_options_init(&o);
-  o.memory_limit = 1 << 20;
-  hicp_context *ctx;
-  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  hicp_context *ctx = limited_ctx(1 << 20);
   hicp_cloud *c = NULL;
   cr_assert_eq(hicp_cloud_read(ctx, "/dev/zero", HICP_FORMAT_AUTO, &c), HICP_EUNSUPPORTED, "%s",
                hicp_context_error(ctx));
@@ -1142,11 +1149,7 @@ Test(io, no_cloud_refused_from_its_head)
 Test(io, named_format_refused_from_its_head)
 {
   const char *dir = th_tmpdir();
-  hicp_context_options o;
-  hicp_context_options_init(&o);
-  o.memory_limit = 1 << 20;
-  hicp_context *ctx;
-  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  hicp_context *ctx = limited_ctx(1 << 20);
   const size_t big = (size_t)4 << 20;
   char *b = calloc(big, 1);
   static const struct {
