@@ -439,7 +439,10 @@ typedef enum hicp_format {
   HICP_FORMAT_AUTO = 0, /**< detect from content, then extension */
   HICP_FORMAT_PLY = 1,  /**< Stanford PLY: ascii, binary little/big endian */
   HICP_FORMAT_PCD = 2,  /**< PCL PCD: ascii, binary, binary_compressed */
-  HICP_FORMAT_OFF = 3,  /**< OFF, COFF, NOFF, ... (comments allowed) */
+  HICP_FORMAT_OFF = 3,  /**< OFF, COFF, NOFF, ... (comments allowed); also
+                             without its optional keyword (the counts
+                             first) when named .off or read as this
+                             format */
   HICP_FORMAT_XYZ = 4,  /**< text (xyz/txt/csv): the first three columns, or
                              those a header line names x, y and z */
   HICP_FORMAT_MODEL = 5 /**< a prebuilt hicp model file (hicp_model_save()) */

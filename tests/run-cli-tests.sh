@@ -860,6 +860,10 @@ check "--devices with --backend cpu exits 2" 2 "$bin" register "$g" "$g" --devic
 one_line_error "which --backend cpu does not use"
 check "--backend cpu with --devices exits 2" 2 "$bin" track "$g" "$g" --backend cpu --devices 1
 one_line_error "which --backend cpu does not use"
+check "a later --backend auto takes back --backend cpu beside --devices" 0 "$bin" register "$g" "$g" --backend cpu --devices 0 --backend auto --max-iter 1
+check "track of an empty frame name exits 1" 1 "$bin" track "$g" ""
+one_line_error "cannot open"
+grep -q "blanks and all" "$tmp/err" && notok "an empty name is not called blanks" || ok "an empty name is not called blanks"
 "$bin" perturb "$g" -o "$o/seed10.ply" --noise 0.01 --seed 10 >/dev/null 2>&1
 "$bin" perturb "$g" -o "$o/seed010.ply" --noise 0.01 --seed 010 >/dev/null 2>&1
 cmp -s "$o/seed10.ply" "$o/seed010.ply" && ok "--seed 010 is ten" || notok "--seed 010 is ten"

@@ -89,6 +89,9 @@ void cli_common_init(cli_common *c);
 /* Handles --threads, --backend, --devices, --memory-limit; returns 1 if
  * consumed, 0 if not one of them, -1 on a bad value. */
 int cli_common_option(cli_common *c, const char *name, const char *value);
+/* After the options: -1 with the reason where they contradict each other
+ * (--devices with --backend cpu), else 0. */
+int cli_common_done(const cli_common *c);
 hicp_context *cli_context(const cli_common *c);
 /* For the CLI's own buffers (perturb's), the check the library makes of its
  * own against --memory-limit: 0, or -1 after the one-line error naming

@@ -464,17 +464,6 @@ void cli_common_init(cli_common *c)
   c->backend = HICP_BACKEND_AUTO;
 }
 
-/* -1 with the reason where --devices and --backend cpu are both given
- * (the devices would go unused, silently: stop 63's review), else 1. */
-static int devices_with_cpu(const cli_common *c)
-{
-  if (c->ndevices > 0 && c->backend == HICP_BACKEND_CPU) {
-    cli_error("--devices names CUDA devices, which --backend cpu does not use");
-    return -1;
-  }
-  return 1;
-}
-
 int cli_common_option(cli_common *c, const char *name, const char *value)
 {
   if (strcmp(name, "threads") == 0)
@@ -484,7 +473,7 @@ int cli_common_option(cli_common *c, const char *name, const char *value)
       cli_error("--backend: expected auto, cpu, cuda or hybrid, got '%s'", value);
       return -1;
     }
-    return devices_with_cpu(c);
+    return 1;
   }
   if (strcmp(name, "memory-limit") == 0)
     return cli_size("--memory-limit", value, &c->memory_limit) == 0 ? 1 : -1;
@@ -493,7 +482,18 @@ int cli_common_option(cli_common *c, const char *name, const char *value)
     if (n < 0)
       return -1;
     c->ndevices = n;
-    return devices_with_cpu(c);
+    return 1;
+  }
+  return 0;
+}
+
+int cli_common_done(const cli_common *c)
+{
+  /* the devices would go unused, silently (stop 63's review); checked
+   * once every option is read, so that the last --backend given counts */
+  if (c->ndevices > 0 && c->backend == HICP_BACKEND_CPU) {
+    cli_error("--devices names CUDA devices, which --backend cpu does not use");
+    return -1;
   }
   return 0;
 }

@@ -322,7 +322,7 @@ int cmd_register(int argc, char **argv)
     if (bad)
       return CLI_USAGE;
   }
-  if (cli_filter_sigma_alone(sigma_given, &o))
+  if (cli_filter_sigma_alone(sigma_given, &o) || cli_common_done(&common) != 0)
     return CLI_USAGE;
   if (ascii && out_path == NULL) {
     cli_error("--ascii needs --output FILE: without it nothing is written");

@@ -225,7 +225,7 @@ int cmd_track(int argc, char **argv)
     if (bad)
       return CLI_USAGE;
   }
-  if (cli_filter_sigma_alone(sigma_given, &o))
+  if (cli_filter_sigma_alone(sigma_given, &o) || cli_common_done(&common) != 0)
     return CLI_USAGE;
   if (argc - optind < 1 || (list == NULL && argc - optind < 2) || (list != NULL && argc - optind != 1)) {
     cli_error("track needs MODEL and FRAME files (or --from-list FILE)");
@@ -283,7 +283,8 @@ int cmd_track(int argc, char **argv)
           hicp_cloud_read(ctx, names[submitted], HICP_FORMAT_AUTO, &cloud) != HICP_OK) {
         const char *name = names[submitted];
         const size_t len = strlen(name);
-        if (strchr(" \t", name[0]) != NULL || strchr(" \t", name[len - 1]) != NULL)
+        if (len > 0 && (name[0] == ' ' || name[0] == '\t' || name[len - 1] == ' ' ||
+                        name[len - 1] == '\t'))
           cli_error("frame '%s', blanks and all: %s", name, hicp_context_error(ctx));
         else
           cli_fail(ctx, name);

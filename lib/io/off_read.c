@@ -51,24 +51,16 @@ static int extra_face(hicp__text *t, uint64_t nv)
   return 1;
 }
 
-int hicp__parse_off(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,
-                    hicp__raw_cloud *out)
+/* The file's first word, kw: HICP_OK for an OFF keyword the reader takes
+ * or a number (the counts of a file without the keyword, which Geomview's
+ * format makes optional: "many existing files lack this keyword"; only a
+ * file named .off, or read as OFF by the caller's word, comes here, as to
+ * the content alone it is a list of numbers), else the refusal. */
+static int first_word(hicp_context *ctx, const char *name, const char *kw)
 {
-  hicp__text t;
-  hicp__text_init(&t, ctx, name, buf, buf + len, 1);
-  hicp__text_skip_space(&t, '#');
-  char kw[64];
-  const hicp__text counts = t;
-  hicp__text_token(&t, NULL, kw, sizeof kw);
   double number;
-  if (hicp__parse_double(kw, &number) == HICP_OK) {
-    /* No keyword: Geomview's format makes it optional ("many existing
-     * files lack this keyword"), and the counts come first.  Only a file
-     * named .off, or read as OFF by the caller's word, comes here: to
-     * the content alone such a file is a list of numbers (XYZ). */
-    t = counts;
-    strcpy(kw, "OFF");
-  }
+  if (hicp__parse_double(kw, &number) == HICP_OK)
+    return HICP_OK;
   size_t kl = strlen(kw);
   if (kl < 3 || strcmp(kw + kl - 3, "OFF") != 0)
     return hicp__fail(ctx, HICP_EFORMAT, "%s: not an OFF file (first word '%.*s')", name,
@@ -80,13 +72,43 @@ int hicp__parse_off(hicp_context *ctx, const char *name, const unsigned char *bu
       return hicp__fail(ctx, HICP_EFORMAT, "%s: unknown OFF variant '%.*s'", name,
                         hicp__utf8_prec(kw, 20), kw);
   }
+  return HICP_OK;
+}
+
+int hicp__off_check_head(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len)
+{
+  hicp__text t;
+  hicp__text_init(&t, ctx, name, buf, buf + len, 1);
+  hicp__text_skip_space(&t, '#');
+  char kw[64];
+  hicp__text_token(&t, NULL, kw, sizeof kw);
+  /* decided where the first word ends within the head */
+  return t.p < t.end ? first_word(ctx, name, kw) : HICP_OK;
+}
+
+int hicp__parse_off(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,
+                    hicp__raw_cloud *out)
+{
+  hicp__text t;
+  hicp__text_init(&t, ctx, name, buf, buf + len, 1);
+  hicp__text_skip_space(&t, '#');
+  char kw[64];
+  const hicp__text counts = t;
+  hicp__text_token(&t, NULL, kw, sizeof kw);
+  int rc = first_word(ctx, name, kw);
+  if (rc != HICP_OK)
+    return rc;
+  double number;
+  if (hicp__parse_double(kw, &number) == HICP_OK) { /* no keyword: the counts */
+    t = counts;
+    strcpy(kw, "OFF");
+  }
   /* Geomview's binary OFF: "OFF BINARY" on the first line */
   hicp__text_skip_blanks(&t);
   if ((size_t)(t.end - t.p) >= 6 && memcmp(t.p, "BINARY", 6) == 0)
     return hicp__fail(ctx, HICP_EUNSUPPORTED,
                       "%s: binary OFF is not supported (ascii OFF, PLY and PCD are)", name);
   uint64_t nv, nf, ne;
-  int rc;
   if (strchr(kw, 'n') != NULL) {
     uint64_t dim;
     rc = hicp__text_count(&t, 1, '#', "the dimension", 1000, &dim);

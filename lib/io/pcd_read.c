@@ -123,6 +123,35 @@ static void end_data_line(pcd *h, hicp__text *t)
   hicp__text_next_line(t);
 }
 
+/* The header's keys, as parse_header takes them (VERSION and VIEWPOINT
+ * read past, COLUMNS for FIELDS). */
+static int pcd_key(const char *key)
+{
+  static const char *const keys[] = {"VERSION", "VIEWPOINT", "FIELDS", "COLUMNS", "SIZE", "TYPE",
+                                     "COUNT",   "WIDTH",     "HEIGHT", "POINTS",  "DATA"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+    if (strcmp(key, keys[i]) == 0)
+      return 1;
+  return 0;
+}
+
+static int unknown_key(hicp_context *ctx, const char *name, size_t line, const char *key)
+{
+  return hicp__fail(ctx, HICP_EFORMAT, "%s line %zu: unknown PCD header line '%.*s'", name, line,
+                    hicp__utf8_prec(key, 40), key);
+}
+
+int hicp__pcd_check_head(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len)
+{
+  hicp__text t;
+  hicp__text_init(&t, ctx, name, buf, buf + len, 1);
+  hicp__text_skip_space(&t, '#');
+  char key[64];
+  hicp__text_token(&t, NULL, key, sizeof key);
+  /* decided where the first key ends within the head */
+  return t.p < t.end && !pcd_key(key) ? unknown_key(ctx, name, t.line, key) : HICP_OK;
+}
+
 static int parse_header(pcd *h, hicp__text *t)
 {
   char key[64];
@@ -132,6 +161,8 @@ static int parse_header(pcd *h, hicp__text *t)
     if (t->p >= t->end)
       return hicp__fail(h->ctx, HICP_EFORMAT, "%s: the header has no DATA line", h->name);
     hicp__text_token(t, NULL, key, sizeof key);
+    if (!pcd_key(key))
+      return unknown_key(h->ctx, h->name, t->line, key);
     int rc = HICP_OK;
     if (strcmp(key, "VERSION") == 0 || strcmp(key, "VIEWPOINT") == 0) {
       hicp__text_next_line(t);
@@ -168,9 +199,6 @@ static int parse_header(pcd *h, hicp__text *t)
       hicp__text_token(t, NULL, h->data, sizeof h->data);
       end_data_line(h, t);
       break;
-    } else {
-      return hicp__fail(h->ctx, HICP_EFORMAT, "%s line %zu: unknown PCD header line '%.*s'",
-                        h->name, t->line, hicp__utf8_prec(key, 40), key);
     }
     if (rc != HICP_OK)
       return rc;

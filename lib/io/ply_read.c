@@ -70,13 +70,34 @@ static ptype parse_type(const char *s)
   return T_NONE;
 }
 
-static int parse_header(ply *f, hicp__text *t)
+/* Whether the line at t is a PLY file's first: "ply", blanks around it.
+ * Leaves t past "ply" and its blanks (or past the first word). */
+static int ply_first_line(hicp__text *t)
 {
   char tok[128];
   hicp__text_token(t, NULL, tok, sizeof tok);
   hicp__text_skip_blanks(t);
-  if (strcmp(tok, "ply") != 0 || !hicp__text_at_eol(t, 0))
-    return hicp__fail(f->ctx, HICP_EFORMAT, "%s: not a PLY file (no 'ply' first line)", f->name);
+  return strcmp(tok, "ply") == 0 && hicp__text_at_eol(t, 0);
+}
+
+static int not_ply(hicp_context *ctx, const char *name)
+{
+  return hicp__fail(ctx, HICP_EFORMAT, "%s: not a PLY file (no 'ply' first line)", name);
+}
+
+int hicp__ply_check_head(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len)
+{
+  hicp__text t;
+  hicp__text_init(&t, ctx, name, buf, buf + len, 1);
+  /* decided where what follows the first word lies within the head */
+  return !ply_first_line(&t) && t.p < t.end ? not_ply(ctx, name) : HICP_OK;
+}
+
+static int parse_header(ply *f, hicp__text *t)
+{
+  char tok[128];
+  if (!ply_first_line(t))
+    return not_ply(f->ctx, f->name);
   /* Lines that end in a lone CR (old Mac writers): end_header's is one CR,
    * and a binary body's first byte may be 10, which is no part of it (the
    * review, stop 53: a point (10, 2, 3) read as (2, 3, 10)). */

@@ -41,7 +41,6 @@ static int fill(hicp_context *ctx, const char *path, int fd, unsigned char *b, s
 
 static int is_model_magic(const unsigned char *buf, size_t len);
 static size_t first_token(const unsigned char *buf, size_t len);
-static int starts_with(const unsigned char *buf, size_t len, const char *s);
 
 /* Whether a file's first `n` bytes (the whole file when `eof`) already say
  * it is no point cloud hicp reads: a model file's magic, or a first word
@@ -61,69 +60,40 @@ static int head_is_not_a_cloud(const char *path, const unsigned char *b, size_t 
   return i < n && k < n;
 }
 
-/* Whether a head that did not show its format (the file's name or the
- * caller chose it) already shows the file is not in it, where the parser
- * refuses the whole file too: a PLY without its "ply" line, a PCD or an
- * OFF whose first word (whole within the head) is no header key or OFF
- * keyword, text with a NUL byte.  Such a file was read whole, up to the
- * memory limit, before its parser said so (stop 63's review: 2 GB of zeros
- * named .ply, 10.8 s and 2.1 GB, against 0.01 s named .dat). */
-static int head_refutes(hicp_format f, const unsigned char *b, size_t n)
-{
-  if (f == HICP_FORMAT_PLY)
-    return !starts_with(b, n, "ply\n") && !starts_with(b, n, "ply\r");
-  if (f == HICP_FORMAT_XYZ)
-    return memchr(b, '\0', n) != NULL;
-  if (f != HICP_FORMAT_PCD && f != HICP_FORMAT_OFF)
-    return 0;
-  const size_t i = first_token(b, n);
-  size_t k = i;
-  while (k < n && b[k] > ' ' && b[k] < 127)
-    k++;
-  if (k >= n)
-    return 0; /* cut off by the head */
-  /* A word cut by a byte the parser reads on (a control or non-ASCII
-   * byte) is the start of a longer one, which no key or keyword is. */
-  char w[16];
-  if (k - i >= sizeof w)
-    return 1; /* longer than any key or keyword */
-  memcpy(w, b + i, k - i);
-  w[k - i] = '\0';
-  if (f == HICP_FORMAT_OFF) {
-    const size_t wl = k - i;
-    double v;
-    return !(wl >= 3 && strcmp(w + wl - 3, "OFF") == 0) && hicp__parse_double(w, &v) != HICP_OK;
-  }
-  static const char *const key[] = {"VERSION", "VIEWPOINT", "FIELDS", "COLUMNS", "SIZE", "TYPE",
-                                    "COUNT",   "WIDTH",     "HEIGHT", "POINTS",  "DATA"};
-  for (size_t j = 0; j < sizeof key / sizeof key[0]; j++)
-    if (strcmp(w, key[j]) == 0)
-      return 0;
-  return 1;
-}
-
-/* The parser's own refusal of a file whose head refutes its format
- * (head_refutes), from the head alone: for text, up to the end of the line
- * of its first NUL byte, where the parser stops at the latest.  HICP_OK
- * where the parser, against that reasoning, takes the head: the file is
- * then read whole. */
+/* A file whose head did not show its format (its name or the caller gave
+ * it) is refused from the head where the head already shows it is not in
+ * that format: its parser's own first step, the one the whole file would
+ * fail at too, run on the head by the parser's module (a PLY's first line,
+ * a PCD's first key, an OFF's first word, each whole within the head; a
+ * NUL byte in text).  Such a file was read whole, up to the memory limit,
+ * before its parser said so (stop 63's review: 2 GB of zeros named .ply,
+ * 10.8 s and 2.1 GB, against 0.01 s named .dat).  A head whose format the
+ * content may still decide (no first word within it) is left to the whole
+ * file, so that both are read as the same format. */
 static int refusal_from_head(hicp_context *ctx, const char *path, hicp_format fmt,
                              const unsigned char *b, size_t n)
 {
-  const hicp_format f = fmt != HICP_FORMAT_AUTO ? fmt : hicp__detect_format(path, b, n);
-  if (!head_refutes(f, b, n))
-    return HICP_OK;
-  size_t cut = n;
-  const unsigned char *nul = f == HICP_FORMAT_XYZ ? memchr(b, '\0', n) : NULL;
-  if (nul != NULL) {
-    cut = (size_t)(nul - b);
-    while (cut < n && b[cut] != '\n' && b[cut] != '\r')
-      cut++;
+  if (fmt == HICP_FORMAT_AUTO) {
+    const size_t i = first_token(b, n);
+    size_t k = i;
+    while (k < n && b[k] > ' ' && b[k] < 127)
+      k++;
+    if (k >= n)
+      return HICP_OK;
+    fmt = hicp__detect_format(path, b, n);
   }
-  hicp_cloud *c = NULL;
-  const int rc = hicp__cloud_parse(ctx, path, b, cut, f, &c);
-  hicp_cloud_destroy(c);
-  return rc;
+  switch (fmt) {
+  case HICP_FORMAT_PLY:
+    return hicp__ply_check_head(ctx, path, b, n);
+  case HICP_FORMAT_PCD:
+    return hicp__pcd_check_head(ctx, path, b, n);
+  case HICP_FORMAT_OFF:
+    return hicp__off_check_head(ctx, path, b, n);
+  case HICP_FORMAT_XYZ:
+    return hicp__xyz_check_head(ctx, path, b, n);
+  default:
+    return HICP_OK;
+  }
 }
 
 int hicp__read_file(hicp_context *ctx, const char *path, hicp_format fmt, unsigned char **buf,

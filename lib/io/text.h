@@ -22,6 +22,18 @@ int hicp__parse_off(hicp_context *ctx, const char *name, const unsigned char *bu
 int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,
                     hicp__raw_cloud *out);
 
+/* Each parser's first step, on a file's head (its first bytes, not the
+ * whole file): HICP_OK, or the failure that reading the whole file would
+ * give at that step, with the parser's own message.  A step the head
+ * cannot decide (a first line or word that goes on past it) is HICP_OK:
+ * the whole file decides.  A PLY's first line, a PCD's first key, an
+ * OFF's first word; for text (XYZ), a NUL byte anywhere, which the parser
+ * refuses wherever it is. */
+int hicp__ply_check_head(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len);
+int hicp__pcd_check_head(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len);
+int hicp__off_check_head(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len);
+int hicp__xyz_check_head(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len);
+
 /* The C locale's numbers, for reading and writing numbers as files hold
  * them whatever the application's locale ((locale_t)0 if it cannot be
  * made). */

@@ -152,14 +152,18 @@ static int first_field(hicp__text *t, double *v)
   return strpbrk(tok, ".eE") == NULL && *v > -9007199254740992.0 && *v < 9007199254740992.0;
 }
 
-/* Whether the table's rows, from the line at t, begin with their names or
- * index: a first field that is no number (R's quoted names), or whole
- * numbers counting up by one from this row to the next (R's 1, 2, ...;
- * pandas' 0, 1, ...), or, in a table of one row, 0 or 1.  Otherwise the
- * column more than the header names is one after them (an intensity or a
- * label left unnamed), and the columns are read as named (stop 63's
- * review: "x,y,z" over "1.5,2.5,3.5,0.7" read the point (2.5, 3.5, 0.7)).
- * The cursor is not moved. */
+/* What the first column of a table is whose rows have one column more
+ * than its header names (the line at t its first row; the cursor is not
+ * moved):
+ *  1  the rows' names or index: no number (R's quoted names), or whole
+ *     numbers counting up by one from this row to the next (R's 1, 2, ...;
+ *     pandas' 0, 1, ...), or a lone row's 0 or 1;
+ *  0  a coordinate, the unnamed column after the named ones (an intensity
+ *     or a label): a number with a point or an exponent, which no index
+ *     is (stop 63's review: "x,y,z" over "1.5,2.5,3.5,0.7" read the point
+ *     (2.5, 3.5, 0.7));
+ * -1  either: whole numbers that do not count up by one, as an index of
+ *     filtered or sorted rows (3, 7, 12) and as whole coordinates would. */
 static int rows_named(hicp__text *t)
 {
   double a, b;
@@ -171,11 +175,11 @@ static int rows_named(hicp__text *t)
     hicp__text_next_line(&s);
     hicp__text_skip_blanks(&s);
     if (s.p >= s.end)
-      return a == 0.0 || a == 1.0;
+      return a == 0.0 || a == 1.0 ? 1 : -1;
     if (!hicp__text_at_eol(&s, 0) && !comment_line(&s))
       break;
   }
-  return first_field(&s, &b) == 1 && b == a + 1.0;
+  return first_field(&s, &b) == 1 && b == a + 1.0 ? 1 : -1;
 }
 
 /* The header line at t (its first word not a number): the columns of x, y
@@ -238,6 +242,18 @@ static void set_columns(const int col[3], int *last, int axis_at[MAX_COLUMNS])
     axis_at[c] = c == col[0] ? 0 : c == col[1] ? 1 : c == col[2] ? 2 : -1;
 }
 
+int hicp__xyz_check_head(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len)
+{
+  if (memchr(buf, '\0', len) == NULL)
+    return HICP_OK;
+  hicp__text t; /* its line, as the parser counts lines */
+  hicp__text_init(&t, ctx, name, buf, buf + len, 1);
+  int rc = HICP_OK;
+  while (rc == HICP_OK && t.p < t.end)
+    rc = hicp__text_skip_line(&t);
+  return rc;
+}
+
 int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,
                     hicp__raw_cloud *out)
 {
@@ -290,7 +306,16 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
        * pandas' to_csv with blanks or tabs, whose empty first name reads
        * as padding): the named columns are one further on, as R's
        * read.table takes them.  Read as named, x would be the index. */
-      if (header_cols < MAX_COLUMNS && line_columns(&t) == header_cols + 1 && rows_named(&t)) {
+      const int named = header_cols < MAX_COLUMNS && line_columns(&t) == header_cols + 1
+                            ? rows_named(&t)
+                            : 0;
+      if (named < 0)
+        return hicp__fail(ctx, HICP_EFORMAT,
+                          "%s line %zu: one column more than the header names, whose first "
+                          "holds whole numbers that do not count the rows: an index or x? "
+                          "Name every column in the header",
+                          name, t.line);
+      if (named > 0) {
         for (int a = 0; a < 3; a++)
           col[a]++;
         set_columns(col, &last, axis_at);
