@@ -78,12 +78,9 @@ static int first_word(hicp_context *ctx, const char *name, const char *kw)
 int hicp__off_check_head(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len)
 {
   hicp__text t;
-  hicp__text_init(&t, ctx, name, buf, buf + len, 1);
-  hicp__text_skip_space(&t, '#');
   char kw[64];
-  hicp__text_token(&t, NULL, kw, sizeof kw);
-  /* decided where the first word ends within the head */
-  return t.p < t.end ? first_word(ctx, name, kw) : HICP_OK;
+  return hicp__text_head_word(&t, ctx, name, buf, len, kw, sizeof kw) ? first_word(ctx, name, kw)
+                                                                       : HICP_OK;
 }
 
 int hicp__parse_off(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,

@@ -144,12 +144,10 @@ static int unknown_key(hicp_context *ctx, const char *name, size_t line, const c
 int hicp__pcd_check_head(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len)
 {
   hicp__text t;
-  hicp__text_init(&t, ctx, name, buf, buf + len, 1);
-  hicp__text_skip_space(&t, '#');
   char key[64];
-  hicp__text_token(&t, NULL, key, sizeof key);
-  /* decided where the first key ends within the head */
-  return t.p < t.end && !pcd_key(key) ? unknown_key(ctx, name, t.line, key) : HICP_OK;
+  return hicp__text_head_word(&t, ctx, name, buf, len, key, sizeof key) && !pcd_key(key)
+             ? unknown_key(ctx, name, t.line, key)
+             : HICP_OK;
 }
 
 static int parse_header(pcd *h, hicp__text *t)

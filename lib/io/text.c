@@ -77,6 +77,15 @@ static int blank(unsigned char c)
   return c == ' ' || c == '\t' || c == '\v' || c == '\f';
 }
 
+int hicp__text_head_word(hicp__text *t, hicp_context *ctx, const char *name,
+                         const unsigned char *buf, size_t len, char *word, size_t wordlen)
+{
+  hicp__text_init(t, ctx, name, buf, buf + len, 1);
+  hicp__text_skip_space(t, '#');
+  hicp__text_token(t, NULL, word, wordlen);
+  return t->p < t->end;
+}
+
 void hicp__text_skip_blanks(hicp__text *t)
 {
   while (t->p < t->end && blank(*t->p))

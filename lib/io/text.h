@@ -58,6 +58,12 @@ typedef struct hicp__text {
 
 void hicp__text_init(hicp__text *t, hicp_context *ctx, const char *name, const unsigned char *p,
                      const unsigned char *end, size_t first_line);
+/* A file head's first word after blank lines and '#' comments, read as
+ * the PCD and OFF parsers read theirs (a cursor t over the head, left past
+ * it): 1 where it ends within the head, 0 where it may go on past it. */
+int hicp__text_head_word(hicp__text *t, hicp_context *ctx, const char *name,
+                         const unsigned char *buf, size_t len, char *word, size_t wordlen);
+
 /* Skips blanks (spaces, tabs, \r) but not newlines. */
 void hicp__text_skip_blanks(hicp__text *t);
 /* Skips blanks, newlines and comments starting with `comment` (0: none). */
