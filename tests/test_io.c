@@ -559,6 +559,22 @@ Test(io, xyz_columns_named_by_the_header)
              "Name every column in the header");
   read_fails(write_text(dir, "one_row.txt", "x y z\n5 1.5 -2 3\n"), HICP_EFORMAT,
              "an index or x?");
+  /* an index must count on in every row, not the first two alone; a nan
+   * first is a coordinate refused, not a row's name (stop 63's review of
+   * the rule: both read a column off, exit 0) */
+  read_fails(write_text(dir, "counts_by_chance.txt", "x y z\n0 0.5 1.2 17\n1 0.7 1.3 23\n5 0.1 0.2 9\n"),
+             HICP_EFORMAT, "line 4: the first column, taken for the rows' index");
+  read_fails(write_text(dir, "nan_first.csv", "x,y,z\nnan,1,2,0.5\n1.5,2,3,0.7\n"), HICP_ENONFINITE,
+             "line 2: non-finite coordinate 'nan'");
+  hicp_cloud_destroy(read_ok(write_text(dir, "index_on.txt", " x y z\n7 1.5 -2 3\n8 4 5 6\n# c\n9 4 5 6\n"),
+                             NULL, 3));
+  /* text with a NUL byte after a line the reader refuses first: that line's
+   * refusal, as the whole file's reading gives it (the head check reported
+   * the NUL) */
+  static const char nul_after[] = "1 2 inf\n4 5 6\n\0\n";
+  const char *pn = th_path(dir, "nul_after.xyz");
+  th_write(pn, nul_after, sizeof nul_after - 1);
+  read_fails(pn, HICP_ENONFINITE, "line 1: non-finite coordinate 'inf'");
 }
 
 Test(io, real_files)

@@ -138,8 +138,9 @@ static int line_columns(hicp__text *t)
 }
 
 /* The first field of the line at t: 1 and *v a whole number (no point or
- * exponent, below 2^53), 0 another number, -1 no number (a name, quoted
- * or not).  The cursor is not moved. */
+ * exponent, below 2^53), 0 another number (nan and inf among them, which
+ * the reading of a coordinate refuses), -1 no number (a name, quoted or
+ * not).  The cursor is not moved. */
 static int first_field(hicp__text *t, double *v)
 {
   const unsigned char *at = t->p;
@@ -147,7 +148,10 @@ static int first_field(hicp__text *t, double *v)
   skip_separator(t, &kind);
   const size_t len = hicp__text_token(t, ",;", tok, sizeof tok);
   t->p = at;
-  if (len == 0 || len >= sizeof tok || hicp__parse_double(tok, v) != HICP_OK)
+  const int rc = len == 0 || len >= sizeof tok ? HICP_EFORMAT : hicp__parse_double(tok, v);
+  if (rc == HICP_ENONFINITE)
+    return 0;
+  if (rc != HICP_OK)
     return -1;
   return strpbrk(tok, ".eE") == NULL && *v > -9007199254740992.0 && *v < 9007199254740992.0;
 }
@@ -155,9 +159,10 @@ static int first_field(hicp__text *t, double *v)
 /* What the first column of a table is whose rows have one column more
  * than its header names (the line at t its first row; the cursor is not
  * moved):
- *  1  the rows' names or index: no number (R's quoted names), or whole
- *     numbers counting up by one from this row to the next (R's 1, 2, ...;
- *     pandas' 0, 1, ...), or a lone row's 0 or 1;
+ *  2  the rows' names: no number (R's quoted names);
+ *  1  the rows' index: whole numbers counting up by one from this row to
+ *     the next (R's 1, 2, ...; pandas' 0, 1, ...), or a lone row's 0 or 1,
+ *     which every later row must go on counting (index_counts);
  *  0  a coordinate, the unnamed column after the named ones (an intensity
  *     or a label): a number with a point or an exponent, which no index
  *     is (stop 63's review: "x,y,z" over "1.5,2.5,3.5,0.7" read the point
@@ -169,7 +174,7 @@ static int rows_named(hicp__text *t)
   double a, b;
   const int first = first_field(t, &a);
   if (first != 1)
-    return first < 0;
+    return first < 0 ? 2 : 0;
   hicp__text s = *t;
   for (;;) { /* the next row, past blank and comment lines */
     hicp__text_next_line(&s);
@@ -244,13 +249,20 @@ static void set_columns(const int col[3], int *last, int axis_at[MAX_COLUMNS])
 
 int hicp__xyz_check_head(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len)
 {
-  if (memchr(buf, '\0', len) == NULL)
+  const unsigned char *nul = memchr(buf, '\0', len);
+  if (nul == NULL)
     return HICP_OK;
-  hicp__text t; /* its line, as the parser counts lines */
-  hicp__text_init(&t, ctx, name, buf, buf + len, 1);
-  int rc = HICP_OK;
-  while (rc == HICP_OK && t.p < t.end)
-    rc = hicp__text_skip_line(&t);
+  /* The parser on the head up to the end of the NUL's line: it fails there
+   * at the latest, and at an earlier line where the whole file would (the
+   * NUL's own line alone reported a NUL after a line the parser refuses
+   * first: stop 63's review). */
+  size_t cut = (size_t)(nul - buf);
+  while (cut < len && buf[cut] != '\n' && buf[cut] != '\r')
+    cut++;
+  hicp__raw_cloud raw;
+  memset(&raw, 0, sizeof raw);
+  const int rc = hicp__parse_xyz(ctx, name, buf, cut, &raw);
+  hicp__raw_cloud_free(&raw);
   return rc;
 }
 
@@ -283,6 +295,8 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
     axis_at[c] = c;
   int header_cols = 0; /* a header that named x, y and z: its columns, until
                           the first line after it is read */
+  int counting = 0;     /* the first column is the rows' index, counting up */
+  double index = 0.0;   /* the last row's */
   while (t.p < t.end) {
     hicp__text_skip_blanks(&t);
     if (hicp__text_at_eol(&t, 0) || comment_line(&t)) {
@@ -320,7 +334,23 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
           col[a]++;
         set_columns(col, &last, axis_at);
       }
+      if (named == 1)
+        first_field(&t, &index); /* the first row's, which the next rows go on from */
+      counting = named == 1;
       header_cols = 0; /* decided once, for the whole table */
+    } else if (counting) {
+      /* Every row of an index table goes on counting: the first two rows
+       * alone decided, and a table whose first column counted there by
+       * chance (whole coordinates, 0 then 1) was read a column off (stop
+       * 63's review of this rule). */
+      double next;
+      if (first_field(&t, &next) != 1 || next != index + 1.0)
+        return hicp__fail(ctx, HICP_EFORMAT,
+                          "%s line %zu: the first column, taken for the rows' index (one column "
+                          "more than the header names), does not count on here; name every "
+                          "column in the header",
+                          name, t.line);
+      index = next;
     }
     double v[3];
     char tok[128];
