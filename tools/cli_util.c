@@ -304,8 +304,9 @@ static int is_decimal_number(const char *s)
   return *s == '\0';
 }
 
-/* 0 and the value, -1 no number, -2 too small.  strtod's ERANGE is not checked: on gradual
- * underflow it returns the nearest subnormal, which is the number meant;
+/* 0 and the value, -1 no number, -2 too small.  strtod's ERANGE is not
+ * checked: on gradual underflow it returns the nearest subnormal, which is
+ * the number meant;
  * overflow gives HUGE_VAL, which isfinite refuses.  A number written
  * nonzero that underflows to 0 is refused: for many options 0 means "off"
  * (--max-dist, --time-budget), and 1e-400 would turn the limit it asks

@@ -1,6 +1,7 @@
 /* off_read.c: OFF meshes (Geomview): OFF, COFF, NOFF, CNOFF, STOFF and the
- * like, or no keyword at all, with '#' comments anywhere.  Vertex lines may carry colours, normals
- * or texture coordinates after x y z (ignored); each face line is a vertex
+ * like, or no keyword at all, with '#' comments anywhere.  Vertex lines may
+ * carry colours, normals or texture coordinates after x y z (ignored); each
+ * face line is a vertex
  * count, the indices, and an optional colour; polygons are fan-triangulated.
  * 4OFF (homogeneous) and nOFF with a dimension other than 3 are refused, as
  * is anything after the declared records but blank lines, comments and
@@ -52,14 +53,16 @@ static int extra_face(hicp__text *t, uint64_t nv)
 }
 
 /* The file's first word, kw: HICP_OK for an OFF keyword the reader takes
- * or a number (the counts of a file without the keyword, which Geomview's
- * format makes optional: "many existing files lack this keyword"; only a
- * file named .off, or read as OFF by the caller's word, comes here, as to
- * the content alone it is a list of numbers), else the refusal. */
-static int first_word(hicp_context *ctx, const char *name, const char *kw)
+ * or a number (*counts 1: the counts of a file without the keyword, which
+ * Geomview's format makes optional: "many existing files lack this
+ * keyword"; only a file named .off, or read as OFF by the caller's word,
+ * comes here, as to the content alone it is a list of numbers), else the
+ * refusal. */
+static int first_word(hicp_context *ctx, const char *name, const char *kw, int *counts)
 {
   double number;
-  if (hicp__parse_double(kw, &number) == HICP_OK)
+  *counts = hicp__parse_double(kw, &number) == HICP_OK;
+  if (*counts)
     return HICP_OK;
   size_t kl = strlen(kw);
   if (kl < 3 || strcmp(kw + kl - 3, "OFF") != 0)
@@ -79,8 +82,10 @@ int hicp__off_check_head(hicp_context *ctx, const char *name, const unsigned cha
 {
   hicp__text t;
   char kw[64];
-  return hicp__text_head_word(&t, ctx, name, buf, len, kw, sizeof kw) ? first_word(ctx, name, kw)
-                                                                       : HICP_OK;
+  int counts;
+  return hicp__text_head_word(&t, ctx, name, buf, len, kw, sizeof kw)
+             ? first_word(ctx, name, kw, &counts)
+             : HICP_OK;
 }
 
 int hicp__parse_off(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,
@@ -92,11 +97,11 @@ int hicp__parse_off(hicp_context *ctx, const char *name, const unsigned char *bu
   char kw[64];
   const hicp__text counts = t;
   hicp__text_token(&t, NULL, kw, sizeof kw);
-  int rc = first_word(ctx, name, kw);
+  int no_keyword;
+  int rc = first_word(ctx, name, kw, &no_keyword);
   if (rc != HICP_OK)
     return rc;
-  double number;
-  if (hicp__parse_double(kw, &number) == HICP_OK) { /* no keyword: the counts */
+  if (no_keyword) { /* the counts are read from where the keyword would be */
     t = counts;
     strcpy(kw, "OFF");
   }

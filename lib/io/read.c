@@ -42,6 +42,16 @@ static int fill(hicp_context *ctx, const char *path, int fd, unsigned char *b, s
 static int is_model_magic(const unsigned char *buf, size_t len);
 static size_t first_token(const unsigned char *buf, size_t len);
 
+/* Where the first word of the first n bytes ends (after '#' comments and
+ * blank lines): n where it may go on past them, or where there is none. */
+static size_t first_word_end(const unsigned char *b, size_t n)
+{
+  size_t k = first_token(b, n);
+  while (k < n && b[k] > ' ' && b[k] < 127)
+    k++;
+  return k;
+}
+
 /* Whether a file's first `n` bytes (the whole file when `eof`) already say
  * it is no point cloud hicp reads: a model file's magic, or a first word
  * that is no format's, nor a number, nor cut off by the end of the head
@@ -53,11 +63,7 @@ static int head_is_not_a_cloud(const char *path, const unsigned char *b, size_t 
     return 1;
   if (f != HICP_FORMAT_AUTO || eof)
     return 0; /* at the end, the parser's own message says why */
-  const size_t i = first_token(b, n);
-  size_t k = i;
-  while (k < n && b[k] > ' ' && b[k] < 127)
-    k++;
-  return i < n && k < n;
+  return first_word_end(b, n) < n;
 }
 
 /* A file whose head did not show its format (its name or the caller gave
@@ -74,11 +80,7 @@ static int refusal_from_head(hicp_context *ctx, const char *path, hicp_format fm
                              const unsigned char *b, size_t n)
 {
   if (fmt == HICP_FORMAT_AUTO) {
-    const size_t i = first_token(b, n);
-    size_t k = i;
-    while (k < n && b[k] > ' ' && b[k] < 127)
-      k++;
-    if (k >= n)
+    if (first_word_end(b, n) >= n)
       return HICP_OK;
     fmt = hicp__detect_format(path, b, n);
   }

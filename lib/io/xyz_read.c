@@ -161,8 +161,8 @@ static int first_field(hicp__text *t, double *v)
  * moved):
  *  2  the rows' names: no number (R's quoted names);
  *  1  the rows' index: whole numbers counting up by one from this row to
- *     the next (R's 1, 2, ...; pandas' 0, 1, ...), or a lone row's 0 or 1,
- *     which every later row must go on counting (index_counts);
+ *     the next (R's 1, 2, ...; pandas' 0, 1, ...), or a lone row's 0 or 1;
+ *     every later row must go on counting (hicp__parse_xyz checks);
  *  0  a coordinate, the unnamed column after the named ones (an intensity
  *     or a label): a number with a point or an exponent, which no index
  *     is (stop 63's review: "x,y,z" over "1.5,2.5,3.5,0.7" read the point
