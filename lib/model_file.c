@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "cloud.h"
+#include "fpenv.h"
 #include "model.h"
 
 /* Fuzz builds (tests/fuzz) skip the checksums: a fuzzer cannot forge them,
@@ -344,10 +345,15 @@ static int check_indices(hicp_context *ctx, const hicp_model *m, const char *pat
       return hicp__fail(ctx, HICP_EFORMAT, "%s: kd-tree node %u is malformed", path, n);
     }
   }
-  /* Depth: the searches' stacks and the descents' level loops stop at
-   * HICP_KD_MAX_DEPTH levels (a built tree has at most 32); a deeper forged
-   * tree left a descent on an inner node, scanned as a leaf.  Children
-   * follow their parent, so one pass finds each node's greatest depth. */
+  /* A tree, and its depth.  The searches' stacks and the descents' level
+   * loops stop at HICP_KD_MAX_DEPTH levels (a built tree has at most 32); a
+   * deeper forged tree left a descent on an inner node, scanned as a leaf.
+   * Each node must have one parent: nodes shared by two (node i's children
+   * i+1 and i+2) make a graph of few nodes with a number of paths
+   * exponential in its depth, and a search walks every path (stop 64's
+   * review: one query ran for days).  Children follow their parent, so one
+   * pass in node order meets each parent before its children: a child
+   * already given a depth has a parent before this one. */
   unsigned char *depth = calloc(m->nkd, 1);
   if (depth == NULL)
     return hicp__fail(ctx, HICP_ENOMEM, "%s: out of memory checking the kd-tree", path);
@@ -360,8 +366,13 @@ static int check_indices(hicp_context *ctx, const hicp_model *m, const char *pat
       return hicp__fail(ctx, HICP_EFORMAT, "%s: kd-tree deeper than %d levels", path,
                         HICP_KD_MAX_DEPTH - 1);
     }
-    for (uint32_t c = nd->first; c <= nd->first + 1; c++)
-      depth[c] = depth[c] > depth[n] + 1 ? depth[c] : (unsigned char)(depth[n] + 1);
+    for (uint32_t c = nd->first; c <= nd->first + 1; c++) {
+      if (depth[c] != 0) {
+        free(depth);
+        return hicp__fail(ctx, HICP_EFORMAT, "%s: kd-tree node %u has two parents", path, c);
+      }
+      depth[c] = (unsigned char)(depth[n] + 1);
+    }
   }
   free(depth);
   for (uint32_t i = 0; i < m->nv; i++) {
@@ -536,7 +547,7 @@ static int read_whole(hicp_context *ctx, int fd, uint64_t size, const char *path
   return HICP_OK;
 }
 
-int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
+static int model_load(hicp_context *ctx, const char *path, hicp_model **out)
 {
   if (path == NULL || out == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_model_load: NULL argument");
@@ -657,4 +668,13 @@ int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
   }
   *out = m;
   return HICP_OK;
+}
+
+int hicp_model_load(hicp_context *ctx, const char *path, hicp_model **out)
+{
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc = model_load(ctx, path, out);
+  hicp__fpenv_leave(&fe);
+  return rc;
 }
