@@ -16,25 +16,37 @@
 
 static int write_file(hicp_context *ctx, const char *path, hicp__writer_fn write, void *arg);
 
-/* A FIFO whose reader has gone makes a write raise SIGPIPE, which kills
- * the process unless the application set it aside: the library holds it
- * back on the writing thread while it writes (the write then fails with
- * EPIPE, reported as any failed write is), takes the one it caused, and
- * leaves the thread's mask and any SIGPIPE already pending as they were. */
+/* Two signals a write can raise kill the process unless the application
+ * set them aside: SIGPIPE, from a FIFO whose reader has gone, and SIGXFSZ,
+ * past the file size limit (ulimit -f).  The library holds both back on the
+ * writing thread while it writes (the write then fails with EPIPE or EFBIG,
+ * reported as any failed write is), takes each one it caused, and leaves
+ * the thread's mask and any such signal already pending as they were. */
+static const int held_signals[] = {SIGPIPE, SIGXFSZ};
+enum { NHELD = sizeof held_signals / sizeof held_signals[0] };
+
 int hicp__atomic_write(hicp_context *ctx, const char *path, hicp__writer_fn write, void *arg)
 {
-  sigset_t pipe_only, was, pending;
-  sigemptyset(&pipe_only);
-  sigaddset(&pipe_only, SIGPIPE);
-  const int held = pthread_sigmask(SIG_BLOCK, &pipe_only, &was) == 0;
-  const int had = held && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+  sigset_t hold, was, pending;
+  sigemptyset(&hold);
+  for (int i = 0; i < NHELD; i++)
+    sigaddset(&hold, held_signals[i]);
+  const int held = pthread_sigmask(SIG_BLOCK, &hold, &was) == 0;
+  int had[NHELD] = {0};
+  if (held && sigpending(&pending) == 0)
+    for (int i = 0; i < NHELD; i++)
+      had[i] = sigismember(&pending, held_signals[i]) == 1;
   const int rc = write_file(ctx, path, write, arg);
   if (held) {
-    if (!had && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
-      const struct timespec now = {0, 0};
-      while (sigtimedwait(&pipe_only, NULL, &now) < 0 && errno == EINTR)
-        ;
-    }
+    for (int i = 0; i < NHELD; i++)
+      if (!had[i] && sigpending(&pending) == 0 && sigismember(&pending, held_signals[i]) == 1) {
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, held_signals[i]);
+        const struct timespec now = {0, 0};
+        while (sigtimedwait(&one, NULL, &now) < 0 && errno == EINTR)
+          ;
+      }
     pthread_sigmask(SIG_SETMASK, &was, NULL);
   }
   return rc;
