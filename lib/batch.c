@@ -556,7 +556,13 @@ static int batch_independent(hicp_context *ctx, const hicp_model *m, const float
   return HICP_OK;
 }
 
-/* The team of a tracking frame: every device worker plus the CPU. */
+/* The team of a tracking frame: the CPU plus every device worker.  The
+ * CPU worker is the first, which a pass runs on the calling thread
+ * (run_team_pass in icp.c): its OpenMP team then persists from pass to
+ * pass and is the one the thread preflight counted.  Put after the device
+ * workers it ran on a new thread each pass, whose team of threads was made
+ * again each time, uncounted: where threads were short, libgomp ended the
+ * process (stop 64's review).  The device workers only launch and wait. */
 static int track_team(hicp_context *ctx, const hicp_batch_options *bo, hicp__worker *ws,
                       hicp__team *team)
 {
@@ -564,10 +570,13 @@ static int track_team(hicp_context *ctx, const hicp_batch_options *bo, hicp__wor
   team->cpu_share = bo->cpu_share;
   if (ctx->backend != HICP_BACKEND_HYBRID)
     return HICP_OK; /* cpu, cuda and auto use the context directly */
+  hicp__cpu_worker_init(&ws[0], ctx, hicp__team_threads(ctx));
+  team->w[0] = &ws[0];
+  team->nw = 1;
   char why[256];
   int ngpu = hicp__gpu_count(why, sizeof why);
   int nlog = ctx->ndevices > 0 ? ctx->ndevices : ngpu;
-  for (int i = 0; i < nlog && ngpu > 0 && team->nw < HICP_TEAM_MAX - 1; i++) {
+  for (int i = 0; i < nlog && ngpu > 0 && team->nw < HICP_TEAM_MAX; i++) {
     int rc = hicp__gpu_worker_init(&ws[team->nw], ctx, i);
     if (rc != HICP_OK) {
       for (int k = 0; k < team->nw; k++)
@@ -578,9 +587,6 @@ static int track_team(hicp_context *ctx, const hicp_batch_options *bo, hicp__wor
     team->w[team->nw] = &ws[team->nw];
     team->nw++;
   }
-  hicp__cpu_worker_init(&ws[team->nw], ctx, hicp__team_threads(ctx));
-  team->w[team->nw] = &ws[team->nw];
-  team->nw++;
   return HICP_OK;
 }
 
