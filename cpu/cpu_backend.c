@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "chunk.h"
+#include "fpenv.h"
 #include "icp.h"
 #include "pp/nn.h"
 #include "scheduler.h"
@@ -125,7 +126,12 @@ void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T
     return;
   }
 #pragma omp parallel num_threads(threads)
-  pass_a_pieces(view, f, T, method, sel, correspond, sum, &segs, p0, hicp__segments_me());
+  {
+    hicp__fpenv fe; /* a pool thread's own environment may differ (fpenv.h) */
+    hicp__fpenv_enter(&fe);
+    pass_a_pieces(view, f, T, method, sel, correspond, sum, &segs, p0, hicp__segments_me());
+    hicp__fpenv_leave(&fe);
+  }
 }
 
 void hicp__cpu_pass_b(const hicp__mview *view, hicp__frame *f, const hicp__select *sel,
@@ -138,9 +144,15 @@ void hicp__cpu_pass_b(const hicp__mview *view, hicp__frame *f, const hicp__selec
       sum(view, f, sel, (uint32_t)c, &f->part[c]);
     return;
   }
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (long long c = first; c < last; c++)
-    sum(view, f, sel, (uint32_t)c, &f->part[c]);
+#pragma omp parallel num_threads(threads)
+  {
+    hicp__fpenv fe; /* a pool thread's own environment may differ (fpenv.h) */
+    hicp__fpenv_enter(&fe);
+#pragma omp for schedule(dynamic, 1)
+    for (long long c = first; c < last; c++)
+      sum(view, f, sel, (uint32_t)c, &f->part[c]);
+    hicp__fpenv_leave(&fe);
+  }
 }
 
 int hicp__cpu_start_threads(int threads)

@@ -20,6 +20,7 @@
 #include "backend.h"
 #include "cloud.h"
 #include "context.h"
+#include "fpenv.h"
 #include "model.h"
 #include "scheduler.h"
 #include "topology.h"
@@ -670,10 +671,10 @@ static int refuse(hicp_context *ctx, hicp_result *results, size_t nframes, const
 
 /* hicp_register_batch, and with origins (one per frame, or NULL) that of
  * clouds. */
-static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const *frames,
-                     const size_t *counts, const double (*origins)[3], size_t nframes,
-                     const hicp_reg_options *opts, const hicp_batch_options *bopts,
-                     const hicp_transform *inits, hicp_result *results)
+static int batch_run_body(hicp_context *ctx, const hicp_model *m, const float *const *frames,
+                          const size_t *counts, const double (*origins)[3], size_t nframes,
+                          const hicp_reg_options *opts, const hicp_batch_options *bopts,
+                          const hicp_transform *inits, hicp_result *results)
 {
   const size_t rstride = result_stride(results, nframes);
   for (size_t i = 0; i < nframes; i++)
@@ -796,6 +797,19 @@ static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const 
       return hicp__fail(ctx, r->error, "frame %zu: %s", i, r->note);
   }
   return HICP_OK;
+}
+
+static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const *frames,
+                     const size_t *counts, const double (*origins)[3], size_t nframes,
+                     const hicp_reg_options *opts, const hicp_batch_options *bopts,
+                     const hicp_transform *inits, hicp_result *results)
+{
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc =
+      batch_run_body(ctx, m, frames, counts, origins, nframes, opts, bopts, inits, results);
+  hicp__fpenv_leave(&fe);
+  return rc;
 }
 
 int hicp_register_batch(hicp_context *ctx, const hicp_model *m, const float *const *frames,
@@ -1058,6 +1072,9 @@ static void *stream_worker_main(void *arg)
 {
   stream_worker *w = arg;
   hicp_stream *s = w->s;
+  /* made by hicp_stream_create, the thread has the caller's environment */
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
   bind_member(w->cm);
   /* A tracking worker spreads each frame over the context's threads: its
    * OpenMP team starts now, while the caller reads the first frame, and
@@ -1107,6 +1124,7 @@ static void *stream_worker_main(void *arg)
     s->team.nw = 0;
   }
   free(w);
+  hicp__fpenv_leave(&fe);
   return NULL;
 }
 
@@ -1175,9 +1193,9 @@ static int stopped(hicp_context *ctx)
 }
 
 /* Queues n points at xyz (stride bytes apart), relative to origin. */
-static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
-                  const double origin[3], int cloud, const hicp_transform *init,
-                  uint64_t *frame)
+static int submit_body(hicp_stream *s, const float *xyz, size_t n, size_t stride,
+                       const double origin[3], int cloud, const hicp_transform *init,
+                       uint64_t *frame)
 {
   hicp_context *ctx = s->ctx;
   if (init != NULL && hicp_transform_check(init) != HICP_OK)
@@ -1287,6 +1305,17 @@ static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
   pthread_cond_signal(&s->work);
   pthread_mutex_unlock(&s->mu);
   return HICP_OK;
+}
+
+static int submit(hicp_stream *s, const float *xyz, size_t n, size_t stride,
+                  const double origin[3], int cloud, const hicp_transform *init,
+                  uint64_t *frame)
+{
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc = submit_body(s, xyz, n, stride, origin, cloud, init, frame);
+  hicp__fpenv_leave(&fe);
+  return rc;
 }
 
 int hicp_stream_submit(hicp_stream *s, const float *xyz, size_t n, const hicp_transform *init,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cloud.h"
+#include "fpenv.h"
 
 void hicp__raw_cloud_free(hicp__raw_cloud *raw)
 {
@@ -70,8 +71,8 @@ int hicp__cloud_from_raw(hicp_context *ctx, hicp__raw_cloud *raw, const char *na
   return rc;
 }
 
-int hicp_cloud_from_xyz(hicp_context *ctx, const float *xyz, size_t n, size_t stride,
-                        hicp_cloud **out)
+static int cloud_from_floats(hicp_context *ctx, const float *xyz, size_t n, size_t stride,
+                             hicp_cloud **out)
 {
   if (out == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_from_xyz: NULL output");
@@ -93,8 +94,18 @@ int hicp_cloud_from_xyz(hicp_context *ctx, const float *xyz, size_t n, size_t st
   return HICP_OK;
 }
 
-int hicp_cloud_from_xyz_double(hicp_context *ctx, const double *xyz, size_t n, size_t stride,
-                               hicp_cloud **out)
+int hicp_cloud_from_xyz(hicp_context *ctx, const float *xyz, size_t n, size_t stride,
+                        hicp_cloud **out)
+{
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc = cloud_from_floats(ctx, xyz, n, stride, out);
+  hicp__fpenv_leave(&fe);
+  return rc;
+}
+
+static int cloud_from_doubles(hicp_context *ctx, const double *xyz, size_t n, size_t stride,
+                              hicp_cloud **out)
 {
   if (out == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_from_xyz_double: NULL output");
@@ -118,6 +129,16 @@ int hicp_cloud_from_xyz_double(hicp_context *ctx, const double *xyz, size_t n, s
   raw.n = n;
   /* the readers' origin policy and checks (NaN, Inf, magnitude) */
   return hicp__cloud_from_raw(ctx, &raw, "cloud", out);
+}
+
+int hicp_cloud_from_xyz_double(hicp_context *ctx, const double *xyz, size_t n, size_t stride,
+                               hicp_cloud **out)
+{
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc = cloud_from_doubles(ctx, xyz, n, stride, out);
+  hicp__fpenv_leave(&fe);
+  return rc;
 }
 
 int hicp__point_stride(hicp_context *ctx, const char *what, size_t given, size_t point,

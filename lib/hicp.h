@@ -44,6 +44,15 @@
  *   and hicp_context_cancel() does nothing.
  * - Transforms are 4x4 row-major doubles mapping scan coordinates into model
  *   coordinates: x = R p + t.
+ * - Every call computes in IEEE 754's default floating-point environment
+ *   (round to nearest, subnormals kept, exceptions masked), on its own
+ *   thread and on each thread it runs, whatever environment the caller's
+ *   threads have, and gives the caller's settings back on return (the
+ *   exception flags it leaves raised are unspecified).  A program built
+ *   with -ffast-math or -Ofast (which set flush-to-zero at start-up), one
+ *   that sets a directed rounding or one that unmasks a trap gets the same
+ *   answers and bits as any other.  hicp itself must not be compiled with
+ *   fast-math: configure refuses such CFLAGS.
  *
  * Thread safety
  * - A ::hicp_model is immutable once built or loaded: any number of threads

@@ -20,6 +20,7 @@
 #include "backend.h"
 #include "cloud.h"
 #include "context.h"
+#include "fpenv.h"
 #include "icp.h"
 #include "model.h"
 #include "order.h"
@@ -532,9 +533,15 @@ static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, u
     for (long long i = 0; i < nn; i++)
       amax = max_f(amax, key_point(&g, T0, &p0[3 * (size_t)i], &key[i]));
   } else {
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(max : amax)
-    for (long long i = 0; i < nn; i++)
-      amax = max_f(amax, key_point(&g, T0, &p0[3 * (size_t)i], &key[i]));
+#pragma omp parallel num_threads(nt) reduction(max : amax)
+    {
+      hicp__fpenv fe; /* a pool thread's own environment may differ (fpenv.h) */
+      hicp__fpenv_enter(&fe);
+#pragma omp for schedule(static)
+      for (long long i = 0; i < nn; i++)
+        amax = max_f(amax, key_point(&g, T0, &p0[3 * (size_t)i], &key[i]));
+      hicp__fpenv_leave(&fe);
+    }
   }
   *pmax = amax;
   if (hicp__zsort(key, n, order, NULL, buckets) != HICP_OK)
@@ -834,8 +841,9 @@ static int check_common(hicp_context *ctx, const hicp_model *m, hicp_result *res
   return HICP_OK;
 }
 
-int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, size_t n,
-                  const hicp_reg_options *opts, const hicp_transform *init, hicp_result *result)
+static int register_floats(hicp_context *ctx, const hicp_model *m, const float *scan, size_t n,
+                           const hicp_reg_options *opts, const hicp_transform *init,
+                           hicp_result *result)
 {
   const double t_start = hicp__now_ms(); /* the budget and time_ms count the copy too */
   int rc = check_common(ctx, m, result);
@@ -860,9 +868,19 @@ int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, siz
   return failed(ctx, rc, result);
 }
 
-int hicp_register_cloud(hicp_context *ctx, const hicp_model *m, const hicp_cloud *scan,
-                        const hicp_reg_options *opts, const hicp_transform *init,
-                        hicp_result *result)
+int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, size_t n,
+                  const hicp_reg_options *opts, const hicp_transform *init, hicp_result *result)
+{
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc = register_floats(ctx, m, scan, n, opts, init, result);
+  hicp__fpenv_leave(&fe);
+  return rc;
+}
+
+static int register_cloud(hicp_context *ctx, const hicp_model *m, const hicp_cloud *scan,
+                          const hicp_reg_options *opts, const hicp_transform *init,
+                          hicp_result *result)
 {
   const double t_start = hicp__now_ms();
   int rc = check_common(ctx, m, result);
@@ -878,4 +896,15 @@ int hicp_register_cloud(hicp_context *ctx, const hicp_model *m, const hicp_cloud
     rc = hicp__register_frame(ctx, m, scan->xyz, scan->n, scan->origin, &plan, init, NULL, NULL,
                               NULL, result, t_start);
   return failed(ctx, rc, result);
+}
+
+int hicp_register_cloud(hicp_context *ctx, const hicp_model *m, const hicp_cloud *scan,
+                        const hicp_reg_options *opts, const hicp_transform *init,
+                        hicp_result *result)
+{
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc = register_cloud(ctx, m, scan, opts, init, result);
+  hicp__fpenv_leave(&fe);
+  return rc;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cloud.h"
+#include "fpenv.h"
 #include "model.h"
 #include "pp/nn.h"
 
@@ -153,7 +154,7 @@ void hicp__model_bytes(const hicp_model *m, hicp_model_info *info)
       info->bytes_graph + info->bytes_points + info->bytes_kdtree + start + sizeof *m;
 }
 
-int hicp_model_get_info(const hicp_model *m, hicp_model_info *out)
+static int model_get_info(const hicp_model *m, hicp_model_info *out)
 {
   if (m == NULL || out == NULL || out->struct_size < offsetof(hicp_model_info, fallback_reason))
     return HICP_EINVAL;
@@ -189,8 +190,17 @@ int hicp_model_get_info(const hicp_model *m, hicp_model_info *out)
   return HICP_OK;
 }
 
-int hicp_model_build_cloud(hicp_context *ctx, const hicp_cloud *cloud,
-                           const hicp_model_options *opts, hicp_model **out)
+int hicp_model_get_info(const hicp_model *m, hicp_model_info *out)
+{
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc = model_get_info(m, out);
+  hicp__fpenv_leave(&fe);
+  return rc;
+}
+
+static int model_build_cloud(hicp_context *ctx, const hicp_cloud *cloud,
+                             const hicp_model_options *opts, hicp_model **out)
 {
   if (out != NULL)
     *out = NULL; /* as every constructor leaves it on failure */
@@ -204,8 +214,18 @@ int hicp_model_build_cloud(hicp_context *ctx, const hicp_cloud *cloud,
   return rc;
 }
 
-int hicp_model_open(hicp_context *ctx, const char *path, const hicp_model_options *opts,
-                    hicp_model **out)
+int hicp_model_build_cloud(hicp_context *ctx, const hicp_cloud *cloud,
+                           const hicp_model_options *opts, hicp_model **out)
+{
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc = model_build_cloud(ctx, cloud, opts, out);
+  hicp__fpenv_leave(&fe);
+  return rc;
+}
+
+static int model_open(hicp_context *ctx, const char *path, const hicp_model_options *opts,
+                      hicp_model **out)
 {
   if (path == NULL || out == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_model_open: NULL argument");
@@ -262,5 +282,15 @@ int hicp_model_open(hicp_context *ctx, const char *path, const hicp_model_option
   hicp_cloud_destroy(cloud);
   if (rc != HICP_OK)
     hicp__fail_prefix(ctx, rc, path);
+  return rc;
+}
+
+int hicp_model_open(hicp_context *ctx, const char *path, const hicp_model_options *opts,
+                    hicp_model **out)
+{
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc = model_open(ctx, path, opts, out);
+  hicp__fpenv_leave(&fe);
   return rc;
 }

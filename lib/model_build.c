@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "context.h"
+#include "fpenv.h"
 #include "model.h"
 #include "order.h"
 #include "pp/nn.h"
@@ -422,8 +423,8 @@ int hicp__model_options_read(hicp_context *ctx, const hicp_model_options *user,
   return HICP_OK;
 }
 
-int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t stride,
-                     const hicp_model_options *user, hicp_model **out)
+static int model_build(hicp_context *ctx, const float *xyz, size_t n, size_t stride,
+                       const hicp_model_options *user, hicp_model **out)
 {
   hicp_model_options o;
   if (out == NULL)
@@ -524,4 +525,14 @@ int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t strid
   m->build_ms = hicp__now_ms() - t0;
   *out = m;
   return HICP_OK;
+}
+
+int hicp_model_build(hicp_context *ctx, const float *xyz, size_t n, size_t stride,
+                     const hicp_model_options *user, hicp_model **out)
+{
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc = model_build(ctx, xyz, n, stride, user, out);
+  hicp__fpenv_leave(&fe);
+  return rc;
 }

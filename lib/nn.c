@@ -10,6 +10,7 @@
 #include "cloud.h"
 #include "context.h"
 #include "envnames.h"
+#include "fpenv.h"
 #include "model.h"
 #include "order.h"
 #include "chunk.h"
@@ -99,22 +100,28 @@ static void qorder_make(hicp_context *ctx, const hicp_model *m, const unsigned c
   hicp__zgrid g;
   hicp__zgrid_init(&g, m->bbox_min, m->bbox_max);
   const long long nq = (long long)n;
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (long long i = 0; i < nq; i++) {
-    float p[3];
-    memcpy(p, base + (size_t)i * stride, sizeof p);
-    key[i] = hicp__zkey21(&g, (double)p[0] + shift[0], (double)p[1] + shift[1],
-                          (double)p[2] + shift[2]);
+#pragma omp parallel num_threads(threads)
+  {
+    hicp__fpenv fe; /* a pool thread's own environment may differ (fpenv.h) */
+    hicp__fpenv_enter(&fe);
+#pragma omp for schedule(static)
+    for (long long i = 0; i < nq; i++) {
+      float p[3];
+      memcpy(p, base + (size_t)i * stride, sizeof p);
+      key[i] = hicp__zkey21(&g, (double)p[0] + shift[0], (double)p[1] + shift[1],
+                            (double)p[2] + shift[2]);
+    }
+    hicp__fpenv_leave(&fe);
   }
   if (hicp__zsort(key, (uint32_t)n, o->order, o->inv, NULL) != HICP_OK)
     qorder_free(o);
   free(key);
 }
 
-static int nn_query(hicp_context *ctx, const char *fn, const hicp_model *model,
-                    const float *queries, size_t n, const double qorigin[3],
-                    const hicp_nn_options *user, uint32_t *index, float *d2,
-                    hicp_walk_stats *stats)
+static int nn_query_body(hicp_context *ctx, const char *fn, const hicp_model *model,
+                         const float *queries, size_t n, const double qorigin[3],
+                         const hicp_nn_options *user, uint32_t *index, float *d2,
+                         hicp_walk_stats *stats)
 {
   hicp_nn_options o;
   hicp_nn_options_init(&o);
@@ -146,6 +153,8 @@ static int nn_query(hicp_context *ctx, const char *fn, const hicp_model *model,
    * the process, which a fork can leave held (hicp__spin_lock). */
 #pragma omp parallel num_threads(threads)
   {
+    hicp__fpenv fe; /* a pool thread's own environment may differ (fpenv.h) */
+    hicp__fpenv_enter(&fe);
     long long my_q = nq, my_w = nq;
 #pragma omp for schedule(static)
     for (long long i = 0; i < nq; i++) {
@@ -162,6 +171,7 @@ static int nn_query(hicp_context *ctx, const char *fn, const hicp_model *model,
     }
     atomic_min_ll(&bad_q, my_q);
     atomic_min_ll(&bad_w, my_w);
+    hicp__fpenv_leave(&fe);
   }
   if (bad_q < nq) {
     float p[3];
@@ -201,6 +211,8 @@ static int nn_query(hicp_context *ctx, const char *fn, const hicp_model *model,
   hicp__segments_init(&segs, (uint64_t)nq, threads, BLOCK, BLOCK / 4, UINT64_MAX);
 #pragma omp parallel num_threads(threads)
   {
+    hicp__fpenv fe; /* a pool thread's own environment may differ (fpenv.h) */
+    hicp__fpenv_enter(&fe);
     hicp_walk_stats mine;
     memset(&mine, 0, sizeof mine);
     float q[3 * BLOCK];
@@ -231,6 +243,7 @@ static int nn_query(hicp_context *ctx, const char *fn, const hicp_model *model,
     hicp__spin_lock(&total_lock); /* not an OpenMP critical: see hicp__spin_lock */
     walk_stats_merge(&total, &mine);
     hicp__spin_unlock(&total_lock);
+    hicp__fpenv_leave(&fe);
   }
   if (ord.order != NULL) {
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -245,6 +258,18 @@ static int nn_query(hicp_context *ctx, const char *fn, const hicp_model *model,
   if (stats != NULL)
     *stats = total;
   return HICP_OK;
+}
+
+static int nn_query(hicp_context *ctx, const char *fn, const hicp_model *model,
+                    const float *queries, size_t n, const double qorigin[3],
+                    const hicp_nn_options *user, uint32_t *index, float *d2,
+                    hicp_walk_stats *stats)
+{
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc = nn_query_body(ctx, fn, model, queries, n, qorigin, user, index, d2, stats);
+  hicp__fpenv_leave(&fe);
+  return rc;
 }
 
 int hicp_nn_query(hicp_context *ctx, const hicp_model *model, const float *queries, size_t n,

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "context.h"
+#include "fpenv.h"
 #include "model.h"
 #include "pp/nn.h"
 
@@ -111,15 +112,21 @@ int hicp__start_table_build(hicp_context *ctx, hicp_model *m)
    * (The kd-tree's search from that candidate took 80 s on a 1M-point
    * model: a cell far from the surface has a ball of thousands of
    * vertices to rule out.) */
-#pragma omp parallel for schedule(dynamic, 16) num_threads(hicp__team_threads(ctx))
-  for (long long r = 0; r < rows; r++) {
-    const uint32_t y = (uint32_t)(r % ny), z = (uint32_t)(r / ny);
-    uint32_t prev = HICP_NONE;
-    for (uint32_t x = 0; x < nx; x++) {
-      const float q[3] = {cell_centre(m, 0, x), cell_centre(m, 1, y), cell_centre(m, 2, z)};
-      prev = cell_vertex(&v, q, prev);
-      t[((size_t)z * ny + y) * nx + x] = prev;
+#pragma omp parallel num_threads(hicp__team_threads(ctx))
+  {
+    hicp__fpenv fe; /* a pool thread's own environment may differ (fpenv.h) */
+    hicp__fpenv_enter(&fe);
+#pragma omp for schedule(dynamic, 16)
+    for (long long r = 0; r < rows; r++) {
+      const uint32_t y = (uint32_t)(r % ny), z = (uint32_t)(r / ny);
+      uint32_t prev = HICP_NONE;
+      for (uint32_t x = 0; x < nx; x++) {
+        const float q[3] = {cell_centre(m, 0, x), cell_centre(m, 1, y), cell_centre(m, 2, z)};
+        prev = cell_vertex(&v, q, prev);
+        t[((size_t)z * ny + y) * nx + x] = prev;
+      }
     }
+    hicp__fpenv_leave(&fe);
   }
   m->start = t;
   return HICP_OK;

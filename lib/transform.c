@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "fpenv.h"
 #include "internal.h"
 
 void hicp_transform_identity(hicp_transform *t)
@@ -14,7 +15,7 @@ void hicp_transform_identity(hicp_transform *t)
   t->m[0] = t->m[5] = t->m[10] = t->m[15] = 1.0;
 }
 
-void hicp_transform_invert(const hicp_transform *t, hicp_transform *out)
+static void transform_invert(const hicp_transform *t, hicp_transform *out)
 {
   if (t == NULL || out == NULL)
     return;
@@ -28,7 +29,15 @@ void hicp_transform_invert(const hicp_transform *t, hicp_transform *out)
   *out = r;
 }
 
-int hicp_transform_check(const hicp_transform *t)
+void hicp_transform_invert(const hicp_transform *t, hicp_transform *out)
+{
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  transform_invert(t, out);
+  hicp__fpenv_leave(&fe);
+}
+
+static int transform_check(const hicp_transform *t)
 {
   if (t == NULL)
     return HICP_EINVAL;
@@ -58,4 +67,13 @@ int hicp_transform_check(const hicp_transform *t)
   if (fabs(det - 1.0) > HICP_ROTATION_TOL)
     return HICP_EINVAL;
   return HICP_OK;
+}
+
+int hicp_transform_check(const hicp_transform *t)
+{
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc = transform_check(t);
+  hicp__fpenv_leave(&fe);
+  return rc;
 }

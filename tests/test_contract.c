@@ -1155,3 +1155,172 @@ Test(contract, context_handed_between_threads)
   hicp_model_destroy(h.m);
   hicp_context_destroy(h.ctx);
 }
+
+/* Every call computes in IEEE 754's default floating-point environment,
+ * whatever the caller's, and gives the caller's back (lib/fpenv.h; stop
+ * 64's review).  Before, under flush-to-zero and denormals-are-zero (what a
+ * program built with -ffast-math runs with) every method answered a point
+ * 1e-20 away where one was at 0, and under a directed rounding a
+ * registration's bits changed with the rounding, the thread count and the
+ * run.  Each environment is set on a thread of its own, which then makes
+ * its own OpenMP pool in it, as a caller's pool would be: the registration
+ * on 1 and 2 threads, the queries by every method and a scan with a NaN
+ * under the invalid-operation trap must give what the default gives. */
+#if defined(__SSE2__) && (defined(__x86_64__) || defined(__i386__))
+#include <xmmintrin.h>
+#define FTZ_DAZ 0x8040u /* MXCSR's flush-to-zero and denormals-are-zero */
+#endif
+#include <fenv.h>
+
+typedef struct {
+  int round, ftz, trap; /* the environment */
+  const hicp_model *m;  /* the registration's model and scan, built outside */
+  const float *scan;
+  size_t n;
+  hicp_transform got[2]; /* on 1 and 2 threads */
+  uint32_t idx[HICP_NN_PNN + 1];
+  float d2[HICP_NN_PNN + 1];
+  int failed; /* a call's error, or the caller's environment not given back */
+  char why[200];
+} fp_case;
+
+static int fp_kept(fp_case *c, const char *after)
+{
+  int kept = fegetround() == c->round;
+#if defined(FTZ_DAZ)
+  kept &= c->ftz ? (_mm_getcsr() & FTZ_DAZ) == FTZ_DAZ : (_mm_getcsr() & FTZ_DAZ) == 0;
+#endif
+#if defined(__GLIBC__) && defined(FE_INVALID)
+  kept &= c->trap ? (fegetexcept() & FE_INVALID) != 0 : (fegetexcept() & FE_INVALID) == 0;
+#endif
+  if (!kept && !c->failed) {
+    c->failed = 1;
+    snprintf(c->why, sizeof c->why, "the caller's environment changed by %s", after);
+  }
+  return kept;
+}
+
+static void fp_fail(fp_case *c, hicp_context *ctx, const char *what)
+{
+  if (!c->failed)
+    snprintf(c->why, sizeof c->why, "%s: %s", what, hicp_context_error(ctx));
+  c->failed = 1;
+}
+
+static void *fp_thread(void *arg)
+{
+  fp_case *c = arg;
+  fesetround(c->round);
+#if defined(FTZ_DAZ)
+  if (c->ftz)
+    _mm_setcsr(_mm_getcsr() | FTZ_DAZ);
+#endif
+#if defined(__GLIBC__) && defined(FE_INVALID)
+  if (c->trap)
+    feenableexcept(FE_INVALID);
+#endif
+  for (int k = 0; k < 2; k++) {
+    hicp_context *ctx = th_context(k + 1, HICP_BACKEND_CPU);
+    hicp_context_start_threads(ctx); /* the pool, made in this environment */
+    hicp_reg_options o;
+    hicp_reg_options_init(&o);
+    o.max_iter = 30;
+    o.tol = 0.0;
+    hicp_result r;
+    hicp_result_init(&r);
+    if (hicp_register(ctx, c->m, c->scan, c->n, &o, NULL, &r) != HICP_OK)
+      fp_fail(c, ctx, "register");
+    c->got[k] = r.transform;
+    fp_kept(c, "hicp_register");
+    hicp_context_destroy(ctx);
+  }
+  /* the squared distance to vertex 0 is 1e-40, a float subnormal */
+  hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
+  static const float tiny[] = {0, 0, 0, 1e-20f, 0, 0, 1, 0, 0, 0, 1, 0,
+                               0, 0, 1, 1, 1, 1, 0.5f, 0.3f, 0.7f};
+  hicp_model *m = NULL;
+  if (hicp_model_build(ctx, tiny, 7, 0, NULL, &m) != HICP_OK)
+    fp_fail(c, ctx, "model build");
+  fp_kept(c, "hicp_model_build");
+  const float q[3] = {1e-20f, 0, 0};
+  for (int k = 0; m != NULL && k <= HICP_NN_PNN; k++) {
+    hicp_nn_options o;
+    hicp_nn_options_init(&o);
+    o.method = (hicp_nn_method)k;
+    if (hicp_nn_query(ctx, m, q, 1, &o, &c->idx[k], &c->d2[k], NULL) != HICP_OK)
+      fp_fail(c, ctx, "query");
+    fp_kept(c, "hicp_nn_query");
+  }
+  /* a NaN is refused, not a trap's SIGFPE */
+  const float nan_scan[] = {0.1f, 0.2f, 0.3f, NAN, 0.0f, 0.0f};
+  hicp_result r;
+  hicp_result_init(&r);
+  if (m != NULL && hicp_register(ctx, m, nan_scan, 2, NULL, NULL, &r) != HICP_ENONFINITE)
+    fp_fail(c, ctx, "a scan with a NaN not refused as non-finite");
+  fp_kept(c, "a refused registration");
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+#if defined(__GLIBC__) && defined(FE_INVALID)
+  fedisableexcept(FE_INVALID);
+#endif
+  return NULL;
+}
+
+Test(contract, any_floating_point_environment)
+{
+  enum { NM = 20000, NS = 5000 };
+  float *p = th_surface(NM, 41), *s = th_surface(NS, 42);
+  double R[9];
+  th_rotation(6, -4, 5, R);
+  for (size_t i = 0; i < NS; i++) {
+    const double x[3] = {s[3 * i], s[3 * i + 1], s[3 * i + 2]};
+    for (int d = 0; d < 3; d++)
+      s[3 * i + d] = (float)(R[3 * d] * x[0] + R[3 * d + 1] * x[1] + R[3 * d + 2] * x[2] +
+                             0.02 * (d + 1));
+  }
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, p, NM, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  fp_case cases[] = {{.round = FE_TONEAREST},         {.round = FE_UPWARD},
+                     {.round = FE_DOWNWARD},          {.round = FE_TOWARDZERO},
+                     {.round = FE_TONEAREST, .ftz = 1}, {.round = FE_UPWARD, .ftz = 1, .trap = 1}};
+  const int ncases = sizeof cases / sizeof *cases;
+  for (int k = 0; k < ncases; k++) {
+    cases[k].m = m;
+    cases[k].scan = s;
+    cases[k].n = NS;
+#if !defined(FTZ_DAZ)
+    cases[k].ftz = 0;
+#endif
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, fp_thread, &cases[k]), 0);
+    pthread_join(t, NULL);
+    cr_assert_eq(cases[k].failed, 0, "case %d: %s", k, cases[k].why);
+    /* the first case, the default environment on 1 thread, is the reference */
+    for (int j = 0; j < 2; j++)
+      cr_assert(memcmp(&cases[k].got[j], &cases[0].got[0], sizeof cases[0].got[0]) == 0,
+                "case %d (rounding %d, ftz %d), %d threads: other bits than the default's", k,
+                cases[k].round, cases[k].ftz, j + 1);
+    for (int q = 0; q <= HICP_NN_PNN; q++)
+      cr_assert(cases[k].idx[q] == 1 && cases[k].d2[q] == 0.0f,
+                "case %d, method %d: point %u at %g, not point 1 at 0", k, q, cases[k].idx[q],
+                (double)cases[k].d2[q]);
+  }
+  /* and the reference is a registration on its way to the pose from 8.8
+   * degrees off (30 iterations leave about half a degree on this smooth
+   * shape): the scan is R p + t, so the transform back is R^T, -R^T t */
+  double want[16] = {0};
+  for (int i = 0; i < 3; i++) {
+    for (int j = 0; j < 3; j++) {
+      want[4 * i + j] = R[3 * j + i];
+      want[4 * i + 3] -= R[3 * j + i] * 0.02 * (j + 1);
+    }
+  }
+  want[15] = 1.0;
+  const double err = th_rotation_error_deg(cases[0].got[0].m, want);
+  cr_assert_lt(err, 1.0, "the reference is %g degrees off", err);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+  free(p);
+  free(s);
+}

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cloud.h"
+#include "fpenv.h"
 #include "io/text.h"
 
 typedef struct job {
@@ -103,9 +104,9 @@ static int write_ply(hicp_context *ctx, FILE *f, void *arg)
   return HICP_OK;
 }
 
-int hicp_cloud_write_ply(hicp_context *ctx, const hicp_cloud *cloud,
-                         const hicp_transform *transform, const char *path,
-                         hicp_ply_encoding encoding)
+static int cloud_write_ply(hicp_context *ctx, const hicp_cloud *cloud,
+                           const hicp_transform *transform, const char *path,
+                           hicp_ply_encoding encoding)
 {
   if (cloud == NULL || path == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_write_ply: NULL argument");
@@ -142,5 +143,16 @@ int hicp_cloud_write_ply(hicp_context *ctx, const hicp_cloud *cloud,
   const int rc = hicp__atomic_write(ctx, path, write_ply, &j);
   if (was != (locale_t)0)
     uselocale(was);
+  return rc;
+}
+
+int hicp_cloud_write_ply(hicp_context *ctx, const hicp_cloud *cloud,
+                         const hicp_transform *transform, const char *path,
+                         hicp_ply_encoding encoding)
+{
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc = cloud_write_ply(ctx, cloud, transform, path, encoding);
+  hicp__fpenv_leave(&fe);
   return rc;
 }

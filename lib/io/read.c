@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fpenv.h"
 #include "io/text.h"
 
 /* How much of a file is read before its format is asked for: enough for
@@ -320,7 +321,7 @@ int hicp__cloud_parse(hicp_context *ctx, const char *name, const unsigned char *
   return hicp__cloud_from_raw(ctx, &raw, name, out);
 }
 
-int hicp_cloud_read(hicp_context *ctx, const char *path, hicp_format fmt, hicp_cloud **out)
+static int cloud_read(hicp_context *ctx, const char *path, hicp_format fmt, hicp_cloud **out)
 {
   if (out == NULL || path == NULL)
     return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_read: NULL argument");
@@ -334,5 +335,14 @@ int hicp_cloud_read(hicp_context *ctx, const char *path, hicp_format fmt, hicp_c
     return rc;
   rc = hicp__cloud_parse(ctx, path, buf, len, fmt, out);
   free(buf);
+  return rc;
+}
+
+int hicp_cloud_read(hicp_context *ctx, const char *path, hicp_format fmt, hicp_cloud **out)
+{
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc = cloud_read(ctx, path, fmt, out);
+  hicp__fpenv_leave(&fe);
   return rc;
 }
