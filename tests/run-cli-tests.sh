@@ -182,6 +182,18 @@ assert all(d['note'] == '' for d in lines), lines
   printf '%s\n' "$tmp/f4.ply" "$tmp/f3.ply" "# a comment" "$tmp/f2.ply" > "$tmp/list.txt"
   check "track --from-list --independent" 0 "$bin" track "$tmp/bunny.hicpm" --from-list "$tmp/list.txt" --independent --threads 2
   [ "$(wc -l < "$tmp/out")" -eq 3 ] && ok "three frames from the list" || notok "three frames from the list"
+  # (stop 64's review) a frame of one point measures no rotation: track
+  # says so as register does, in JSON and in text
+  printf 'ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\nproperty float z\nend_header\n0 0 0\n' > "$tmp/one.ply"
+  check "track with a one-point frame --json" 0 "$bin" track "$tmp/bunny.hicpm" "$tmp/f1.ply" "$tmp/one.ply" "$tmp/f2.ply" --json
+  python3 -c "
+import json
+rows=[json.loads(l) for l in open('$tmp/out')]
+assert [r['degenerate'] for r in rows]==[False,True,False], rows
+" && ok "track's JSON says which frame was degenerate" || notok "track's JSON says which frame was degenerate"
+  check "track with a one-point frame" 0 "$bin" track "$tmp/bunny.hicpm" "$tmp/f1.ply" "$tmp/one.ply"
+  [ "$(grep -c 'rotation not fully determined' "$tmp/out")" = 1 ] && grep -q '^1 .*one.ply: .*rotation not fully determined' "$tmp/out" &&
+    ok "track's text says which frame was degenerate" || notok "track's text says which frame was degenerate"
   check "track with one iteration a frame" 0 "$bin" track "$tmp/bunny.hicpm" "$tmp/f1.ply" --max-iter 1
   grep -q ', 1 it (not converged: max-iter), ' "$tmp/out" && ok "track says when a frame did not converge" ||
     notok "track says when a frame did not converge"

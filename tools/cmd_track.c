@@ -347,6 +347,8 @@ int cmd_track(int argc, char **argv)
       json_int(&j, "iterations", r.iterations);
       json_bool(&j, "converged", r.converged);
       json_str(&j, "stop", hicp_stop_name(r.stop));
+      /* the rotation carried over, not measured (as register says it) */
+      json_bool(&j, "degenerate", r.degenerate);
       json_num(&j, "time_ms", r.time_ms);
       json_str(&j, "backend", hicp_backend_name(r.backend));
       json_str(&j, "note", r.note); /* as register's */
@@ -357,11 +359,12 @@ int cmd_track(int argc, char **argv)
     } else {
       double deg, axis[3];
       cli_rotation_angle_axis(&r.transform, &deg, axis);
-      printf("%llu %s: rotation %.4f deg, translation %.9g %.9g %.9g, rmse %.6g, %d it%s%s%s, "
+      printf("%llu %s: rotation %.4f deg, translation %.9g %.9g %.9g, rmse %.6g, %d it%s%s%s%s, "
              "%.2f ms\n",
              (unsigned long long)r.frame, name, deg, r.transform.m[3], r.transform.m[7],
              r.transform.m[11], r.rmse, r.iterations, r.converged ? "" : " (not converged: ",
-             r.converged ? "" : hicp_stop_name(r.stop), r.converged ? "" : ")", r.time_ms);
+             r.converged ? "" : hicp_stop_name(r.stop), r.converged ? "" : ")",
+             r.degenerate ? ", rotation not fully determined by the pairs" : "", r.time_ms);
       if (r.note[0] != '\0')
         printf("%llu %s: note: %s\n", (unsigned long long)r.frame, name, r.note);
     }
