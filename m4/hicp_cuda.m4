@@ -20,8 +20,8 @@ AC_ARG_WITH([cuda],
   [], [with_cuda=auto])
 AC_ARG_WITH([cuda-arch],
   [AS_HELP_STRING([--with-cuda-arch=LIST],
-    [compute capabilities to build SASS for, e.g. "80 90" (default); PTX is added for the last one listed])],
-  [], [with_cuda_arch="80 90"])
+    [compute capabilities to build SASS for, e.g. "80 90" (default) or 80,90; PTX is added for the last one listed; naming them asks for the CUDA backend])],
+  [hicp_cuda_arch_given=yes], [with_cuda_arch="80 90"; hicp_cuda_arch_given=no])
 AC_ARG_ENABLE([cuda-rpath],
   [AS_HELP_STRING([--disable-cuda-rpath], [do not add the CUDA library directory to the run path])],
   [], [enable_cuda_rpath=yes])
@@ -61,7 +61,11 @@ AS_IF([test "x$with_cuda" != xno], [
     # nvcc must compile and link a kernel with the chosen host compiler.
     NVCC_GENCODE=
     hicp_last_arch=
+    # a comma list too; each a compute capability such as 90 or 90a
+    with_cuda_arch=`echo "$with_cuda_arch" | tr ',' ' '`
     for a in $with_cuda_arch; do
+      AS_CASE([$a], [[[1-9]][[0-9]]|[[1-9]][[0-9]][[0-9]]|[[1-9]][[0-9]][[a-z]]|[[1-9]][[0-9]][[0-9]][[a-z]]], [],
+        [AC_MSG_ERROR([--with-cuda-arch: '$a' is not a compute capability (such as 80, 90 or 90a)])])
       NVCC_GENCODE="$NVCC_GENCODE -gencode=arch=compute_$a,code=sm_$a"
       hicp_last_arch=$a
     done
@@ -76,9 +80,15 @@ _HICPEOF
     rm -f conftest.cu conftest$EXEEXT
   ])
   AC_MSG_RESULT([$hicp_cuda_ok])
+  # Naming architectures asks for the backend as --with-cuda does: a test
+  # kernel their list broke ("80,90" was once taken whole) built a
+  # CPU-only library, and configure succeeded (stop 64's review).
   AS_IF([test "x$hicp_cuda_ok" = xyes], [have_cuda=yes],
         [AS_IF([test "x$with_cuda" != xauto],
-               [AC_MSG_ERROR([CUDA was requested (--with-cuda=$with_cuda) but: $hicp_cuda_ok])])])
+               [AC_MSG_ERROR([CUDA was requested (--with-cuda=$with_cuda) but: $hicp_cuda_ok])],
+               [test "x$hicp_cuda_arch_given" = xyes],
+               [AC_MSG_ERROR([CUDA was requested (--with-cuda-arch=$with_cuda_arch) but: $hicp_cuda_ok])],
+               [hicp_cuda_summary=$hicp_cuda_ok])])
 ])
 
 AS_IF([test "x$have_cuda" = xyes], [
