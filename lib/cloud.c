@@ -18,7 +18,7 @@ void hicp__raw_cloud_free(hicp__raw_cloud *raw)
 }
 
 int hicp__cloud_from_raw(hicp_context *ctx, hicp__raw_cloud *raw, const char *name,
-                         hicp_cloud **out)
+                         const double *origin, hicp_cloud **out)
 {
   *out = NULL;
   int rc = HICP_OK;
@@ -35,6 +35,9 @@ int hicp__cloud_from_raw(hicp_context *ctx, hicp__raw_cloud *raw, const char *na
     rc = hicp__check_point(ctx, what, i, v3[0], v3[1], v3[2]);
     for (int d = 0; d < 3 && rc == HICP_OK; d++) {
       double v = v3[d];
+      if (origin != NULL && !(fabs(v - origin[d]) <= HICP_COORD_MAX))
+        rc = hicp__fail(ctx, HICP_ERANGE, "%s point %zu is more than %g from the origin given",
+                        what, i, HICP_COORD_MAX);
       lo[d] = v < lo[d] ? v : lo[d];
       hi[d] = v > hi[d] ? v : hi[d];
       all_float &= (double)(float)v == v;
@@ -58,7 +61,7 @@ int hicp__cloud_from_raw(hicp_context *ctx, hicp__raw_cloud *raw, const char *na
      * data whose magnitude dwarfs its extent, where floats would lose detail. */
     const int centre = !all_float && hicp__far_from_origin(lo, hi);
     for (int d = 0; d < 3; d++)
-      c->origin[d] = centre ? 0.5 * (lo[d] + hi[d]) : 0.0;
+      c->origin[d] = origin != NULL ? origin[d] : centre ? 0.5 * (lo[d] + hi[d]) : 0.0;
     for (size_t i = 0; i < 3 * raw->n; i++)
       c->xyz[i] = (float)(raw->xyz[i] - c->origin[i % 3]);
     c->n = raw->n;
@@ -128,7 +131,7 @@ static int cloud_from_doubles(hicp_context *ctx, const double *xyz, size_t n, si
     memcpy(&raw.xyz[3 * i], base + i * stride, 3 * sizeof(double));
   raw.n = n;
   /* the readers' origin policy and checks (NaN, Inf, magnitude) */
-  return hicp__cloud_from_raw(ctx, &raw, "cloud", out);
+  return hicp__cloud_from_raw(ctx, &raw, "cloud", NULL, out);
 }
 
 int hicp_cloud_from_xyz_double(hicp_context *ctx, const double *xyz, size_t n, size_t stride,

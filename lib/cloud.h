@@ -29,16 +29,18 @@ void hicp__raw_cloud_free(hicp__raw_cloud *raw);
 
 /* Turns a raw cloud into a hicp_cloud (takes ownership of raw's arrays, even
  * on failure).  Rejects NaN/Inf coordinates and empty clouds, naming `name`.
- * Origin policy: zero when every coordinate is a float already or the
- * coordinates are small next to the extent; otherwise the bounding-box centre
- * (docs/design.md, "Coordinates far from the origin"). */
+ * The points are kept relative to `origin` where it is not NULL (the
+ * caller's: hicp_cloud_read_relative), else by the origin policy: zero when
+ * every coordinate is a float already or the coordinates are small next to
+ * the extent; otherwise the bounding-box centre (docs/design.md,
+ * "Coordinates far from the origin"). */
 int hicp__cloud_from_raw(hicp_context *ctx, hicp__raw_cloud *raw, const char *name,
-                         hicp_cloud **out);
+                         const double *origin, hicp_cloud **out);
 
 /* Parses a file already in memory (the entry point of the fuzz harnesses).
- * `name` is used in messages only. */
+ * `name` is used in messages only; `origin` as hicp__cloud_from_raw's. */
 int hicp__cloud_parse(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,
-                      hicp_format fmt, hicp_cloud **out);
+                      hicp_format fmt, const double *origin, hicp_cloud **out);
 
 /* Detects the format from the content (then from the name's extension). */
 hicp_format hicp__detect_format(const char *name, const unsigned char *buf, size_t len);

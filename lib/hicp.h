@@ -482,6 +482,25 @@ HICP_API int hicp_cloud_read(hicp_context *ctx, const char *path, hicp_format fm
                              hicp_cloud **out);
 
 /**
+ * As hicp_cloud_read(), with the points kept relative to @p origin instead
+ * of an origin of the cloud's own choosing: each point is rounded to float
+ * once, as (float)(p - origin).  Give a model's origin
+ * (hicp_model_info.origin) to read nearest-neighbour queries: a query is
+ * then rounded as the model's points were, so one at a model point is at
+ * distance 0 however far from the world origin the two lie and however
+ * wide the query file (read by hicp_cloud_read(), a query is rounded
+ * relative to its file's centre and again into the model's frame: a wide
+ * file moved queries by millimetres in UTM coordinates, and a query at a
+ * model point could be answered by its neighbour).
+ * @param origin finite, within ::HICP_COORD_MAX; every point must lie within
+ *        ::HICP_COORD_MAX of it.
+ * @return as hicp_cloud_read(); ::HICP_EINVAL for a NULL or invalid
+ *         @p origin, ::HICP_ERANGE for a point too far from it.
+ */
+HICP_API int hicp_cloud_read_relative(hicp_context *ctx, const char *path, hicp_format fmt,
+                                      const double origin[3], hicp_cloud **out);
+
+/**
  * Copies @p n points from memory.  @p stride is the distance in bytes between
  * consecutive points (0 = 3 * sizeof(float)); each point is three floats x, y, z.
  * @return 0, ::HICP_EINVAL, ::HICP_ENONFINITE, ::HICP_ERANGE (a coordinate

@@ -70,6 +70,16 @@ check "bad --memory-limit exits 2" 2 "$bin" register a b --memory-limit 12X
 one_line_error "memory-limit"
 check "missing model file exits 1" 1 "$bin" register "$tmp/nope.ply" "$tmp/nope2.ply"
 one_line_error "nope.ply"
+# (stop 64's review) queries in UTM coordinates written as model points are
+# those points, at 0, however wide the query file: a 1 cm lattice, and
+# queries of points 555 and 999 beside one 2000 km away (read relative to
+# their own centre they were answered by neighbours 2.5 and 3.75 mm off)
+awk 'BEGIN { for (i = 0; i < 1000; i++) printf "%.3f %.3f %.3f\n", 500000.123 + 0.01 * (i % 10), 4100000.456 + 0.01 * (int(i / 10) % 10), 50.789 + 0.01 * int(i / 100) }' > "$tmp/lattice.xyz"
+{ sed -n '556p;1000p' "$tmp/lattice.xyz"; echo "2500000.0 4100000.0 50.0"; } > "$tmp/wide.xyz"
+check "nn of UTM queries in a wide file" 0 "$bin" nn "$tmp/lattice.xyz" "$tmp/wide.xyz"
+[ "$(head -2 "$tmp/out")" = "0 555 0
+1 999 0" ] && ok "UTM queries at model points are those points, at 0" ||
+  notok "UTM queries at model points are those points, at 0"
 check "devices runs" 0 "$bin" devices
 check "devices --json" 0 "$bin" devices --json
 HICP_SIMD=scalar "$bin" devices --json | grep -q '"vector_code":"scalar"' &&

@@ -400,6 +400,84 @@ Test(nn, far_float_model_double_queries)
   free(q);
 }
 
+/* Queries read relative to the model's origin (hicp_cloud_read_relative)
+ * are rounded once, as the model's points were: a query written as a model
+ * point is that point at 0, however wide the query file.  Read by
+ * hicp_cloud_read, relative to the file's own centre and then shifted into
+ * the model's frame, a 1 cm lattice in UTM coordinates with one query 2000
+ * km away answered points 555 and 999 by their neighbours 2.5 and 3.75 mm
+ * off (stop 64's review, through `hicp nn`). */
+Test(nn, queries_read_relative_to_the_model)
+{
+  const char *dir = th_tmpdir();
+  const char *mpath = th_path(dir, "lattice.xyz"), *qpath = th_path(dir, "queries.xyz");
+  char line[4 * 64], model_text[1000 * 64] = "", *at = model_text;
+  char lines[1000][64];
+  for (int i = 0; i < 1000; i++) {
+    snprintf(lines[i], sizeof lines[i], "%.3f %.3f %.3f\n", 500000.123 + 0.01 * (i % 10),
+             4100000.456 + 0.01 * (i / 10 % 10), 50.789 + 0.01 * (i / 100));
+    at += sprintf(at, "%s", lines[i]);
+  }
+  th_write(mpath, model_text, strlen(model_text));
+  snprintf(line, sizeof line, "%s%s%s%s", lines[0], lines[555], lines[999],
+           "2500000.0 4100000.0 50.0\n");
+  th_write(qpath, line, strlen(line));
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  hicp_model *m;
+  cr_assert_eq(hicp_model_open(ctx, mpath, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  hicp_model_info info;
+  hicp_model_info_init(&info);
+  cr_assert_eq(hicp_model_get_info(m, &info), 0);
+  cr_assert_gt(info.origin[1], 4e6, "the model keeps an origin of its own");
+  hicp_cloud *q;
+  cr_assert_eq(hicp_cloud_read_relative(ctx, qpath, HICP_FORMAT_AUTO, info.origin, &q), 0, "%s",
+               hicp_context_error(ctx));
+  double qo[3];
+  hicp_cloud_origin(q, qo);
+  cr_assert(memcmp(qo, info.origin, sizeof qo) == 0);
+  static const uint32_t want[3] = {0, 555, 999};
+  for (size_t k = 0; k < NMETHODS; k++) {
+    hicp_nn_options o;
+    hicp_nn_options_init(&o);
+    o.method = all_methods[k];
+    uint32_t idx[4];
+    float d2[4];
+    cr_assert_eq(hicp_nn_query_cloud(ctx, m, q, &o, idx, d2, NULL), 0, "%s",
+                 hicp_context_error(ctx));
+    for (int j = 0; j < 3; j++)
+      cr_assert(idx[j] == want[j] && d2[j] == 0.0f, "%s: query %d: point %u at %g, not %u at 0",
+                hicp_nn_method_name(all_methods[k]), j, idx[j], (double)d2[j], want[j]);
+  }
+  hicp_cloud_destroy(q);
+  /* with a cloud's own origin, the cloud hicp_cloud_read makes */
+  hicp_cloud *a, *b;
+  cr_assert_eq(hicp_cloud_read(ctx, mpath, HICP_FORMAT_AUTO, &a), 0);
+  hicp_cloud_origin(a, qo);
+  cr_assert_eq(hicp_cloud_read_relative(ctx, mpath, HICP_FORMAT_AUTO, qo, &b), 0);
+  cr_assert(hicp_cloud_size(a) == 1000 && hicp_cloud_size(b) == 1000 &&
+            memcmp(hicp_cloud_xyz(a), hicp_cloud_xyz(b), sizeof(float) * 3000) == 0);
+  hicp_cloud_destroy(a);
+  hicp_cloud_destroy(b);
+  /* refusals, each leaving the output NULL */
+  const double bad[3] = {NAN, 0.0, 0.0}, far[3] = {-1e17, 0.0, 0.0};
+  q = (hicp_cloud *)&q;
+  cr_assert_eq(hicp_cloud_read_relative(ctx, qpath, HICP_FORMAT_AUTO, NULL, &q), HICP_EINVAL);
+  cr_assert_null(q);
+  q = (hicp_cloud *)&q;
+  cr_assert_eq(hicp_cloud_read_relative(ctx, qpath, HICP_FORMAT_AUTO, bad, &q), HICP_EINVAL);
+  cr_assert_null(q);
+  cr_assert(strstr(hicp_context_error(ctx), "origin") != NULL, "%s", hicp_context_error(ctx));
+  const char *big = th_path(dir, "big.xyz");
+  th_write(big, "9e16 0 0\n0 1 0\n0 0 1\n", strlen("9e16 0 0\n0 1 0\n0 0 1\n"));
+  q = (hicp_cloud *)&q;
+  cr_assert_eq(hicp_cloud_read_relative(ctx, big, HICP_FORMAT_AUTO, far, &q), HICP_ERANGE);
+  cr_assert_null(q);
+  cr_assert(strstr(hicp_context_error(ctx), "point 0") != NULL, "%s", hicp_context_error(ctx));
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
 Test(nn, sphere_cospherical)
 {
   th_rng r;

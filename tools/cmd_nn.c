@@ -95,7 +95,14 @@ int cmd_nn(int argc, char **argv)
     cli_fail(ctx, model_path);
     goto done;
   }
-  if (hicp_cloud_read(ctx, query_path, HICP_FORMAT_AUTO, &q) != HICP_OK) {
+  /* The queries relative to the model's origin: each rounded to float once,
+   * as the model's points were, so a query at a model point is at 0 (read
+   * relative to their own centre, queries in UTM coordinates moved by up to
+   * millimetres, and one at a model point could get its neighbour). */
+  hicp_model_info info;
+  hicp_model_info_init(&info);
+  if (hicp_model_get_info(model, &info) != HICP_OK ||
+      hicp_cloud_read_relative(ctx, query_path, HICP_FORMAT_AUTO, info.origin, &q) != HICP_OK) {
     cli_fail(ctx, query_path);
     goto done;
   }

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,7 +281,7 @@ hicp_format hicp__detect_format(const char *name, const unsigned char *buf, size
 }
 
 int hicp__cloud_parse(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,
-                      hicp_format fmt, hicp_cloud **out)
+                      hicp_format fmt, const double *origin, hicp_cloud **out)
 {
   *out = NULL;
   const hicp_format asked = fmt;
@@ -318,22 +319,28 @@ int hicp__cloud_parse(hicp_context *ctx, const char *name, const unsigned char *
     hicp__raw_cloud_free(&raw);
     return rc;
   }
-  return hicp__cloud_from_raw(ctx, &raw, name, out);
+  return hicp__cloud_from_raw(ctx, &raw, name, origin, out);
 }
 
-static int cloud_read(hicp_context *ctx, const char *path, hicp_format fmt, hicp_cloud **out)
+/* hicp_cloud_read and, with an origin, hicp_cloud_read_relative (fn). */
+static int cloud_read(hicp_context *ctx, const char *fn, const char *path, hicp_format fmt,
+                      const double *origin, hicp_cloud **out)
 {
   if (out == NULL || path == NULL)
-    return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_read: NULL argument");
+    return hicp__fail(ctx, HICP_EINVAL, "%s: NULL argument", fn);
   *out = NULL;
   if ((unsigned)fmt > HICP_FORMAT_MODEL)
-    return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_read: unknown format %d", (int)fmt);
+    return hicp__fail(ctx, HICP_EINVAL, "%s: unknown format %d", fn, (int)fmt);
+  for (int d = 0; origin != NULL && d < 3; d++)
+    if (!(fabs(origin[d]) <= HICP_COORD_MAX))
+      return hicp__fail(ctx, HICP_EINVAL, "%s: the origin must be finite and within %g", fn,
+                        HICP_COORD_MAX);
   unsigned char *buf;
   size_t len;
   int rc = hicp__read_file(ctx, path, fmt, &buf, &len);
   if (rc != HICP_OK)
     return rc;
-  rc = hicp__cloud_parse(ctx, path, buf, len, fmt, out);
+  rc = hicp__cloud_parse(ctx, path, buf, len, fmt, origin, out);
   free(buf);
   return rc;
 }
@@ -342,7 +349,22 @@ int hicp_cloud_read(hicp_context *ctx, const char *path, hicp_format fmt, hicp_c
 {
   hicp__fpenv fe;
   hicp__fpenv_enter(&fe);
-  const int rc = cloud_read(ctx, path, fmt, out);
+  const int rc = cloud_read(ctx, "hicp_cloud_read", path, fmt, NULL, out);
+  hicp__fpenv_leave(&fe);
+  return rc;
+}
+
+int hicp_cloud_read_relative(hicp_context *ctx, const char *path, hicp_format fmt,
+                             const double origin[3], hicp_cloud **out)
+{
+  if (origin == NULL) {
+    if (out != NULL)
+      *out = NULL;
+    return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_read_relative: NULL origin");
+  }
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc = cloud_read(ctx, "hicp_cloud_read_relative", path, fmt, origin, out);
   hicp__fpenv_leave(&fe);
   return rc;
 }

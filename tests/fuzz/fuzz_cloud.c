@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(buf, data, size);
   buf[size] = '\0';
   hicp_cloud *c = NULL;
-  int rc = hicp__cloud_parse(ctx, "fuzz-input", buf, size, FUZZ_FORMAT, &c);
+  int rc = hicp__cloud_parse(ctx, "fuzz-input", buf, size, FUZZ_FORMAT, NULL, &c);
   if (rc == 0) {
     size_t n = hicp_cloud_size(c);
     const float *p = hicp_cloud_xyz(c);
