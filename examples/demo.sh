@@ -15,7 +15,13 @@ if [ ! -x "$build/tools/hicp" ]; then
 fi
 work=$build/demo
 mkdir -p "$work"
-tar -xzf /usr/share/doc/libcgal-dev/data.tar.gz -C "$work" --strip-components=2 data/meshes/bunny00.off
+# (HICP_CGAL_TARBALL: the same archive elsewhere, as tests/fetch-data.sh takes it)
+tarball=${HICP_CGAL_TARBALL:-/usr/share/doc/libcgal-dev/data.tar.gz}
+if [ ! -r "$tarball" ]; then
+  echo "demo.sh: $tarball not found: libcgal-demo is installed without it (an image that leaves out /usr/share/doc?); set HICP_CGAL_TARBALL to the package's data.tar.gz" >&2
+  exit 1
+fi
+tar -xzf "$tarball" -C "$work" --strip-components=2 data/meshes/bunny00.off
 hicp=$build/tools/hicp
 echo "== making a scan of bunny00.off with a known pose"
 "$hicp" perturb "$work/bunny00.off" -o "$work/scan.ply" --truth "$work/truth.txt" \
