@@ -17,24 +17,31 @@
  * created it, which may be the caller's from long before.  Threads the
  * library creates itself inherit the default from their creator.
  *
- * On x86 the SSE unit's MXCSR is the whole environment of float and double
- * arithmetic (the x87 unit is only long double, which hicp does not use):
- * reading it costs a few cycles, and it is written only where it differs,
- * so a region in the default environment pays one read.  Elsewhere
- * <fenv.h> does it. */
+ * On x86 the SSE unit's MXCSR is the environment of float and double
+ * arithmetic, and the x87 unit's control word that of long double, which
+ * hicp does not use, and of the C library: glibc's strtod and printf round
+ * as fegetround() says, which on x86-64 reads the x87 word (stop 64's
+ * second review: a text file read under upward rounding gave other
+ * coordinates with MXCSR alone reset).  Reading each costs a few cycles,
+ * and each is written only where it differs, so a region in the default
+ * environment pays two reads.  Elsewhere <fenv.h> does it. */
 #ifndef HICP_FPENV_H
 #define HICP_FPENV_H
 
-#if defined(__SSE2__) && (defined(__x86_64__) || defined(__i386__))
+#if defined(__SSE2__) && (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <xmmintrin.h>
 
 /* All six exceptions masked, round to nearest, FTZ and DAZ off, no flag. */
 #define HICP__MXCSR_DEFAULT 0x1f80u
 /* The exception flags (bits 0-5): state, not settings. */
 #define HICP__MXCSR_FLAGS 0x3fu
+/* The x87 control word: exceptions masked, 64-bit precision, round to
+ * nearest (what fninit sets, and fesetenv(FE_DFL_ENV)). */
+#define HICP__X87_DEFAULT 0x037fu
 
 typedef struct {
   unsigned mxcsr;
+  unsigned short x87;
 } hicp__fpenv;
 
 static inline void hicp__fpenv_enter(hicp__fpenv *saved)
@@ -42,6 +49,11 @@ static inline void hicp__fpenv_enter(hicp__fpenv *saved)
   saved->mxcsr = _mm_getcsr();
   if ((saved->mxcsr & ~HICP__MXCSR_FLAGS) != HICP__MXCSR_DEFAULT)
     _mm_setcsr(HICP__MXCSR_DEFAULT);
+  __asm__ volatile("fnstcw %0" : "=m"(saved->x87));
+  if (saved->x87 != HICP__X87_DEFAULT) {
+    const unsigned short cw = HICP__X87_DEFAULT;
+    __asm__ volatile("fldcw %0" : : "m"(cw));
+  }
 }
 
 /* The caller's settings and flags back, where they were changed. */
@@ -49,6 +61,10 @@ static inline void hicp__fpenv_leave(const hicp__fpenv *saved)
 {
   if ((saved->mxcsr & ~HICP__MXCSR_FLAGS) != HICP__MXCSR_DEFAULT)
     _mm_setcsr(saved->mxcsr);
+  /* (the flags cleared first: one the library raised, under a mask the
+   * caller's word lifts, would trap at the caller's next x87 instruction) */
+  if (saved->x87 != HICP__X87_DEFAULT)
+    __asm__ volatile("fnclex\n\tfldcw %0" : : "m"(saved->x87));
 }
 
 #else

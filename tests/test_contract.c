@@ -1164,8 +1164,10 @@ Test(contract, context_handed_between_threads)
  * registration's bits changed with the rounding, the thread count and the
  * run.  Each environment is set on a thread of its own, which then makes
  * its own OpenMP pool in it, as a caller's pool would be: the registration
- * on 1 and 2 threads, the queries by every method and a scan with a NaN
- * under the invalid-operation trap must give what the default gives. */
+ * on 1 and 2 threads, the queries by every method, a scan with a NaN
+ * under the invalid-operation trap, a text file read (strtod) and written
+ * as ascii PLY (printf) must give what the default gives (the C library's
+ * rounding is the x87 control word's: stop 64's second review). */
 #if defined(__SSE2__) && (defined(__x86_64__) || defined(__i386__))
 #include <xmmintrin.h>
 #define FTZ_DAZ 0x8040u /* MXCSR's flush-to-zero and denormals-are-zero */
@@ -1180,9 +1182,19 @@ typedef struct {
   hicp_transform got[2]; /* on 1 and 2 threads */
   uint32_t idx[HICP_NN_PNN + 1];
   float d2[HICP_NN_PNN + 1];
+  const char *text;       /* a text cloud with many digits (strtod) */
+  char ply[512];          /* where its ascii PLY goes (printf) */
+  uint64_t read_hash;     /* its floats and origin as read */
   int failed; /* a call's error, or the caller's environment not given back */
   char why[200];
 } fp_case;
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211u;
+  return h;
+}
 
 static int fp_kept(fp_case *c, const char *after)
 {
@@ -1236,6 +1248,22 @@ static void *fp_thread(void *arg)
   }
   /* the squared distance to vertex 0 is 1e-40, a float subnormal */
   hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
+  /* a text file (glibc's strtod rounds as the x87 control word says) and
+   * its ascii PLY (printf's too) */
+  hicp_cloud *tc = NULL;
+  if (hicp_cloud_read(ctx, c->text, HICP_FORMAT_AUTO, &tc) != HICP_OK)
+    fp_fail(c, ctx, "text read");
+  fp_kept(c, "hicp_cloud_read");
+  if (tc != NULL) {
+    double o[3];
+    hicp_cloud_origin(tc, o);
+    c->read_hash = fnv(fnv(14695981039346656037u, o, sizeof o), hicp_cloud_xyz(tc),
+                       sizeof(float) * 3 * hicp_cloud_size(tc));
+    if (hicp_cloud_write_ply(ctx, tc, NULL, c->ply, HICP_PLY_ASCII) != HICP_OK)
+      fp_fail(c, ctx, "ascii PLY write");
+    fp_kept(c, "hicp_cloud_write_ply");
+  }
+  hicp_cloud_destroy(tc);
   static const float tiny[] = {0, 0, 0, 1e-20f, 0, 0, 1, 0, 0, 0, 1, 0,
                                0, 0, 1, 1, 1, 1, 0.5f, 0.3f, 0.7f};
   hicp_model *m = NULL;
@@ -1285,10 +1313,21 @@ Test(contract, any_floating_point_environment)
                      {.round = FE_DOWNWARD},          {.round = FE_TOWARDZERO},
                      {.round = FE_TONEAREST, .ftz = 1}, {.round = FE_UPWARD, .ftz = 1, .trap = 1}};
   const int ncases = sizeof cases / sizeof *cases;
+  /* UTM coordinates with more digits than a double holds: each rounds */
+  const char *dir = th_tmpdir(), *text = th_path(dir, "utm.xyz");
+  char lines[200 * 80], *at = lines;
+  th_rng r;
+  th_rng_seed(&r, 43);
+  for (int i = 0; i < 200; i++)
+    at += sprintf(at, "%.12f %.12f %.12f\n", 500000.0 + 100.0 * th_uniform(&r),
+                  4100000.0 + 100.0 * th_uniform(&r), 50.0 + th_uniform(&r));
+  th_write(text, lines, strlen(lines));
   for (int k = 0; k < ncases; k++) {
     cases[k].m = m;
     cases[k].scan = s;
     cases[k].n = NS;
+    cases[k].text = text;
+    snprintf(cases[k].ply, sizeof cases[k].ply, "%s/case%d.ply", dir, k);
 #if !defined(FTZ_DAZ)
     cases[k].ftz = 0;
 #endif
@@ -1301,6 +1340,12 @@ Test(contract, any_floating_point_environment)
       cr_assert(memcmp(&cases[k].got[j], &cases[0].got[0], sizeof cases[0].got[0]) == 0,
                 "case %d (rounding %d, ftz %d), %d threads: other bits than the default's", k,
                 cases[k].round, cases[k].ftz, j + 1);
+    cr_assert(cases[k].read_hash == cases[0].read_hash, "case %d: the text read otherwise", k);
+    size_t la, lb;
+    unsigned char *pa = th_read(cases[0].ply, &la), *pb = th_read(cases[k].ply, &lb);
+    cr_assert(la == lb && memcmp(pa, pb, la) == 0, "case %d: the ascii PLY written otherwise", k);
+    free(pa);
+    free(pb);
     for (int q = 0; q <= HICP_NN_PNN; q++)
       cr_assert(cases[k].idx[q] == 1 && cases[k].d2[q] == 0.0f,
                 "case %d, method %d: point %u at %g, not point 1 at 0", k, q, cases[k].idx[q],
