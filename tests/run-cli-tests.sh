@@ -654,6 +654,17 @@ else
   for i in 1 2 3 4 5 6 7 8 9; do skip "no /dev/full"; done
 fi
 
+# Standard output past the file size limit (ulimit -f): the same, not the
+# SIGXFSZ that ended the command with its output cut (stop 64's review).
+# The lattice's 1000 queries print over 1 KiB, the limit here.
+(ulimit -f 1 && "$bin" nn "$tmp/lattice.xyz" "$tmp/lattice.xyz" >"$o/fsz.txt" 2>"$tmp/err"); st=$?
+if [ $st -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q '^hicp: cannot write standard output: ' "$tmp/err"; then
+  ok "hicp nn > file past ulimit -f: exit 1, one line"
+else
+  notok "hicp nn > file past ulimit -f: exit $st"
+fi
+rm -f "$o/fsz.txt"
+
 # Outputs are put in place only once everything else succeeded, the report
 # on standard output included: a command that fails replaces nothing.
 if [ -c /dev/full ]; then

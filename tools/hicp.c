@@ -1,6 +1,7 @@
 /* hicp.c: the hicp command-line tool: subcommand dispatch. */
 #include "config.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,13 @@ static int check_environment(void)
 int main(int argc, char **argv)
 {
   cli_hold_std_fds();
+  /* Past the file size limit (ulimit -f) a write raises SIGXFSZ, which
+   * ended the process with its output cut and no word (stop 64's review:
+   * `hicp nn ... > file`); ignored, the write fails with EFBIG and the
+   * command says "cannot write standard output: File too large", exit 1,
+   * as for a full disk.  (The library holds it back around its own
+   * writes; SIGPIPE keeps its action, which ends `hicp ... | head`.) */
+  signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) { /* a failure's one line; the usage is --help's */
     cli_error("no command given (try 'hicp --help')");
     return CLI_USAGE;
