@@ -36,8 +36,10 @@ int hicp__cloud_from_raw(hicp_context *ctx, hicp__raw_cloud *raw, const char *na
     for (int d = 0; d < 3 && rc == HICP_OK; d++) {
       double v = v3[d];
       if (origin != NULL && !(fabs(v - origin[d]) <= HICP_COORD_MAX))
-        rc = hicp__fail(ctx, HICP_ERANGE, "%s point %zu is more than %g from the origin given",
-                        what, i, HICP_COORD_MAX);
+        rc = hicp__fail(ctx, HICP_ERANGE,
+                        "%s point %zu is more than %g from the origin it is read relative to "
+                        "(%.17g, %.17g, %.17g)",
+                        what, i, HICP_COORD_MAX, origin[0], origin[1], origin[2]);
       lo[d] = v < lo[d] ? v : lo[d];
       hi[d] = v > hi[d] ? v : hi[d];
       all_float &= (double)(float)v == v;

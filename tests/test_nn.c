@@ -473,7 +473,9 @@ Test(nn, queries_read_relative_to_the_model)
   q = (hicp_cloud *)&q;
   cr_assert_eq(hicp_cloud_read_relative(ctx, big, HICP_FORMAT_AUTO, far, &q), HICP_ERANGE);
   cr_assert_null(q);
-  cr_assert(strstr(hicp_context_error(ctx), "point 0") != NULL, "%s", hicp_context_error(ctx));
+  cr_assert(strstr(hicp_context_error(ctx), "point 0 is more than 1e+17 from the origin it is "
+                                             "read relative to (-1e+17, 0, 0)") != NULL,
+            "%s", hicp_context_error(ctx));
   hicp_model_destroy(m);
   hicp_context_destroy(ctx);
 }
