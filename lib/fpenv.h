@@ -28,7 +28,9 @@
 #ifndef HICP_FPENV_H
 #define HICP_FPENV_H
 
-#if defined(__SSE2__) && (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+/* (i386 computes in SSE only with -mfpmath=sse, which configure adds:
+ * __SSE2_MATH__; else its doubles are the x87's, and <fenv.h> sets both) */
+#if (defined(__x86_64__) || (defined(__i386__) && defined(__SSE2_MATH__))) && defined(__GNUC__)
 #include <xmmintrin.h>
 
 /* All six exceptions masked, round to nearest, FTZ and DAZ off, no flag. */
