@@ -192,6 +192,51 @@ assert all(d['note'] == '' for d in lines), lines
   printf '%s\n' "$tmp/f4.ply" "$tmp/f3.ply" "# a comment" "$tmp/f2.ply" > "$tmp/list.txt"
   check "track --from-list --independent" 0 "$bin" track "$tmp/bunny.hicpm" --from-list "$tmp/list.txt" --independent --threads 2
   [ "$(wc -l < "$tmp/out")" -eq 3 ] && ok "three frames from the list" || notok "three frames from the list"
+  # (stop 64's audit) what --json reports holds together, and each engine
+  # option changes the run as it says: a register that ignored --tol,
+  # --mse-abs, --min-step, --max-dist, --trim or --filter-start, or printed
+  # the transform as the inverse, or no step times, passed every check
+  jr() { "$bin" register "$tmp/bunny.hicpm" "$tmp/f1.ply" --json "$@" > "$tmp/jr.json" 2>"$tmp/err"; }
+  if jr && cp "$tmp/jr.json" "$tmp/jr0.json" &&
+     jr --tol 0 --max-iter 7 && cp "$tmp/jr.json" "$tmp/jr1.json" &&
+     jr --mse-abs 1e6 && cp "$tmp/jr.json" "$tmp/jr2.json" &&
+     jr --min-step 1e6,0 && cp "$tmp/jr.json" "$tmp/jr3.json" &&
+     jr --max-dist "$(json_get "$tmp/jr0.json" "d['rmse']")" && cp "$tmp/jr.json" "$tmp/jr4.json" &&
+     jr --trim 0.5 && cp "$tmp/jr.json" "$tmp/jr5.json" &&
+     jr --filter-start 2 --filter-sigma 1 && cp "$tmp/jr.json" "$tmp/jr6.json"; then
+    ok "register --json with each engine option"
+  else
+    notok "register --json with each engine option"
+  fi
+  python3 - "$tmp" <<'PY' && ok "register --json: inverse, step times, walk statistics and every option's effect" ||
+import json, math, sys
+t = sys.argv[1]
+d = [json.load(open("%s/jr%d.json" % (t, k))) for k in range(7)]
+r = d[0]
+flat = lambda m: [x for row in m for x in row] if isinstance(m[0], list) else m
+T = flat(r["transform"]); I = flat(r["inverse"])
+for i in range(4):
+    for j in range(4):
+        v = sum(T[4 * i + k] * I[4 * k + j] for k in range(4))
+        assert abs(v - (i == j)) < 1e-9, ("transform x inverse", i, j, v)
+assert T != I, "the inverse is the transform"
+assert r["correspond_ms"] > 0 and r["reduce_ms"] > 0 and r["solve_ms"] > 0, r
+assert r["correspond_ms"] + r["reduce_ms"] + r["solve_ms"] <= r["time_ms"] * 1.01 + 0.01, r
+w = r["walk"]
+assert w["queries"] > 0 and sum(w["histogram"]) == w["queries"], w
+assert abs(w["mean_steps"] * w["queries"] - w["steps"]) <= 1e-6 * w["steps"] + 1e-9, w
+nonempty = [b for b, c in enumerate(w["histogram"]) if c]
+assert nonempty[-1] == len(w["histogram"]) - 1 or w["max_steps"] == nonempty[-1], w
+n = r["scan_points"]
+assert r["fitness"] == 1.0 and r["inliers"] == n, r
+assert d[1]["iterations"] == 7 and d[1]["stop"] == "max-iter", d[1]
+assert d[2]["stop"] == "mse-abs" and d[2]["iterations"] <= 1, d[2]
+assert d[3]["stop"] == "increment" and d[3]["iterations"] <= 2, d[3]
+assert 0 < d[4]["inliers"] < n, ("--max-dist", d[4]["inliers"], n)
+assert d[5]["inliers"] == math.ceil(0.5 * n), ("--trim", d[5]["inliers"], n)
+assert 0 < d[6]["inliers"] < n, ("--filter-start", d[6]["inliers"], n)
+PY
+    notok "register --json: inverse, step times, walk statistics and every option's effect"
   # (stop 64's review) a frame of one point measures no rotation: track
   # says so as register does, in JSON and in text
   printf 'ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\nproperty float z\nend_header\n0 0 0\n' > "$tmp/one.ply"

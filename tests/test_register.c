@@ -294,6 +294,9 @@ Test(register, ground_truth_real_models, .timeout = 900)
   }
   if (!found)
     cr_skip_test("libcgal-demo data not found");
+  /* the archive has all four: a model missing is a broken extraction, not
+   * a reason to claim the rest (stop 64's audit) */
+  cr_assert_eq(found, 4, "only %d of the 4 models found", found);
 }
 
 /* The same registration by every method and thread count: identical bits. */
@@ -335,6 +338,25 @@ Test(register, bitwise_methods_threads)
     hicp_result r = run(&s, s.scan, s.n, 2, &o, NULL);
     cr_assert(memcmp(&r.transform, &ref.transform, sizeof r.transform) == 0,
               "HICP_SIMD=%s differs", th_simd[k]);
+  }
+  unsetenv("HICP_SIMD");
+  /* And with every filter on, whose selection each variant's pass applies
+   * on its own (stop 64's audit: an AVX2 pass that ignored the sigma
+   * filter passed every test on a host that runs AVX-512) */
+  hicp_reg_options of = o;
+  of.max_dist = 0.05 * s.diag;
+  of.trim = 0.9;
+  of.filter_start = 3;
+  of.filter_sigma = 2.0;
+  const hicp_result ref_f = run(&s, s.scan, s.n, 2, &of, NULL);
+  cr_assert(ref_f.inliers < ref.inliers && ref_f.inliers > 0, "the filters dropped nothing: %zu",
+            (size_t)ref_f.inliers);
+  for (size_t k = 0; k < TH_NSIMD; k++) {
+    setenv("HICP_SIMD", th_simd[k], 1);
+    hicp_result r = run(&s, s.scan, s.n, k % 2 + 1, &of, NULL);
+    cr_assert(memcmp(&r.transform, &ref_f.transform, sizeof r.transform) == 0 &&
+                  r.inliers == ref_f.inliers,
+              "HICP_SIMD=%s, filtered, differs", th_simd[k]);
   }
   unsetenv("HICP_SIMD");
   /* Another chunk size sums in another shape: close, not necessarily equal. */
@@ -1328,4 +1350,69 @@ Test(register, rotation_threshold_below_underflow_takes_part)
   }
   hicp_context_destroy(ctx);
   hicp_model_destroy(m);
+}
+
+/* The stop rules and the sigma filter's start, through a registration end
+ * to end (stop 64's audit: an engine that ignored mse_abs, or ran the
+ * filter from iteration 0 whatever filter_start, passed every test).  A
+ * bumpy surface, a scan of it turned 8 degrees, and a tenth of the scan
+ * gross outliers. */
+Test(register, stop_rules_and_filter_start_end_to_end)
+{
+  enum { NM = 20000, NS = 4000, NOUT = 400 };
+  float *p = th_surface(NM, 7), *q = th_surface(NS + NOUT, 8);
+  double R[9];
+  th_rotation(6, -4, 5, R);
+  th_rng rng;
+  th_rng_seed(&rng, 9);
+  for (size_t i = 0; i < NS + NOUT; i++) {
+    const double x[3] = {q[3 * i], q[3 * i + 1], q[3 * i + 2]};
+    for (int d = 0; d < 3; d++)
+      q[3 * i + d] = i < NS ? (float)(R[3 * d] * x[0] + R[3 * d + 1] * x[1] +
+                                      R[3 * d + 2] * x[2] + 0.02)
+                            : (float)(4.0 * th_uniform(&rng) - 2.0); /* gross */
+  }
+  hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, p, NM, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  hicp_reg_options o;
+  hicp_result r;
+  /* an absolute MSE above the first pass's: stopped by it at once */
+  hicp_reg_options_init(&o);
+  o.mse_abs = 1e6;
+  hicp_result_init(&r);
+  cr_assert_eq(hicp_register(ctx, m, q, NS + NOUT, &o, NULL, &r), 0);
+  cr_assert(r.stop == HICP_STOP_MSE_ABS && r.iterations <= 1 && r.converged, "%s after %d",
+            hicp_stop_name(r.stop), r.iterations);
+  /* the filter from iteration K = 4, counted from 0: the four updates
+   * before it are the unfiltered registration's bits (pass K, whose sums
+   * give the result's statistics, is filtered already), the fifth is not,
+   * and pairs drop */
+  enum { K = 4 };
+  hicp_result plain[2], filtered[2];
+  for (int f = 0; f < 2; f++) {
+    for (int extra = 0; extra < 2; extra++) {
+      hicp_reg_options_init(&o);
+      o.tol = 0.0;
+      o.max_iter = K + extra;
+      if (f) {
+        o.filter_start = K;
+        o.filter_sigma = 2.0;
+      }
+      hicp_result *out = f ? &filtered[extra] : &plain[extra];
+      hicp_result_init(out);
+      cr_assert_eq(hicp_register(ctx, m, q, NS + NOUT, &o, NULL, out), 0);
+      cr_assert_eq(out->iterations, K + extra);
+    }
+  }
+  cr_assert(memcmp(&filtered[0].transform, &plain[0].transform, sizeof plain[0].transform) == 0,
+            "the filter ran before iteration %d", K);
+  cr_assert(memcmp(&filtered[1].transform, &plain[1].transform, sizeof plain[1].transform) != 0,
+            "the filter did not run at iteration %d", K);
+  cr_assert(filtered[1].inliers < NS + NOUT && filtered[1].inliers > NS / 2, "%llu kept",
+            (unsigned long long)filtered[1].inliers);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+  free(p);
+  free(q);
 }
