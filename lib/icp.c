@@ -868,6 +868,9 @@ static int register_floats(hicp_context *ctx, const hicp_model *m, const float *
   return failed(ctx, rc, result);
 }
 
+/* Each public call that computes runs in IEEE's default floating-point
+ * environment and gives the caller's back (fpenv.h): here, as in every
+ * other file, the exported function wraps the one that does the work. */
 int hicp_register(hicp_context *ctx, const hicp_model *m, const float *scan, size_t n,
                   const hicp_reg_options *opts, const hicp_transform *init, hicp_result *result)
 {

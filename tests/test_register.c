@@ -579,9 +579,11 @@ Test(register, forward_inverse_shifted)
   truth2.m[7] -= s.truth.m[4] * shift;
   truth2.m[11] -= s.truth.m[8] * shift;
   pose_error_at(&rf, &truth2, far, s.n, s.diag, &er2, &et2);
-  /* float scan coordinates 1000 diagonals out lose ~1e-4 of the diagonal */
-  cr_assert_leq(er2, 0.2, "shifted rotation error %g", er2);
-  cr_assert_leq(et2, 2e-3, "shifted translation error %g", et2);
+  /* float scan coordinates 1000 diagonals out lose ~1e-4 of the diagonal
+   * (measured 0.029 degrees, 1.1e-4): the issue's targets still hold,
+   * which the test held to 0.2 degrees and 2e-3 until stop 64's audit */
+  cr_assert_leq(er2, 0.05, "shifted rotation error %g", er2);
+  cr_assert_leq(et2, 1e-3, "shifted translation error %g", et2);
   fprintf(stderr, "shifted 1000 diagonals: rotation %.4f deg, position %.2e diag\n", er2, et2);
   free(far);
   free_scene(&s);
