@@ -1128,8 +1128,8 @@ static void *stream_worker_main(void *arg)
   return NULL;
 }
 
-int hicp_stream_create(hicp_context *ctx, const hicp_model *m, const hicp_reg_options *opts,
-                       const hicp_batch_options *bopts, hicp_stream **out)
+static int stream_create(hicp_context *ctx, const hicp_model *m, const hicp_reg_options *opts,
+                         const hicp_batch_options *bopts, hicp_stream **out)
 {
   if (out != NULL)
     *out = NULL;
@@ -1184,6 +1184,20 @@ int hicp_stream_create(hicp_context *ctx, const hicp_model *m, const hicp_reg_op
   }
   *out = s;
   return HICP_OK;
+}
+
+/* The plan's thresholds (tolerance, step, window multiplier) are computed
+ * here, so in the default environment too (stop 65's review: under a
+ * caller's flush-to-zero a rotation threshold below 1e-154 became 0, off,
+ * and an unmasked invalid trap fired on a NaN option). */
+int hicp_stream_create(hicp_context *ctx, const hicp_model *m, const hicp_reg_options *opts,
+                       const hicp_batch_options *bopts, hicp_stream **out)
+{
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc = stream_create(ctx, m, opts, bopts, out);
+  hicp__fpenv_leave(&fe);
+  return rc;
 }
 
 /* A submit to a stream that hicp_stream_stop has stopped. */

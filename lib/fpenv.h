@@ -24,7 +24,7 @@
  * second review: a text file read under upward rounding gave other
  * coordinates with MXCSR alone reset).  Reading each costs a few cycles,
  * and each is written only where it differs, so a region in the default
- * environment pays two reads.  Elsewhere <fenv.h> does it. */
+ * environment pays five reads.  Elsewhere <fenv.h> does it. */
 #ifndef HICP_FPENV_H
 #define HICP_FPENV_H
 
@@ -40,10 +40,14 @@
 /* The x87 control word: exceptions masked, 64-bit precision, round to
  * nearest (what fninit sets, and fesetenv(FE_DFL_ENV)). */
 #define HICP__X87_DEFAULT 0x037fu
+/* The x87 status word's exception state: the six flags, the stack fault,
+ * the error summary and busy bits (the rest are condition codes and the
+ * stack top, which no caller keeps across a call). */
+#define HICP__X87_FLAGS 0x80ffu
 
 typedef struct {
   unsigned mxcsr;
-  unsigned short x87;
+  unsigned short x87cw, x87sw;
 } hicp__fpenv;
 
 static inline void hicp__fpenv_enter(hicp__fpenv *saved)
@@ -51,22 +55,38 @@ static inline void hicp__fpenv_enter(hicp__fpenv *saved)
   saved->mxcsr = _mm_getcsr();
   if ((saved->mxcsr & ~HICP__MXCSR_FLAGS) != HICP__MXCSR_DEFAULT)
     _mm_setcsr(HICP__MXCSR_DEFAULT);
-  __asm__ volatile("fnstcw %0" : "=m"(saved->x87));
-  if (saved->x87 != HICP__X87_DEFAULT) {
+  __asm__ volatile("fnstcw %0" : "=m"(saved->x87cw));
+  __asm__ volatile("fnstsw %0" : "=m"(saved->x87sw));
+  if (saved->x87cw != HICP__X87_DEFAULT) {
     const unsigned short cw = HICP__X87_DEFAULT;
     __asm__ volatile("fldcw %0" : : "m"(cw));
   }
 }
 
-/* The caller's settings and flags back, where they were changed. */
+/* The caller's settings and flags back, exactly: a flag the library raised
+ * (an invalid operation in a check of a NaN option) is not the caller's,
+ * and one the caller had stays set (stop 65's review: on x86 both went
+ * wrong where the fenv.h fallback, fesetenv, was right).  MXCSR is written
+ * whole; the x87 status word has no store of its own, so the environment
+ * is read, the control word and flags put back in it, and loaded, only
+ * where something differs (the x87 unit is used by glibc's text
+ * conversions, not by hicp's arithmetic). */
 static inline void hicp__fpenv_leave(const hicp__fpenv *saved)
 {
-  if ((saved->mxcsr & ~HICP__MXCSR_FLAGS) != HICP__MXCSR_DEFAULT)
+  if (_mm_getcsr() != saved->mxcsr)
     _mm_setcsr(saved->mxcsr);
-  /* (the flags cleared first: one the library raised, under a mask the
-   * caller's word lifts, would trap at the caller's next x87 instruction) */
-  if (saved->x87 != HICP__X87_DEFAULT)
-    __asm__ volatile("fnclex\n\tfldcw %0" : : "m"(saved->x87));
+  unsigned short cw, sw;
+  __asm__ volatile("fnstcw %0" : "=m"(cw));
+  __asm__ volatile("fnstsw %0" : "=m"(sw));
+  if (cw != saved->x87cw || (sw & HICP__X87_FLAGS) != (saved->x87sw & HICP__X87_FLAGS)) {
+    /* fnstenv's 28-byte layout in 32- and 64-bit modes: the control word
+     * at byte 0, the status word at byte 4 */
+    unsigned short env[14];
+    __asm__ volatile("fnstenv %0" : "=m"(env));
+    env[0] = saved->x87cw;
+    env[2] = (unsigned short)((env[2] & ~HICP__X87_FLAGS) | (saved->x87sw & HICP__X87_FLAGS));
+    __asm__ volatile("fldenv %0" : : "m"(env));
+  }
 }
 
 #else

@@ -1179,7 +1179,11 @@ typedef struct {
   const hicp_model *m;  /* the registration's model and scan, built outside */
   const float *scan;
   size_t n;
+  const float *mpts; /* the model's own points: a scan at a fixed point */
   hicp_transform got[2]; /* on 1 and 2 threads */
+  hicp_transform streamed; /* the same registration through a stream */
+  int fixed_stop[2], fixed_iter[2]; /* at the fixed point: register, stream */
+  int flags; /* the exception flags the caller had before each call */
   uint32_t idx[HICP_NN_PNN + 1];
   float d2[HICP_NN_PNN + 1];
   const char *text;       /* a text cloud with many digits (strtod) */
@@ -1205,6 +1209,9 @@ static int fp_kept(fp_case *c, const char *after)
 #if defined(__GLIBC__) && defined(FE_INVALID)
   kept &= c->trap ? (fegetexcept() & FE_INVALID) != 0 : (fegetexcept() & FE_INVALID) == 0;
 #endif
+  /* the caller's flags, no fewer and no more (a NaN option's check raises
+   * the invalid flag inside) */
+  kept &= fetestexcept(FE_ALL_EXCEPT) == c->flags;
   if (!kept && !c->failed) {
     c->failed = 1;
     snprintf(c->why, sizeof c->why, "the caller's environment changed by %s", after);
@@ -1231,6 +1238,16 @@ static void *fp_thread(void *arg)
   if (c->trap)
     feenableexcept(FE_INVALID);
 #endif
+  /* flags of the caller's own: an x87 one (long double is the x87's on
+   * x86) and SSE ones, which every call must leave as they are */
+  feclearexcept(FE_ALL_EXCEPT);
+  volatile long double lone = 1.0L, lzero = 0.0L;
+  volatile long double linf = lone / lzero;
+  volatile double big = 1e308;
+  volatile double over = big * 10.0;
+  (void)linf;
+  (void)over;
+  c->flags = fetestexcept(FE_ALL_EXCEPT);
   for (int k = 0; k < 2; k++) {
     hicp_context *ctx = th_context(k + 1, HICP_BACKEND_CPU);
     hicp_context_start_threads(ctx); /* the pool, made in this environment */
@@ -1244,6 +1261,49 @@ static void *fp_thread(void *arg)
       fp_fail(c, ctx, "register");
     c->got[k] = r.transform;
     fp_kept(c, "hicp_register");
+    hicp_context_destroy(ctx);
+  }
+  /* streams plan in the default environment too: the same bits; a
+   * rotation threshold below 1e-154, whose cosine form is subnormal, still
+   * stops the fixed point (under FTZ it was 0, off: stop 65's review); a
+   * NaN option is refused, not trapped */
+  {
+    hicp_context *ctx = th_context(2, HICP_BACKEND_CPU);
+    hicp_reg_options o;
+    hicp_reg_options_init(&o);
+    o.max_iter = 30;
+    o.tol = 0.0;
+    hicp_result r;
+    hicp_result_init(&r);
+    hicp_stream *st = NULL;
+    if (hicp_stream_create(ctx, c->m, &o, NULL, &st) != HICP_OK ||
+        hicp_stream_submit(st, c->scan, c->n, NULL, NULL) != HICP_OK ||
+        hicp_stream_receive(st, &r, 1) != HICP_OK || r.error != HICP_OK)
+      fp_fail(c, ctx, "stream");
+    fp_kept(c, "a stream");
+    hicp_stream_destroy(st);
+    c->streamed = r.transform;
+    o.max_iter = 50;
+    o.min_step_rot_deg = 1e-160;
+    if (hicp_register(ctx, c->m, c->mpts, 2000, &o, NULL, &r) != HICP_OK)
+      fp_fail(c, ctx, "register at a fixed point");
+    c->fixed_stop[0] = (int)r.stop;
+    c->fixed_iter[0] = (int)r.iterations;
+    st = NULL;
+    if (hicp_stream_create(ctx, c->m, &o, NULL, &st) != HICP_OK ||
+        hicp_stream_submit(st, c->mpts, 2000, NULL, NULL) != HICP_OK ||
+        hicp_stream_receive(st, &r, 1) != HICP_OK)
+      fp_fail(c, ctx, "stream at a fixed point");
+    hicp_stream_destroy(st);
+    c->fixed_stop[1] = (int)r.stop;
+    c->fixed_iter[1] = (int)r.iterations;
+    fp_kept(c, "a stream at a fixed point");
+    o.trim = NAN;
+    st = NULL;
+    if (hicp_stream_create(ctx, c->m, &o, NULL, &st) != HICP_EINVAL)
+      fp_fail(c, ctx, "a stream with trim NaN not refused");
+    hicp_stream_destroy(st);
+    fp_kept(c, "a refused stream");
     hicp_context_destroy(ctx);
   }
   /* the squared distance to vertex 0 is 1e-40, a float subnormal */
@@ -1326,6 +1386,7 @@ Test(contract, any_floating_point_environment)
     cases[k].m = m;
     cases[k].scan = s;
     cases[k].n = NS;
+    cases[k].mpts = p;
     cases[k].text = text;
     snprintf(cases[k].ply, sizeof cases[k].ply, "%s/case%d.ply", dir, k);
 #if !defined(FTZ_DAZ)
@@ -1340,6 +1401,14 @@ Test(contract, any_floating_point_environment)
       cr_assert(memcmp(&cases[k].got[j], &cases[0].got[0], sizeof cases[0].got[0]) == 0,
                 "case %d (rounding %d, ftz %d), %d threads: other bits than the default's", k,
                 cases[k].round, cases[k].ftz, j + 1);
+    cr_assert(memcmp(&cases[k].streamed, &cases[0].got[0], sizeof cases[0].got[0]) == 0,
+              "case %d: the stream's bits differ from the registration's", k);
+    cr_assert(cases[k].fixed_stop[0] == HICP_STOP_INCREMENT &&
+                  cases[k].fixed_stop[1] == HICP_STOP_INCREMENT &&
+                  cases[k].fixed_iter[1] == cases[k].fixed_iter[0],
+              "case %d: at the fixed point register stopped %d after %d, the stream %d after %d", k,
+              cases[k].fixed_stop[0], cases[k].fixed_iter[0], cases[k].fixed_stop[1],
+              cases[k].fixed_iter[1]);
     cr_assert(cases[k].read_hash == cases[0].read_hash, "case %d: the text read otherwise", k);
     size_t la, lb;
     unsigned char *pa = th_read(cases[0].ply, &la), *pb = th_read(cases[k].ply, &lb);
