@@ -17,6 +17,9 @@ static const char *const hicp__qorder_names[] = {"0", "1", 0};
 /* HICP_THREADS_ADAPT: 0 runs a registration on all its context's threads
  * however busy the CPUs are (lib/contention.c) */
 static const char *const hicp__adapt_names[] = {"0", "1", 0};
+/* HICP_GPU_FAULT: the tests' fault injection, read by the CUDA backend
+ * (gpu/gpu_backend.cu); any other value injects nothing */
+static const char *const hicp__gpu_fault_names[] = {"alloc", "kernel", "lost", 0};
 
 /* The index of value in names, or -1. */
 static inline int hicp__env_index(const char *const *names, const char *value)

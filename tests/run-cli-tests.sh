@@ -107,7 +107,7 @@ else
   skip "devices in a cgroup: needs root, python3 and a writable cgroup v1 hierarchy"
 fi
 # a setting's unknown value is refused by name, before any work; empty is unset
-for setting in HICP_SIMD=avx3 HICP_BIND=no HICP_QORDER=yes HICP_THREADS_ADAPT=yes; do
+for setting in HICP_SIMD=avx3 HICP_BIND=no HICP_QORDER=yes HICP_THREADS_ADAPT=yes HICP_GPU_FAULT=oom; do
   check "$setting refused" 2 env "$setting" "$bin" devices
   one_line_error "${setting%%=*}=${setting#*=}: not one of"
 done

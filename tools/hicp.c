@@ -41,7 +41,8 @@ static int check_environment(void)
   } settings[] = {{"HICP_SIMD", hicp__simd_names},
                   {"HICP_BIND", hicp__bind_names},
                   {"HICP_QORDER", hicp__qorder_names},
-                  {"HICP_THREADS_ADAPT", hicp__adapt_names}};
+                  {"HICP_THREADS_ADAPT", hicp__adapt_names},
+                  {"HICP_GPU_FAULT", hicp__gpu_fault_names}};
   for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
     const char *v = getenv(settings[i].name);
     if (v == NULL || v[0] == '\0' || hicp__env_index(settings[i].values, v) >= 0)
