@@ -214,7 +214,12 @@ typedef struct hicp_context_options {
                              threads never change a bit of a result.
                              ::HICP_CONTEXT_FIXED_THREADS, or
                              HICP_THREADS_ADAPT=0 in the environment,
-                             runs all of them always. */
+                             runs all of them always; so do settings
+                             under which libgomp's threads sleep within a
+                             millisecond (OMP_WAIT_POLICY=passive, or a
+                             GOMP_SPINCOUNT under 10000, which decides
+                             over the policy as in libgomp): their waits
+                             do not hold the CPUs. */
   hicp_backend backend; /**< default ::HICP_BACKEND_AUTO */
   const int *devices;   /**< CUDA device ordinals to use, copied; NULL = all.
                              A device may be listed more than once: each entry
@@ -679,8 +684,8 @@ typedef struct hicp_model_info {
   double origin[3];        /**< coordinates are relative to this */
   double bbox_min[3], bbox_max[3]; /**< bounding box, absolute coordinates */
   char fallback_reason[128]; /**< why there is no Delaunay graph, or "" */
-  uint64_t bytes_start;    /**< start table, where walks without a previous match begin
-                                (at most 16 bytes a vertex; 0 without a graph) */
+  uint64_t bytes_start;    /**< start table, where pnn-opt's walks without a previous
+                                match begin (at most 16 bytes a vertex; 0 without a graph) */
   uint32_t guards;         /**< guard points the graph was triangulated with
                                 (a flat face on the points' hull;
                                 hicp_model_build), 0 for none */
