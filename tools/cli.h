@@ -66,7 +66,8 @@ int cli_u64(const char *opt, const char *s, unsigned long long *out);
 int cli_size(const char *opt, const char *s, unsigned long long *out);
 /* The --memory-limit line of every command's --help. */
 #define CLI_MEMORY_HELP \
-  "  --memory-limit SIZE most memory one step may take, e.g. 512M, 8G\n" \
+  "  --memory-limit SIZE most memory one step may take, in bytes or with K, M, G\n" \
+  "                      or T (x 2^10, 2^20, 2^30, 2^40), e.g. 512M, 8G\n"     \
   "                      (default: 3/4 of physical memory)\n"
 int cli_double(const char *opt, const char *s, double lo, double hi, double *out);
 /* Exactly n comma-separated numbers (no empty field); FORM says what was

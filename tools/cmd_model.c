@@ -23,7 +23,8 @@ static void usage(FILE *f)
           "  --no-delaunay        build the kd-tree only (a saved model keeps its graph)\n"
           "  --validate           check the graph (symmetry, reachability, duplicates)\n"
           "  --json               print the facts as JSON (build: of the model it saved)\n"
-          "  --memory-limit SIZE  most memory one step may take, e.g. 512M, 8G\n"
+          "  --memory-limit SIZE  most memory one step may take, in bytes or with K, M,\n"
+          "                       G or T (x 2^10, 2^20, 2^30, 2^40), e.g. 512M, 8G\n"
           "                       (default: 3/4 of physical memory)\n");
 }
 

@@ -30,15 +30,17 @@ static void usage(FILE *f)
           "  --view X,Y,Z          keep the part seen from a distant camera in this\n"
           "                        direction (model frame, object -> camera)\n"
           "  --samples N           resample N points on the mesh surface (needs faces)\n"
-          "                        instead of using the vertices\n"
-          "  --noise S             Gaussian noise, sigma = S x bounding-box diagonal\n"
-          "  --outliers F          add F x points gross outliers in the enlarged box\n"
-          "  --keep N              keep at most N of the visible points (a random subset)\n"
+          "                        instead of using the vertices; 1..100000000\n"
+          "  --noise S             Gaussian noise, sigma = S x bounding-box diagonal; 0..1\n"
+          "  --outliers F          add F x points gross outliers in the enlarged box; 0..10\n"
+          "  --keep N              keep at most N of the visible points (a random subset;\n"
+          "                        1..100000000)\n"
           "  --seed N              random seed (default 1)\n"
           "  --truth FILE          also write the truth transform to FILE\n"
           "  --ascii               write ASCII PLY\n"
           "  --json                print the summary as JSON\n"
-          "  --memory-limit SIZE   most memory one step may take, e.g. 512M, 8G\n"
+          "  --memory-limit SIZE   most memory one step may take, in bytes or with K, M,\n"
+          "                        G or T (x 2^10, 2^20, 2^30, 2^40), e.g. 512M, 8G\n"
           "                        (default: 3/4 of physical memory)\n");
 }
 
