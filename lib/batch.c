@@ -434,19 +434,19 @@ static void pace_done(const batch_job *j, double ms)
 }
 
 /* A batch's results are an array of the caller's hicp_result, whose size
- * is what its header says (struct_size): a program built against an older
- * or newer header than this library's steps through it by that size, not
- * by this library's sizeof.  The first result's struct_size gives the
- * stride when it is a size a hicp_result can have; otherwise this
- * library's (the batch then fails on that result, which it checks). */
+ * is what its header says: the call's macro passes it (sizeof *(results)),
+ * and a program built against an older or newer header than this
+ * library's steps through it by that size, not by this library's sizeof.
+ * (Until stop 65 the first result's struct_size gave it: an unprepared
+ * first result holding 8192 sent the checks 8 KiB past a 2 KiB array, and
+ * where the bytes there happened to match, frames were written over the
+ * caller's other data.)  A size too small to hold a frame's index, or not
+ * a whole number of hicp_result's alignment, is no array of results. */
 #define RESULT_MIN (offsetof(hicp_result, frame) + sizeof(uint64_t))
 
-static size_t result_stride(const hicp_result *results, size_t nframes)
+static int result_size_ok(size_t rsize)
 {
-  const size_t s = nframes > 0 ? results[0].struct_size : sizeof(hicp_result);
-  return s >= RESULT_MIN && s <= 64 * sizeof(hicp_result) && s % _Alignof(hicp_result) == 0
-             ? s
-             : sizeof(hicp_result);
+  return rsize >= RESULT_MIN && rsize % _Alignof(hicp_result) == 0;
 }
 
 static hicp_result *result_at(hicp_result *results, size_t stride, size_t i)
@@ -642,31 +642,32 @@ static int match_buffer(uint32_t **buf, size_t *cap, size_t n, size_t prev_cap)
 /* A batch that cannot start (a bad argument, no memory, no workers): every
  * prepared result says so, as a failed frame's would, so that no result of
  * the call reads as a frame that ran.  Returns rc. */
-static int fail_all_with(hicp_result *results, size_t nframes, int rc, const char *msg)
+static int fail_all_with(hicp_result *results, size_t nframes, size_t rsize, int rc,
+                         const char *msg)
 {
-  const size_t rstride = results != NULL ? result_stride(results, nframes) : 0;
-  for (size_t i = 0; results != NULL && i < nframes; i++) {
-    hicp_result *r = result_at(results, rstride, i);
-    if (r->struct_size == rstride || (i == 0 && r->struct_size >= RESULT_MIN))
+  for (size_t i = 0; results != NULL && result_size_ok(rsize) && i < nframes; i++) {
+    hicp_result *r = result_at(results, rsize, i);
+    if (r->struct_size == rsize)
       hicp__result_failed(r, i, rc, msg);
   }
   return rc;
 }
 
-static int fail_all(hicp_context *ctx, hicp_result *results, size_t nframes, int rc)
+static int fail_all(hicp_context *ctx, hicp_result *results, size_t nframes, size_t rsize, int rc)
 {
-  return fail_all_with(results, nframes, rc, hicp_context_error(ctx));
+  return fail_all_with(results, nframes, rsize, rc, hicp_context_error(ctx));
 }
 
 /* A batch refused for a NULL argument, `msg` saying which: in every
  * prepared result too (a NULL model or frames left the results of an
  * earlier batch to read as frames that ran: stop 53's review), and on the
  * context when there is one. */
-static int refuse(hicp_context *ctx, hicp_result *results, size_t nframes, const char *msg)
+static int refuse(hicp_context *ctx, hicp_result *results, size_t nframes, size_t rsize,
+                  const char *msg)
 {
   if (ctx == NULL)
-    return fail_all_with(results, nframes, HICP_EINVAL, msg);
-  return fail_all(ctx, results, nframes, hicp__fail(ctx, HICP_EINVAL, "%s", msg));
+    return fail_all_with(results, nframes, rsize, HICP_EINVAL, msg);
+  return fail_all(ctx, results, nframes, rsize, hicp__fail(ctx, HICP_EINVAL, "%s", msg));
 }
 
 /* hicp_register_batch, and with origins (one per frame, or NULL) that of
@@ -674,31 +675,35 @@ static int refuse(hicp_context *ctx, hicp_result *results, size_t nframes, const
 static int batch_run_body(hicp_context *ctx, const hicp_model *m, const float *const *frames,
                           const size_t *counts, const double (*origins)[3], size_t nframes,
                           const hicp_reg_options *opts, const hicp_batch_options *bopts,
-                          const hicp_transform *inits, hicp_result *results)
+                          const hicp_transform *inits, hicp_result *results, size_t rstride)
 {
-  const size_t rstride = result_stride(results, nframes);
+  if (nframes > 0 && !result_size_ok(rstride))
+    return hicp__fail(ctx, HICP_EINVAL,
+                      "hicp_register_batch: results of %zu bytes apart, where a hicp_result "
+                      "takes at least %zu (call the macro, which passes sizeof *(results))",
+                      rstride, (size_t)RESULT_MIN);
   for (size_t i = 0; i < nframes; i++)
     if (result_at(results, rstride, i)->struct_size != rstride)
-      return fail_all(ctx, results, nframes,
+      return fail_all(ctx, results, nframes, rstride,
                       hicp__fail(ctx, HICP_EINVAL,
                                  "hicp_register_batch: prepare every result with "
                                  "hicp_result_init() (result %zu is not)", i));
   hicp_batch_options bo;
   int rc = batch_options(ctx, bopts, &bo);
   if (rc != HICP_OK)
-    return fail_all(ctx, results, nframes, rc);
+    return fail_all(ctx, results, nframes, rstride, rc);
   hicp__plan plan;
   size_t stride;
   rc = hicp__make_plan(ctx, m, opts, &plan, &stride);
   if (rc != HICP_OK)
-    return fail_all(ctx, results, nframes, rc);
+    return fail_all(ctx, results, nframes, rstride, rc);
   if (origins != NULL && stride != 3 * sizeof(float))
-    return fail_all(ctx, results, nframes,
+    return fail_all(ctx, results, nframes, rstride,
                     hicp__fail(ctx, HICP_EINVAL, "scan_stride does not apply to a cloud"));
   /* Tracking starts every frame from inits[0] until one succeeds: a bad
    * one would fail them all, each with the same message. */
   if (bo.track && nframes > 0 && inits != NULL && hicp_transform_check(&inits[0]) != HICP_OK)
-    return fail_all(ctx, results, nframes,
+    return fail_all(ctx, results, nframes, rstride,
                     hicp__fail(ctx, HICP_EINVAL,
                                "hicp_register_batch: inits[0] is not rigid (R must be a "
                                "rotation, last row 0 0 0 1)"));
@@ -790,7 +795,7 @@ static int batch_run_body(hicp_context *ctx, const hicp_model *m, const float *c
       team.w[i]->ops->destroy(team.w[i]);
   }
   if (rc != HICP_OK) /* no workers, no device: no frame ran */
-    return fail_all(ctx, results, nframes, rc);
+    return fail_all(ctx, results, nframes, rstride, rc);
   for (size_t i = 0; i < nframes; i++) {
     const hicp_result *r = result_at(results, rstride, i);
     if (r->error != HICP_OK)
@@ -802,49 +807,50 @@ static int batch_run_body(hicp_context *ctx, const hicp_model *m, const float *c
 static int batch_run(hicp_context *ctx, const hicp_model *m, const float *const *frames,
                      const size_t *counts, const double (*origins)[3], size_t nframes,
                      const hicp_reg_options *opts, const hicp_batch_options *bopts,
-                     const hicp_transform *inits, hicp_result *results)
+                     const hicp_transform *inits, hicp_result *results, size_t rsize)
 {
   hicp__fpenv fe;
   hicp__fpenv_enter(&fe);
   const int rc =
-      batch_run_body(ctx, m, frames, counts, origins, nframes, opts, bopts, inits, results);
+      batch_run_body(ctx, m, frames, counts, origins, nframes, opts, bopts, inits, results, rsize);
   hicp__fpenv_leave(&fe);
   return rc;
 }
 
-int hicp_register_batch(hicp_context *ctx, const hicp_model *m, const float *const *frames,
-                        const size_t *counts, size_t nframes, const hicp_reg_options *opts,
-                        const hicp_batch_options *bopts, const hicp_transform *inits,
-                        hicp_result *results)
+int hicp_register_batch_sized(hicp_context *ctx, const hicp_model *m, const float *const *frames,
+                              const size_t *counts, size_t nframes, const hicp_reg_options *opts,
+                              const hicp_batch_options *bopts, const hicp_transform *inits,
+                              hicp_result *results, size_t rsize)
 {
   if (ctx == NULL)
-    return refuse(ctx, results, nframes, "hicp_register_batch: NULL context");
+    return refuse(ctx, results, nframes, rsize, "hicp_register_batch: NULL context");
   hicp__clear_error(ctx);
   hicp__cancel_begin(ctx);
   if (m == NULL || (nframes > 0 && (frames == NULL || counts == NULL || results == NULL)))
-    return refuse(ctx, results, nframes, "hicp_register_batch: NULL argument");
-  return batch_run(ctx, m, frames, counts, NULL, nframes, opts, bopts, inits, results);
+    return refuse(ctx, results, nframes, rsize, "hicp_register_batch: NULL argument");
+  return batch_run(ctx, m, frames, counts, NULL, nframes, opts, bopts, inits, results, rsize);
 }
 
-int hicp_register_batch_clouds(hicp_context *ctx, const hicp_model *m,
-                               const hicp_cloud *const *clouds, size_t nframes,
-                               const hicp_reg_options *opts, const hicp_batch_options *bopts,
-                               const hicp_transform *inits, hicp_result *results)
+int hicp_register_batch_clouds_sized(hicp_context *ctx, const hicp_model *m,
+                                     const hicp_cloud *const *clouds, size_t nframes,
+                                     const hicp_reg_options *opts,
+                                     const hicp_batch_options *bopts, const hicp_transform *inits,
+                                     hicp_result *results, size_t rsize)
 {
   if (ctx == NULL)
-    return refuse(ctx, results, nframes, "hicp_register_batch_clouds: NULL context");
+    return refuse(ctx, results, nframes, rsize, "hicp_register_batch_clouds: NULL context");
   hicp__clear_error(ctx);
   hicp__cancel_begin(ctx);
   if (m == NULL || (nframes > 0 && (clouds == NULL || results == NULL)))
-    return refuse(ctx, results, nframes, "hicp_register_batch_clouds: NULL argument");
+    return refuse(ctx, results, nframes, rsize, "hicp_register_batch_clouds: NULL argument");
   if (nframes == 0)
-    return batch_run(ctx, m, NULL, NULL, NULL, 0, opts, bopts, inits, results);
+    return batch_run(ctx, m, NULL, NULL, NULL, 0, opts, bopts, inits, results, rsize);
   const float **frames = malloc(sizeof *frames * nframes);
   size_t *counts = malloc(sizeof *counts * nframes);
   double(*origins)[3] = malloc(sizeof *origins * nframes);
   int rc;
   if (frames == NULL || counts == NULL || origins == NULL) {
-    rc = fail_all(ctx, results, nframes, hicp__fail(ctx, HICP_ENOMEM, "out of memory"));
+    rc = fail_all(ctx, results, nframes, rsize, hicp__fail(ctx, HICP_ENOMEM, "out of memory"));
   } else {
     /* A NULL cloud is a NULL frame of a point: that frame alone fails, on
      * its NULL points (HICP_EINVAL), as in hicp_register_batch. */
@@ -856,7 +862,7 @@ int hicp_register_batch_clouds(hicp_context *ctx, const hicp_model *m,
       memcpy(origins[i], c != NULL ? c->origin : zero, sizeof origins[i]);
     }
     rc = batch_run(ctx, m, frames, counts, (const double(*)[3])origins, nframes, opts, bopts,
-                   inits, results);
+                   inits, results, rsize);
   }
   free(frames);
   free(counts);

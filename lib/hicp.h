@@ -971,9 +971,15 @@ HICP_API void hicp_batch_options_init_sized(hicp_batch_options *opts, size_t siz
  * frames[i] (x, y, z floats, opts->scan_stride bytes apart) and starts from
  * inits[i] (@p inits may be NULL: identity); with tracking, frames after
  * the first start from the previous frame's pose, and their inits[i] are
- * not read (a stream's frames, submitted one by one, take their own).  Each results[i] must be prepared with hicp_result_init();
- * the library steps through @p results by their struct_size, so a program
- * built against another version of this header passes its own array.
+ * not read (a stream's frames, submitted one by one, take their own).
+ * Each results[i] must be prepared with hicp_result_init().  This is a
+ * macro: it passes the size of the caller's hicp_result, sizeof *(results),
+ * by which the library steps through the array, so a program built against
+ * another version of this header passes its own array (a size read from
+ * the array itself, results[0].struct_size, let an unprepared first result
+ * send the library outside it: stop 65's review).  @p results therefore
+ * needs its type: with no frames, a null hicp_result pointer, not a bare
+ * NULL.
  * The context's backend decides the workers: "cpu" its CPU threads, "cuda"
  * its devices (each listed device runs up to eight frames at once, fewer
  * when the model takes more than 1/32 of its memory; a device listed twice
@@ -997,12 +1003,21 @@ HICP_API void hicp_batch_options_init_sized(hicp_batch_options *opts, size_t siz
  * @return 0 when every frame ran; otherwise the first failing frame's code
  *         (each result says whether its frame failed, in results[i].error),
  *         ::HICP_ECANCELED when hicp_context_cancel() stopped frames before
- *         they started.
+ *         they started; ::HICP_EINVAL for a result not prepared with this
+ *         size (no frame runs, and the results so prepared say so).
  */
-HICP_API int hicp_register_batch(hicp_context *ctx, const hicp_model *model,
-                                 const float *const *frames, const size_t *counts, size_t nframes,
-                                 const hicp_reg_options *opts, const hicp_batch_options *bopts,
-                                 const hicp_transform *inits, hicp_result *results);
+#define hicp_register_batch(ctx, model, frames, counts, nframes, opts, bopts, inits, results)   \
+  hicp_register_batch_sized((ctx), (model), (frames), (counts), (nframes), (opts), (bopts),      \
+                            (inits), (results), sizeof *(results))
+/** Implementation of hicp_register_batch(), the results @p result_size
+ *  bytes apart (at least up to hicp_result's `frame`); call the macro
+ *  instead. */
+HICP_API int hicp_register_batch_sized(hicp_context *ctx, const hicp_model *model,
+                                       const float *const *frames, const size_t *counts,
+                                       size_t nframes, const hicp_reg_options *opts,
+                                       const hicp_batch_options *bopts,
+                                       const hicp_transform *inits, hicp_result *results,
+                                       size_t result_size);
 
 /**
  * hicp_register_batch() for clouds, each with its origin taken into account
@@ -1011,15 +1026,22 @@ HICP_API int hicp_register_batch(hicp_context *ctx, const hicp_model *model,
  * before's pose; poses are absolute, so the clouds' origins need not
  * agree).  A cloud's points are packed: opts->scan_stride must be 0 (or
  * 3 * sizeof(float)).
+ * A macro, as hicp_register_batch() is.
  * @return as hicp_register_batch(); ::HICP_EINVAL also for another
  *         scan_stride (no frame runs) or a NULL cloud (that frame fails, as
  *         a NULL frame does in hicp_register_batch(); the others run).
  */
-HICP_API int hicp_register_batch_clouds(hicp_context *ctx, const hicp_model *model,
-                                        const hicp_cloud *const *clouds, size_t nframes,
-                                        const hicp_reg_options *opts,
-                                        const hicp_batch_options *bopts,
-                                        const hicp_transform *inits, hicp_result *results);
+#define hicp_register_batch_clouds(ctx, model, clouds, nframes, opts, bopts, inits, results)    \
+  hicp_register_batch_clouds_sized((ctx), (model), (clouds), (nframes), (opts), (bopts),         \
+                                   (inits), (results), sizeof *(results))
+/** Implementation of hicp_register_batch_clouds(); call the macro
+ *  instead. */
+HICP_API int hicp_register_batch_clouds_sized(hicp_context *ctx, const hicp_model *model,
+                                              const hicp_cloud *const *clouds, size_t nframes,
+                                              const hicp_reg_options *opts,
+                                              const hicp_batch_options *bopts,
+                                              const hicp_transform *inits,
+                                              hicp_result *results, size_t result_size);
 
 /** A stream of frames against one model, answered in submission order. */
 typedef struct hicp_stream hicp_stream;

@@ -254,7 +254,7 @@ Test(batch, workers_kept_for_the_next_batch)
   hicp_context_cancel(ctx);
   batch_is_solo(ctx, a, frames, counts, 4, "after a cancel between batches");
   cr_assert_eq(atomic_load(&hicp__batch_crews_made), made + 1, "the workers were made again");
-  cr_assert_eq(hicp_register_batch(ctx, a, NULL, NULL, 0, NULL, NULL, NULL, NULL), 0);
+  cr_assert_eq(hicp_register_batch(ctx, a, NULL, NULL, 0, NULL, NULL, NULL, (hicp_result *)NULL), 0);
   batch_is_solo(ctx, a, frames, counts, 4, "after an empty batch");
   cr_assert_eq(atomic_load(&hicp__batch_crews_made), made + 1,
                "an empty batch made workers, or gave the kept ones up");
@@ -1223,13 +1223,13 @@ Test(batch, bad_arguments)
   cr_assert_eq(r2[1].error, HICP_EINVAL);
   hicp_cloud_destroy(cl);
   cr_assert_eq(hicp_register_batch(ctx, m, NULL, &n, 1, NULL, NULL, NULL, &r), HICP_EINVAL);
-  cr_assert_eq(hicp_register_batch(ctx, m, f, &n, 0, NULL, NULL, NULL, NULL), 0);
+  cr_assert_eq(hicp_register_batch(ctx, m, f, &n, 0, NULL, NULL, NULL, (hicp_result *)NULL), 0);
   /* no frames to track: the inits are not read (one past the end here) */
   hicp_transform one[1];
   hicp_transform_identity(&one[0]);
   bo.cpu_share = -1.0;
   bo.track = 1;
-  cr_assert_eq(hicp_register_batch(ctx, m, NULL, NULL, 0, NULL, &bo, one + 1, NULL), 0);
+  cr_assert_eq(hicp_register_batch(ctx, m, NULL, NULL, 0, NULL, &bo, one + 1, (hicp_result *)NULL), 0);
   bo.track = 0;
   /* a bad frame fails alone */
   float bad[3] = {NAN, 0, 0};

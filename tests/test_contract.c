@@ -153,8 +153,11 @@ Test(contract, batch_results_of_another_size)
     hicp_batch_options bo;
     hicp_batch_options_init(&bo);
     bo.track = track;
-    cr_assert_eq(hicp_register_batch(ctx, m, frames, counts, NF, NULL, &bo, NULL, &res[0].r), 0,
-                 "%s", hicp_context_error(ctx));
+    /* (the macro passes sizeof(hicp_result): a program with a later
+     * header's results passes its own size, as the macro would there) */
+    cr_assert_eq(hicp_register_batch_sized(ctx, m, frames, counts, NF, NULL, &bo, NULL, &res[0].r,
+                                           sizeof res[0]),
+                 0, "%s", hicp_context_error(ctx));
     hicp_transform pose;
     hicp_transform_identity(&pose);
     for (int k = 0; k < NF; k++) {
@@ -178,9 +181,43 @@ Test(contract, batch_results_of_another_size)
   later_result mixed[2];
   hicp_result_init_sized(&mixed[0].r, sizeof mixed[0]);
   hicp_result_init_sized(&mixed[1].r, sizeof mixed[1].r);
-  cr_assert_eq(hicp_register_batch(ctx, m, frames, counts, 2, NULL, NULL, NULL, &mixed[0].r),
+  cr_assert_eq(hicp_register_batch_sized(ctx, m, frames, counts, 2, NULL, NULL, NULL, &mixed[0].r,
+                                         sizeof mixed[0]),
                HICP_EINVAL);
   cr_assert_eq(mixed[0].r.error, HICP_EINVAL);
+  cr_assert_eq(mixed[1].r.error, 0);
+  /* An unprepared first result is refused without a step outside the
+   * array: its stale struct_size (8192) is not the stride (stop 65's
+   * review: it was, and where the bytes 8 KiB on matched, frames were
+   * written over the caller's other data) */
+  struct {
+    hicp_result r[3];
+    size_t after[4096];
+  } arr;
+  memset(&arr, 0, sizeof arr);
+  for (int k = 1; k < 3; k++)
+    hicp_result_init(&arr.r[k]);
+  arr.r[0].struct_size = 8192;
+  for (size_t i = 0; i < sizeof arr.after / sizeof arr.after[0]; i++)
+    arr.after[i] = 8192;
+  cr_assert_eq(hicp_register_batch(ctx, m, frames, counts, 3, NULL, NULL, NULL, arr.r), HICP_EINVAL);
+  cr_assert(strstr(hicp_context_error(ctx), "result 0 is not") != NULL, "%s",
+            hicp_context_error(ctx));
+  cr_assert_eq(arr.r[0].struct_size, 8192);
+  for (int k = 1; k < 3; k++)
+    cr_assert(arr.r[k].error == HICP_EINVAL && arr.r[k].frame == (uint64_t)k, "result %d", k);
+  for (size_t i = 0; i < sizeof arr.after / sizeof arr.after[0]; i++)
+    cr_assert_eq(arr.after[i], 8192, "the caller's data after the results written, at %zu", i);
+  /* a size that holds no frame index is no array of results: nothing
+   * written */
+  hicp_result small[2];
+  memset(small, 0x5a, sizeof small);
+  unsigned char before[sizeof small];
+  memcpy(before, small, sizeof small);
+  cr_assert_eq(hicp_register_batch_sized(ctx, m, frames, counts, 2, NULL, NULL, NULL, small,
+                                         offsetof(hicp_result, walk)),
+               HICP_EINVAL);
+  cr_assert(memcmp(before, small, sizeof small) == 0);
   for (int k = 0; k < NF; k++)
     free(own[k]);
   hicp_model_destroy(m);
