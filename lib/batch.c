@@ -396,6 +396,9 @@ typedef struct batch_job {
  * that the batch does not wait for a slow CPU frame at its end. */
 typedef struct batch_pace {
   pthread_mutex_t lock;
+  pthread_mutex_t start; /* held by a CPU worker starting its OpenMP team */
+  pthread_cond_t created; /* signalled once every worker thread is made */
+  int all_created;
   double t0;
   int devices;       /* device workers in the crew */
   size_t gpu_frames; /* frames the device workers finished */
@@ -476,6 +479,26 @@ static void *batch_worker(void *arg)
   batch_job *j = arg;
   if (j->slot > 0) /* the caller's own thread is left where it is */
     bind_member(j->cm);
+  /* Each CPU worker starts its OpenMP team before its first frame, one
+   * worker at a time: each checks that the system gives it its threads
+   * (hicp__team_ready) while the teams before it are up and no other check
+   * is under way.  Checked one by one as their frames began, two checks
+   * passed that together the system could not give, and libgomp, which
+   * cannot report a refused thread, exited the process (stop 65's review:
+   * 4 frames on 8 threads at a limit of 8 processes).  A worker refused
+   * takes no frame, but the calling thread's, which the others' frames do
+   * not wait for: its frames fail with HICP_ENOMEM where the check fails
+   * again. */
+  if (!j->cm->gpu) {
+    pthread_mutex_lock(&j->pace->start);
+    /* (the worker threads made after a check would take what it found) */
+    while (!j->pace->all_created)
+      pthread_cond_wait(&j->pace->created, &j->pace->start);
+    const int started = hicp_context_start_threads(j->cm->ctx) >= 0;
+    pthread_mutex_unlock(&j->pace->start);
+    if (!started && j->slot > 0)
+      return NULL;
+  }
   for (;;) {
     if (cpu_should_stop(j))
       break;
@@ -531,6 +554,8 @@ static int batch_independent(hicp_context *ctx, const hicp_model *m, const float
   batch_pace pace;
   memset(&pace, 0, sizeof pace);
   pthread_mutex_init(&pace.lock, NULL);
+  pthread_mutex_init(&pace.start, NULL);
+  pthread_cond_init(&pace.created, NULL);
   pace.t0 = hicp__now_ms();
   pace.devices = c->ngpu;
   batch_job jobs[64];
@@ -544,11 +569,17 @@ static int batch_independent(hicp_context *ctx, const hicp_model *m, const float
   }
   for (int i = 1; i < c->n; i++)
     started[i] = pthread_create(&tid[i], NULL, batch_worker, &jobs[i]) == 0;
+  pthread_mutex_lock(&pace.start);
+  pace.all_created = 1;
+  pthread_cond_broadcast(&pace.created);
+  pthread_mutex_unlock(&pace.start);
   batch_worker(&jobs[0]);
   for (int i = 1; i < c->n; i++)
     if (started[i])
       pthread_join(tid[i], NULL);
   pthread_mutex_destroy(&pace.lock);
+  pthread_mutex_destroy(&pace.start);
+  pthread_cond_destroy(&pace.created);
   int spoiled = 0;
   for (int i = 0; i < c->n; i++)
     spoiled |= c->m[i].spoiled;

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #if defined(_OPENMP)
 #include <omp.h>
@@ -278,6 +279,7 @@ static size_t omp_stacksize(void)
 
 static int threads_available(int n)
 {
+  const int before = process_threads();
   pthread_t *tid = malloc(sizeof *tid * (size_t)n);
   if (tid == NULL)
     return ENOMEM;
@@ -304,6 +306,16 @@ static int threads_available(int n)
   for (int i = 0; i < started; i++)
     pthread_join(tid[i], NULL);
   free(tid);
+  /* A joined thread is still counted against the process limits until the
+   * kernel has released it, a moment after the join returns: the team
+   * started next, into that moment, would be refused as the check was not
+   * (and libgomp exits).  So the check ends when the thread count is back
+   * where it began, or after 50 ms (another thread of the program may
+   * have started meanwhile). */
+  for (int spin = 0; err == 0 && before > 0 && spin < 1000 && process_threads() > before; spin++) {
+    const struct timespec pause = {0, 50000};
+    nanosleep(&pause, NULL);
+  }
   return err;
 }
 

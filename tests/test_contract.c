@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #if defined(__GLIBC__)
 #include <execinfo.h>
@@ -325,6 +326,100 @@ static void *refused_threads_child(void *arg)
                                                                                        : 5);
   }
   return NULL;
+}
+
+/* A batch of fewer frames than threads shares the threads out: 4 frames
+ * on 8 threads run as 4 workers of 2.  Each worker checked its own team
+ * alone as its first frame began, and at a limit of 8 tasks two checks
+ * passed that together the system could not give: libgomp exited the
+ * process (stop 65's review, 5 of 6 runs).  The workers now start their
+ * teams one at a time, and one refused leaves its frames to the others.
+ * In a child under RLIMIT_NPROC, as a user id of its own (root is not held
+ * to the limit, and the limit counts every task of the user: nobody's
+ * are the CLI tests' too): exit 0 when every frame ran or failed with
+ * HICP_ENOMEM, three batches in a row; 1 is libgomp's exit. */
+static void *refused_batch_child(void *arg)
+{
+  hicp_context *ctx = arg;
+  if (freopen("/dev/null", "w", stderr) == NULL)
+    _exit(3);
+  enum { NF = 4, NP = 3000 };
+  float *p = th_surface(NP, 51);
+  hicp_model *m = NULL;
+  if (hicp_model_build(ctx, p, NP, 0, NULL, &m) != 0)
+    _exit(3);
+  hicp_context_options co;
+  hicp_context_options_init(&co);
+  co.threads = 8;
+  co.backend = HICP_BACKEND_CPU;
+  hicp_context *eight = NULL;
+  if (hicp_context_create(&co, &eight) != 0)
+    _exit(3);
+  const float *frames[NF];
+  size_t counts[NF];
+  for (int k = 0; k < NF; k++) {
+    frames[k] = p + 3 * 500 * k;
+    counts[k] = 1000;
+  }
+  /* the limit leaves the batch 5 threads more than the child has (its
+   * own, this one, the model build's team): the 4 workers of 2 threads
+   * take 7, 3 worker threads and a team thread each but the calling
+   * thread's, which has the model build's */
+  int base = 0;
+  DIR *d = opendir("/proc/self/task");
+  if (d == NULL)
+    _exit(4);
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    base += e->d_name[0] != '.';
+  closedir(d);
+  struct rlimit rl = {(rlim_t)base + 5, (rlim_t)base + 5};
+  if (setrlimit(RLIMIT_NPROC, &rl) != 0)
+    _exit(4);
+  for (int round = 0; round < 3; round++) {
+    hicp_result r[NF];
+    for (int k = 0; k < NF; k++)
+      hicp_result_init(&r[k]);
+    const int rc = hicp_register_batch(eight, m, frames, counts, NF, NULL, NULL, NULL, r);
+    if (rc != HICP_OK && rc != HICP_ENOMEM)
+      _exit(5);
+    for (int k = 0; k < NF; k++)
+      if (r[k].error != HICP_OK && r[k].error != HICP_ENOMEM)
+        _exit(6);
+  }
+  _exit(0);
+  return NULL;
+}
+
+Test(contract, batch_workers_refused_threads_are_reported)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  cr_skip_test("a sanitizer's own threads count against the limit");
+#endif
+  if (geteuid() != 0)
+    cr_skip_test("needs root, to run the child as a user whom RLIMIT_NPROC holds");
+  setenv("HICP_THREADS_ADAPT", "0", 1);
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    hicp_context *one = NULL;
+    if (hicp_context_create(NULL, &one) != 0)
+      _exit(3);
+    const uid_t own = (uid_t)(200000 + getpid() % 100000);
+    if (setgid(own) != 0 || setuid(own) != 0)
+      _exit(4);
+    pthread_t t;
+    if (pthread_create(&t, NULL, refused_batch_child, one) != 0)
+      _exit(3);
+    pthread_join(t, NULL);
+    _exit(3);
+  }
+  unsetenv("HICP_THREADS_ADAPT");
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status), "the child died of signal %d", WTERMSIG(status));
+  cr_assert_eq(WEXITSTATUS(status), 0,
+               "exit status %d: 1 is libgomp's exit, 5 or 6 another code", WEXITSTATUS(status));
 }
 
 /* A memory limit's refusal tells the need from the limit (stop 58's
