@@ -118,6 +118,8 @@ static int cloud_from_doubles(hicp_context *ctx, const double *xyz, size_t n, si
   int rc = hicp__point_stride(ctx, "cloud", stride, 3 * sizeof(double), &stride);
   if (rc == HICP_OK)
     rc = hicp__check_count(ctx, "cloud", xyz, n);
+  if (rc == HICP_OK)
+    rc = hicp__check_span(ctx, "cloud", n, stride, 3 * sizeof(double));
   if (rc != HICP_OK)
     return rc;
   /* the double copy and the cloud's floats live together for a moment */
@@ -156,6 +158,20 @@ int hicp__point_stride(hicp_context *ctx, const char *what, size_t given, size_t
   return HICP_OK;
 }
 
+int hicp__check_span(hicp_context *ctx, const char *what, size_t n, size_t stride, size_t point)
+{
+  /* base + i * stride for the last point: no array of the caller's can
+   * reach past PTRDIFF_MAX bytes, so such a stride (a negative difference
+   * of two pointers, kept in a size_t) wrapped round the address space
+   * and read bytes outside the caller's points (stop 65's review) */
+  if (n > 1 && stride > ((size_t)PTRDIFF_MAX - point) / (n - 1))
+    return hicp__fail(ctx, HICP_EINVAL,
+                      "%s stride %zu is too large for %zu points: they would span more than "
+                      "PTRDIFF_MAX bytes",
+                      what, stride, n);
+  return HICP_OK;
+}
+
 int hicp__check_count(hicp_context *ctx, const char *what, const void *xyz, size_t n)
 {
   if (n == 0)
@@ -187,6 +203,8 @@ static int copy_points(hicp_context *ctx, const char *what, const float *xyz, si
 {
   *out = NULL;
   int rc = hicp__check_count(ctx, what, xyz, n);
+  if (rc == HICP_OK)
+    rc = hicp__check_span(ctx, what, n, stride, 3 * sizeof(float));
   if (rc != HICP_OK)
     return rc;
   char the[32];
@@ -212,6 +230,8 @@ int hicp__copy_points_to(hicp_context *ctx, const char *what, const float *xyz, 
                          size_t stride, float *dst)
 {
   int rc = hicp__check_count(ctx, what, xyz, n);
+  if (rc == HICP_OK)
+    rc = hicp__check_span(ctx, what, n, stride, 3 * sizeof(float));
   return rc != HICP_OK ? rc : pack_points(ctx, what, xyz, n, stride, dst);
 }
 

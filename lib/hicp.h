@@ -34,6 +34,11 @@
  *   use; the macro records the caller's struct size so that later versions of
  *   the library can add fields without breaking older programs.  Likewise
  *   result structs are prepared with hicp_result_init().
+ * - A stride (hicp_cloud_from_xyz(), hicp_model_build(),
+ *   hicp_reg_options.scan_stride, hicp_nn_options.query_stride) is at
+ *   least a point's size, and one whose points would span more than
+ *   PTRDIFF_MAX bytes, which no array does (a negative stride kept in a
+ *   size_t), is refused with ::HICP_EINVAL.
  * - `*_destroy(NULL)` is a no-op.
  * - The context given to file, model, query and device calls only keeps
  *   their error message and holds them to its memory limit: there it may be

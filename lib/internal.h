@@ -68,6 +68,9 @@ int hicp__fail_prefix(hicp_context *ctx, int code, const char *what);
  * `what` ("scan", "query", "cloud", "model") names the points (cloud.c). */
 int hicp__point_stride(hicp_context *ctx, const char *what, size_t given, size_t point,
                        size_t *stride);
+/* HICP_EINVAL where n points `stride` bytes apart, each of `point` bytes,
+ * would span more than PTRDIFF_MAX bytes: no caller's array does (cloud.c). */
+int hicp__check_span(hicp_context *ctx, const char *what, size_t n, size_t stride, size_t point);
 
 /* Refuses n points at xyz when there are none, xyz is NULL or n passes
  * what a uint32_t index holds; `what` ("scan", "model") names them in the

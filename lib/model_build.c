@@ -435,6 +435,8 @@ static int model_build(hicp_context *ctx, const float *xyz, size_t n, size_t str
   int rc = hicp__point_stride(ctx, "model", stride, 3 * sizeof(float), &stride);
   if (rc == HICP_OK)
     rc = hicp__check_count(ctx, "model", xyz, n);
+  if (rc == HICP_OK)
+    rc = hicp__check_span(ctx, "model", n, stride, 3 * sizeof(float));
   if (rc != HICP_OK)
     return rc;
   /* The build's peak, a point, measured (stop 43: the process's peak

@@ -138,6 +138,9 @@ static int nn_query_body(hicp_context *ctx, const char *fn, const hicp_model *mo
     return rc;
   if (n > (size_t)INT64_MAX / 2)
     return hicp__fail(ctx, HICP_ELIMIT, "too many queries");
+  rc = hicp__check_span(ctx, "query", n, stride, 3 * sizeof(float));
+  if (rc != HICP_OK)
+    return rc;
   rc = hicp__team_ready(ctx);
   if (rc != HICP_OK)
     return rc;

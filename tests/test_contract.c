@@ -487,6 +487,70 @@ Test(contract, failed_constructors_leave_null)
   hicp_context_destroy(ctx);
 }
 
+/* A stride whose points would span more than PTRDIFF_MAX bytes describes
+ * no caller's array: a negative stride kept in a size_t is the way to get
+ * one.  Each entry point that takes a stride refuses it; before stop 65's
+ * review the points were read at base + i * stride, wrapped: here the
+ * bytes before the first point (success), elsewhere a crash. */
+Test(contract, strides_beyond_the_address_space)
+{
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  float *p = th_surface(300, 4);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, p, 300, 0, NULL, &m), 0);
+  /* point 0 at pts[3], point 1 twelve bytes before it: readable memory */
+  const float pts[6] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};
+  const double dpts[6] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6};
+  const size_t back = (size_t)0 - 3 * sizeof(float);
+  hicp_cloud *c = NULL;
+  cr_assert_eq(hicp_cloud_from_xyz(ctx, &pts[3], 2, back, &c), HICP_EINVAL);
+  cr_assert_null(c);
+  cr_assert(strstr(hicp_context_error(ctx), "cloud stride") != NULL, "%s",
+            hicp_context_error(ctx));
+  cr_assert_eq(hicp_cloud_from_xyz_double(ctx, &dpts[3], 2, (size_t)0 - 3 * sizeof(double), &c),
+               HICP_EINVAL);
+  cr_assert_null(c);
+  hicp_model *m2 = NULL;
+  cr_assert_eq(hicp_model_build(ctx, &pts[3], 2, back, NULL, &m2), HICP_EINVAL);
+  cr_assert_null(m2);
+  cr_assert(strstr(hicp_context_error(ctx), "model stride") != NULL, "%s",
+            hicp_context_error(ctx));
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.scan_stride = back;
+  hicp_result r;
+  hicp_result_init(&r);
+  cr_assert_eq(hicp_register(ctx, m, &pts[3], 2, &o, NULL, &r), HICP_EINVAL);
+  cr_assert(strstr(hicp_context_error(ctx), "scan stride") != NULL, "%s",
+            hicp_context_error(ctx));
+  const float *frames[1] = {&pts[3]};
+  const size_t counts[1] = {2};
+  hicp_result_init(&r);
+  cr_assert_eq(hicp_register_batch(ctx, m, frames, counts, 1, &o, NULL, NULL, &r), HICP_EINVAL);
+  cr_assert_eq(r.error, HICP_EINVAL);
+  hicp_stream *s = NULL;
+  cr_assert_eq(hicp_stream_create(ctx, m, &o, NULL, &s), 0, "%s", hicp_context_error(ctx));
+  cr_assert_eq(hicp_stream_submit(s, &pts[3], 2, NULL, NULL), HICP_EINVAL);
+  cr_assert(strstr(hicp_context_error(ctx), "scan stride") != NULL, "%s",
+            hicp_context_error(ctx));
+  hicp_stream_destroy(s);
+  hicp_nn_options no;
+  hicp_nn_options_init(&no);
+  no.query_stride = back;
+  uint32_t idx[2];
+  cr_assert_eq(hicp_nn_query(ctx, m, &pts[3], 2, &no, idx, NULL, NULL), HICP_EINVAL);
+  cr_assert(strstr(hicp_context_error(ctx), "query stride") != NULL, "%s",
+            hicp_context_error(ctx));
+  /* the bound itself: the last point's end at PTRDIFF_MAX bytes is taken */
+  const size_t edge = ((size_t)PTRDIFF_MAX - 12) / 2;
+  cr_assert_eq(hicp__check_span(ctx, "scan", 3, edge, 12), 0);
+  cr_assert_eq(hicp__check_span(ctx, "scan", 3, edge + 1, 12), HICP_EINVAL);
+  cr_assert_eq(hicp__check_span(ctx, "scan", 1, SIZE_MAX, 12), 0); /* one point: no span */
+  hicp_model_destroy(m);
+  free(p);
+  hicp_context_destroy(ctx);
+}
+
 /* Writes text into dir/name, making dir's parents. */
 static void put(const char *dir, const char *name, const char *text)
 {
