@@ -33,7 +33,14 @@
  * - Options structs are filled with defaults by their `*_init()` macro before
  *   use; the macro records the caller's struct size so that later versions of
  *   the library can add fields without breaking older programs.  Likewise
- *   result structs are prepared with hicp_result_init().
+ *   result structs are prepared with hicp_result_init().  A program built
+ *   against a later hicp.h may give this library its larger options struct
+ *   when the fields this library does not have are zero, as the macro
+ *   leaves them; one that is set is refused with ::HICP_EINVAL (the
+ *   message names the struct and the byte), as the call would not do what
+ *   it asks.  Results are outputs: a later one's added fields are left as
+ *   they were.
+
  * - A stride (hicp_cloud_from_xyz(), hicp_model_build(),
  *   hicp_reg_options.scan_stride, hicp_nn_options.query_stride) is at
  *   least a point's size, and one whose points would span more than
@@ -264,8 +271,10 @@ HICP_API void hicp_context_options_init_sized(hicp_context_options *opts, size_t
 
 /**
  * Creates a context.  @p opts may be NULL for defaults.
- * @return 0, ::HICP_EINVAL (bad option; the message cannot be stored since
- *         there is no context: use hicp_strerror()), ::HICP_ENOMEM.
+ * @return 0, ::HICP_EINVAL (bad option: outside the ranges given with its
+ *         field, or a later header's field set (Conventions); the message
+ *         cannot be stored since there is no context: use hicp_strerror()),
+ *         ::HICP_ENOMEM.
  *         Asking for ::HICP_BACKEND_CUDA on a host without a usable device is
  *         not an error here; registrations then fail with ::HICP_ENODEVICE.
  */

@@ -214,7 +214,8 @@ double hicp__spin_ms(const char *policy, const char *count);
 
 /* Sized option structs: copies the caller's struct (which may come from an
  * older header and be shorter) over library defaults.  Returns 0 or
- * HICP_EINVAL when struct_size is missing or too small. */
+ * HICP_EINVAL when struct_size is missing or too small, or when a byte
+ * beyond this library's struct (one from a later header) is not zero. */
 int hicp__copy_sized(void *dst, size_t dst_size, const void *src, size_t min_size,
                      const char *what, hicp_context *ctx);
 

@@ -106,6 +106,18 @@ int hicp__copy_sized(void *dst, size_t dst_size, const void *src, size_t min_siz
     return hicp__fail(ctx, HICP_EINVAL,
                       "%s: struct_size is %zu; initialise the struct with its _init() macro",
                       what, given);
+  /* A struct from a later hicp.h: its fields beyond this library's are
+   * ones this library does not have, and one that is set asks for what
+   * the call would silently not do (stop 65's review), so they must be
+   * zero, as _init() leaves them.  The first nonzero byte ends the
+   * reading. */
+  const unsigned char *tail = (const unsigned char *)src;
+  for (size_t i = dst_size; i < given; i++)
+    if (tail[i] != 0)
+      return hicp__fail(ctx, HICP_EINVAL,
+                        "%s: byte %zu (struct_size %zu) is not zero: a field of a later "
+                        "hicp.h, which this library (hicp %s, %zu bytes) does not have",
+                        what, i, given, HICP_VERSION_STRING, dst_size);
   memcpy(dst, src, given < dst_size ? given : dst_size);
   memcpy(dst, &dst_size, sizeof dst_size);
   return 0;

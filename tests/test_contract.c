@@ -551,6 +551,106 @@ Test(contract, strides_beyond_the_address_space)
   hicp_context_destroy(ctx);
 }
 
+/* A program built against a later hicp.h passes its larger options
+ * structs: fields this library does not have are refused when set, as a
+ * request it would not carry out, and taken when zero, as _init() leaves
+ * them (stop 65's review: they were dropped unread). */
+typedef struct later_reg {
+  hicp_reg_options o;
+  unsigned char added[16];
+} later_reg;
+typedef struct later_model {
+  hicp_model_options o;
+  unsigned char added[16];
+} later_model;
+typedef struct later_nn {
+  hicp_nn_options o;
+  unsigned char added[16];
+} later_nn;
+typedef struct later_batch {
+  hicp_batch_options o;
+  unsigned char added[16];
+} later_batch;
+typedef struct later_context {
+  hicp_context_options o;
+  unsigned char added[16];
+} later_context;
+
+/* Whether ctx's message names `what` and the byte at `at`. */
+static void says_byte(hicp_context *ctx, const char *what, size_t at)
+{
+  char want[96];
+  snprintf(want, sizeof want, "%s: byte %zu ", what, at);
+  cr_assert(strstr(hicp_context_error(ctx), want) != NULL, "'%s' lacks '%s'",
+            hicp_context_error(ctx), want);
+}
+
+Test(contract, options_of_a_later_header)
+{
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  float *p = th_surface(300, 6);
+  hicp_model *m = NULL;
+  hicp_result r;
+
+  later_model lm;
+  hicp_model_options_init_sized(&lm.o, sizeof lm);
+  cr_assert_eq(hicp_model_build(ctx, p, 300, 0, &lm.o, &m), 0, "%s", hicp_context_error(ctx));
+  hicp_model_destroy(m);
+  m = NULL;
+  lm.added[5] = 1;
+  cr_assert_eq(hicp_model_build(ctx, p, 300, 0, &lm.o, &m), HICP_EINVAL);
+  cr_assert_null(m);
+  says_byte(ctx, "hicp_model_options", sizeof(hicp_model_options) + 5);
+  cr_assert_eq(hicp_model_build(ctx, p, 300, 0, NULL, &m), 0);
+
+  later_reg lr;
+  hicp_reg_options_init_sized(&lr.o, sizeof lr);
+  hicp_result_init(&r);
+  cr_assert_eq(hicp_register(ctx, m, p, 300, &lr.o, NULL, &r), 0, "%s", hicp_context_error(ctx));
+  lr.added[15] = 0x80;
+  hicp_result_init(&r);
+  cr_assert_eq(hicp_register(ctx, m, p, 300, &lr.o, NULL, &r), HICP_EINVAL);
+  says_byte(ctx, "hicp_reg_options", sizeof(hicp_reg_options) + 15);
+
+  later_nn ln;
+  hicp_nn_options_init_sized(&ln.o, sizeof ln);
+  uint32_t idx[4];
+  cr_assert_eq(hicp_nn_query(ctx, m, p, 4, &ln.o, idx, NULL, NULL), 0, "%s",
+               hicp_context_error(ctx));
+  ln.added[0] = 1;
+  cr_assert_eq(hicp_nn_query(ctx, m, p, 4, &ln.o, idx, NULL, NULL), HICP_EINVAL);
+  says_byte(ctx, "hicp_nn_options", sizeof(hicp_nn_options));
+
+  later_batch lb;
+  hicp_batch_options_init_sized(&lb.o, sizeof lb);
+  const float *frames[1] = {p};
+  const size_t counts[1] = {300};
+  hicp_result_init(&r);
+  cr_assert_eq(hicp_register_batch(ctx, m, frames, counts, 1, NULL, &lb.o, NULL, &r), 0, "%s",
+               hicp_context_error(ctx));
+  lb.added[7] = 2;
+  hicp_result_init(&r);
+  cr_assert_eq(hicp_register_batch(ctx, m, frames, counts, 1, NULL, &lb.o, NULL, &r),
+               HICP_EINVAL);
+  says_byte(ctx, "hicp_batch_options", sizeof(hicp_batch_options) + 7);
+
+  /* hicp_context_create has no context for the message: the code alone */
+  later_context lc;
+  hicp_context_options_init_sized(&lc.o, sizeof lc);
+  lc.o.threads = 1;
+  hicp_context *c2 = NULL;
+  cr_assert_eq(hicp_context_create(&lc.o, &c2), 0);
+  hicp_context_destroy(c2);
+  lc.added[1] = 1;
+  c2 = (hicp_context *)(void *)ctx;
+  cr_assert_eq(hicp_context_create(&lc.o, &c2), HICP_EINVAL);
+  cr_assert_null(c2);
+
+  hicp_model_destroy(m);
+  free(p);
+  hicp_context_destroy(ctx);
+}
+
 /* Writes text into dir/name, making dir's parents. */
 static void put(const char *dir, const char *name, const char *text)
 {
