@@ -259,6 +259,8 @@ const float *hicp_cloud_xyz(const hicp_cloud *c)
 
 void hicp_cloud_origin(const hicp_cloud *c, double origin[3])
 {
+  if (origin == NULL) /* nothing to write, as hicp_transform_invert's NULL */
+    return;
   for (int d = 0; d < 3; d++)
     origin[d] = c != NULL ? c->origin[d] : 0.0;
 }

@@ -545,7 +545,8 @@ HICP_API int hicp_cloud_from_xyz_double(hicp_context *ctx, const double *xyz, si
 HICP_API size_t hicp_cloud_size(const hicp_cloud *cloud);
 /** Packed x, y, z floats (3 per point), relative to the origin. */
 HICP_API const float *hicp_cloud_xyz(const hicp_cloud *cloud);
-/** The origin the coordinates are relative to. */
+/** Writes the origin the coordinates are relative to into @p origin (0, 0,
+ *  0 for a NULL cloud; a NULL @p origin: nothing is written). */
 HICP_API void hicp_cloud_origin(const hicp_cloud *cloud, double origin[3]);
 /** Number of triangles (faces of a mesh file, fan-triangulated; 0 for clouds). */
 HICP_API size_t hicp_cloud_triangle_count(const hicp_cloud *cloud);

@@ -651,6 +651,21 @@ Test(contract, options_of_a_later_header)
   hicp_context_destroy(ctx);
 }
 
+/* hicp_cloud_origin() with a NULL origin writes nothing, as the other
+ * accessors take a NULL (stop 65's review: it crashed). */
+Test(contract, cloud_origin_into_null)
+{
+  const float pts[3] = {1.0f, 2.0f, 3.0f};
+  hicp_cloud *c = NULL;
+  cr_assert_eq(hicp_cloud_from_xyz(NULL, pts, 1, 0, &c), 0);
+  hicp_cloud_origin(c, NULL);
+  hicp_cloud_origin(NULL, NULL);
+  double o[3] = {7.0, 7.0, 7.0};
+  hicp_cloud_origin(NULL, o);
+  cr_assert(o[0] == 0.0 && o[1] == 0.0 && o[2] == 0.0);
+  hicp_cloud_destroy(c);
+}
+
 /* Writes text into dir/name, making dir's parents. */
 static void put(const char *dir, const char *name, const char *text)
 {
