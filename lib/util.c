@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -139,10 +140,19 @@ int hicp__check_point(hicp_context *ctx, const char *what, size_t i, double x, d
     return hicp__fail(ctx, HICP_ENONFINITE, "%s%spoint %zu has a non-finite coordinate", what,
                       what[0] ? " " : "", i);
   double m = fmax(fabs(x), fmax(fabs(y), fabs(z)));
-  if (m > HICP_COORD_MAX)
+  if (m > HICP_COORD_MAX) {
+    /* with the digits that show it beyond the limit: at 3, 1.0000001e17
+     * read "magnitude 1e+17, beyond hicp's limit of 1e+17" (stop 65's
+     * review); 17 digits always do */
+    char mag[32];
+    int digits = 3;
+    snprintf(mag, sizeof mag, "%.*g", digits, m);
+    while (digits < 17 && !(strtod(mag, NULL) > HICP_COORD_MAX))
+      snprintf(mag, sizeof mag, "%.*g", ++digits, m);
     return hicp__fail(ctx, HICP_ERANGE,
-                      "%s%spoint %zu has a coordinate of magnitude %.3g, beyond hicp's limit of %g",
-                      what, what[0] ? " " : "", i, m, HICP_COORD_MAX);
+                      "%s%spoint %zu has a coordinate of magnitude %s, beyond hicp's limit of %g",
+                      what, what[0] ? " " : "", i, mag, HICP_COORD_MAX);
+  }
   return HICP_OK;
 }
 

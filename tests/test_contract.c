@@ -666,6 +666,36 @@ Test(contract, cloud_origin_into_null)
   hicp_cloud_destroy(c);
 }
 
+/* A coordinate beyond HICP_COORD_MAX is printed with the digits that show
+ * it beyond: 1.0000001e17 read "magnitude 1e+17, beyond hicp's limit of
+ * 1e+17" (stop 65's review). */
+Test(contract, coordinate_limit_message_shows_the_excess)
+{
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  const double just[6] = {0.0, 0.0, 0.0, 1.0000001e17, 0.0, 0.0};
+  const double far[6] = {0.0, 0.0, 0.0, 0.0, -2e18, 0.0};
+  const float justf[6] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, nextafterf((float)HICP_COORD_MAX, 1e30f)};
+  hicp_cloud *c = NULL;
+  for (int k = 0; k < 3; k++) {
+    int rc = k == 0   ? hicp_cloud_from_xyz_double(ctx, just, 2, 0, &c)
+             : k == 1 ? hicp_cloud_from_xyz_double(ctx, far, 2, 0, &c)
+                      : hicp_cloud_from_xyz(ctx, justf, 2, 0, &c);
+    cr_assert_eq(rc, HICP_ERANGE, "case %d", k);
+    const char *e = hicp_context_error(ctx);
+    const char *mag = strstr(e, "magnitude ");
+    cr_assert(mag != NULL && strstr(e, "beyond hicp's limit of 1e+17") != NULL, "%s", e);
+    cr_assert_gt(strtod(mag + 10, NULL), HICP_COORD_MAX, "case %d: %s", k, e);
+  }
+  cr_assert(strstr(hicp_context_error(ctx), "point 1") != NULL);
+  hicp_cloud_from_xyz_double(ctx, just, 2, 0, &c);
+  cr_assert(strstr(hicp_context_error(ctx), "magnitude 1.0000001e+17,") != NULL, "%s",
+            hicp_context_error(ctx));
+  hicp_cloud_from_xyz_double(ctx, far, 2, 0, &c);
+  cr_assert(strstr(hicp_context_error(ctx), "magnitude 2e+18,") != NULL, "%s",
+            hicp_context_error(ctx));
+  hicp_context_destroy(ctx);
+}
+
 /* Writes text into dir/name, making dir's parents. */
 static void put(const char *dir, const char *name, const char *text)
 {
