@@ -40,7 +40,6 @@
  *   message names the struct and the byte), as the call would not do what
  *   it asks.  Results are outputs: a later one's added fields are left as
  *   they were.
-
  * - A stride (hicp_cloud_from_xyz(), hicp_model_build(),
  *   hicp_reg_options.scan_stride, hicp_nn_options.query_stride) is at
  *   least a point's size, and one whose points would span more than
@@ -205,7 +204,7 @@ typedef struct hicp_context hicp_context;
 /** Options for hicp_context_create(); fill with hicp_context_options_init(). */
 typedef struct hicp_context_options {
   size_t struct_size;   /**< set by hicp_context_options_init() */
-  int threads;          /**< CPU worker threads; 0 = one per core the
+  int threads;          /**< CPU worker threads, 0 to 4096; 0 = one per core the
                              calling thread may run on, and no more than
                              its cgroup's CPU quota allows, rounded up
                              (default).  Either is capped by OpenMP's
@@ -235,8 +234,10 @@ typedef struct hicp_context_options {
   hicp_backend backend; /**< default ::HICP_BACKEND_AUTO */
   const int *devices;   /**< CUDA device ordinals to use, copied; NULL = all.
                              A device may be listed more than once: each entry
-                             is one logical device with its own streams. */
-  int ndevices;         /**< entries in @c devices */
+                             is one logical device with its own streams.
+                             Each entry is 0 or more. */
+  int ndevices;         /**< entries in @c devices, 0 to 1024 (not NULL
+                             when above 0) */
   uint64_t memory_limit; /**< bytes one call may allocate for input and
                               scratch; 0 = 3/4 of physical memory, or of
                               the process's cgroup memory limit where that
@@ -771,7 +772,9 @@ HICP_API int hicp_nn_query(hicp_context *ctx, const hicp_model *model, const flo
                            size_t n, const hicp_nn_options *opts, uint32_t *index, float *d2,
                            hicp_walk_stats *stats);
 
-/** hicp_nn_query() for the points of a cloud (its origin is taken into account). */
+/** hicp_nn_query() for the points of a cloud (its origin is taken into
+ *  account).  A cloud's points are packed: opts->query_stride must be 0 (or
+ *  3 * sizeof(float)), another is refused with ::HICP_EINVAL. */
 HICP_API int hicp_nn_query_cloud(hicp_context *ctx, const hicp_model *model,
                                  const hicp_cloud *queries, const hicp_nn_options *opts,
                                  uint32_t *index, float *d2, hicp_walk_stats *stats);
@@ -786,7 +789,8 @@ HICP_API int hicp_nn_query_cloud(hicp_context *ctx, const hicp_model *model,
 typedef struct hicp_reg_options {
   size_t struct_size;    /**< set by hicp_reg_options_init() */
   hicp_nn_method nn;     /**< default ::HICP_NN_PNN_OPT */
-  int max_iter;          /**< transform updates at most; default 50 */
+  int max_iter;          /**< transform updates at most, 0 to 1,000,000;
+                              default 50 */
   double tol;            /**< stop when |MSE change| < tol (squared model
                               units); default -1 = automatic, 1e-12 times the
                               squared model diagonal (at least DBL_MIN, so
@@ -802,7 +806,7 @@ typedef struct hicp_reg_options {
                               origin (hicp_cloud_origin) where it has one,
                               else the coordinate origin (the change of the
                               transform's translation). */
-  double min_step_rot_deg;
+  double min_step_rot_deg; /**< degrees, 0 to 180: see min_step_trans */
   double max_dist;       /**< ignore pairs farther apart than this; 0 = off */
   double trim;           /**< keep the best fraction (0, 1] of pairs; 1 = off.
                               The fraction is of the pairs within max_dist;
@@ -933,7 +937,9 @@ HICP_API int hicp_register(hicp_context *ctx, const hicp_model *model, const flo
                            size_t n, const hicp_reg_options *opts, const hicp_transform *init,
                            hicp_result *result);
 
-/** hicp_register() for a cloud (its origin is taken into account). */
+/** hicp_register() for a cloud (its origin is taken into account).  A
+ *  cloud's points are packed: opts->scan_stride must be 0 (or
+ *  3 * sizeof(float)), another is refused with ::HICP_EINVAL. */
 HICP_API int hicp_register_cloud(hicp_context *ctx, const hicp_model *model,
                                  const hicp_cloud *scan, const hicp_reg_options *opts,
                                  const hicp_transform *init, hicp_result *result);
@@ -1062,13 +1068,25 @@ HICP_API int hicp_register_batch_clouds_sized(hicp_context *ctx, const hicp_mode
 typedef struct hicp_stream hicp_stream;
 
 /**
- * Starts a stream on @p ctx (which the stream then owns until
- * hicp_stream_destroy(): use no other call on it meanwhile; submit and
- * receive from one thread, or from two with the submitter and the receiver
- * each using only its own call).  The model must outlive the stream.
+ * Starts a stream on @p ctx, which then keeps the submitter's messages
+ * until hicp_stream_destroy(): one thread at a time submits
+ * (hicp_stream_submit(), hicp_stream_submit_cloud()), and meanwhile
+ * @p ctx takes no other call but, from the submitting thread,
+ * hicp_context_error() and the file and cloud calls that only keep their
+ * message in it (hicp_cloud_read(), as `hicp track` reads its frames),
+ * and hicp_context_cancel() from any thread; the stream's workers run on
+ * contexts of their own.  Any number of threads may receive at once
+ * (hicp_stream_receive(), which keeps no message), and any thread may
+ * stop the stream (hicp_stream_stop()).  The model must outlive the
+ * stream.
  * The stream's workers are threads of its own, which start their CPU
  * threads when the stream starts: hicp_context_start_threads() is not
  * needed for a stream.
+ * @return 0, ::HICP_EINVAL (a NULL argument, bad options), ::HICP_ENOMEM
+ *         (also when its threads cannot start), ::HICP_ENODEVICE (an
+ *         untracked stream on backend "cuda" without a usable device, or
+ *         listing a device the host does not have; a tracked one is made,
+ *         and its frames fail with that code).
  */
 HICP_API int hicp_stream_create(hicp_context *ctx, const hicp_model *model,
                                 const hicp_reg_options *opts, const hicp_batch_options *bopts,
