@@ -1185,6 +1185,14 @@ static int stream_create(hicp_context *ctx, const hicp_model *m, const hicp_reg_
   int rc = batch_options(ctx, bopts, &s->bo);
   if (rc == HICP_OK)
     rc = hicp__make_plan(ctx, m, opts, &s->plan, &s->stride);
+  /* A tracked stream's frames run on the context as hicp_register()'s do:
+   * "cuda" without a usable device is refused here, as an untracked
+   * stream's crew refuses it, not in every frame's result (stop 65's
+   * review) */
+  if (rc == HICP_OK && s->bo.track) {
+    hicp_backend where;
+    rc = hicp__choose_backend(ctx, &where);
+  }
   /* Tracking: one worker spreading each frame over all threads. */
   if (rc == HICP_OK)
     rc = s->bo.track ? child_context(ctx, ctx->threads, ctx->backend, ctx->devices,

@@ -1083,10 +1083,9 @@ typedef struct hicp_stream hicp_stream;
  * threads when the stream starts: hicp_context_start_threads() is not
  * needed for a stream.
  * @return 0, ::HICP_EINVAL (a NULL argument, bad options), ::HICP_ENOMEM
- *         (also when its threads cannot start), ::HICP_ENODEVICE (an
- *         untracked stream on backend "cuda" without a usable device, or
- *         listing a device the host does not have; a tracked one is made,
- *         and its frames fail with that code).
+ *         (also when its threads cannot start), ::HICP_ENODEVICE
+ *         (backend "cuda" without a usable device; an untracked stream
+ *         also when the context lists a device the host does not have).
  */
 HICP_API int hicp_stream_create(hicp_context *ctx, const hicp_model *model,
                                 const hicp_reg_options *opts, const hicp_batch_options *bopts,

@@ -723,6 +723,18 @@ Test(api, cuda_backend_without_device)
   cr_assert(strstr(hicp_context_error(ctx), "backend cuda: ") != NULL &&
                 strstr(hicp_context_error(ctx), "--backend") == NULL,
             "%s", hicp_context_error(ctx));
+  /* streams, tracked or not, are refused at their making (a tracked one
+   * was made, and failed every frame: stop 65's review) */
+  for (int track = 0; track <= 1; track++) {
+    hicp_batch_options bo;
+    hicp_batch_options_init(&bo);
+    bo.track = track;
+    hicp_stream *st = NULL;
+    cr_assert_eq(hicp_stream_create(ctx, m, NULL, &bo, &st), HICP_ENODEVICE, "track %d", track);
+    cr_assert_null(st);
+    cr_assert(strstr(hicp_context_error(ctx), "backend cuda: ") != NULL, "track %d: %s", track,
+              hicp_context_error(ctx));
+  }
   /* auto and hybrid fall back to the CPU, and say so: the result names
    * the backend that ran, never "auto" */
   hicp_context_destroy(ctx);
