@@ -399,6 +399,7 @@ typedef struct batch_pace {
   pthread_mutex_t start; /* held by a CPU worker starting its OpenMP team */
   pthread_cond_t created; /* signalled once every worker thread is made */
   int all_created;
+  int all_fit; /* the workers' teams, checked together, fit at once */
   double t0;
   int devices;       /* device workers in the crew */
   size_t gpu_frames; /* frames the device workers finished */
@@ -479,22 +480,26 @@ static void *batch_worker(void *arg)
   batch_job *j = arg;
   if (j->slot > 0) /* the caller's own thread is left where it is */
     bind_member(j->cm);
-  /* Each CPU worker starts its OpenMP team before its first frame, one
-   * worker at a time: each checks that the system gives it its threads
-   * (hicp__team_ready) while the teams before it are up and no other check
-   * is under way.  Checked one by one as their frames began, two checks
-   * passed that together the system could not give, and libgomp, which
-   * cannot report a refused thread, exited the process (stop 65's review:
-   * 4 frames on 8 threads at a limit of 8 processes).  A worker refused
-   * takes no frame, but the calling thread's, which the others' frames do
-   * not wait for: its frames fail with HICP_ENOMEM where the check fails
-   * again. */
+  /* The system must give the CPU workers' OpenMP teams together.  Checked
+   * one by one as their frames began, two checks passed that together the
+   * system could not give, and libgomp, which cannot report a refused
+   * thread, exited the process (stop 65's review: 4 frames on 8 threads at
+   * a limit of 8 processes).  So the calling thread checks them all at
+   * once, after every worker thread is made; where they fit, the teams
+   * start with the first frames, as before.  Where they do not, each
+   * worker starts its team before its first frame, one at a time, each
+   * check made while the teams before it are up and no other is under
+   * way, and a worker refused takes no frame, but the calling thread's,
+   * whose frames fail with HICP_ENOMEM where its check fails again. */
   if (!j->cm->gpu) {
     pthread_mutex_lock(&j->pace->start);
-    /* (the worker threads made after a check would take what it found) */
     while (!j->pace->all_created)
       pthread_cond_wait(&j->pace->created, &j->pace->start);
-    const int started = hicp_context_start_threads(j->cm->ctx) >= 0;
+    int started = 1;
+    if (j->pace->all_fit)
+      hicp__team_assume_ready(j->cm->ctx);
+    else
+      started = hicp_context_start_threads(j->cm->ctx) >= 0;
     pthread_mutex_unlock(&j->pace->start);
     if (!started && j->slot > 0)
       return NULL;
@@ -569,7 +574,12 @@ static int batch_independent(hicp_context *ctx, const hicp_model *m, const float
   }
   for (int i = 1; i < c->n; i++)
     started[i] = pthread_create(&tid[i], NULL, batch_worker, &jobs[i]) == 0;
+  int extra = 0; /* the teams' threads beyond the workers' own */
+  for (int i = 0; i < c->n; i++)
+    if (!c->m[i].gpu && (i == 0 ? !hicp__team_checked(c->m[i].ctx) : started[i]))
+      extra += (i == 0 ? hicp__team_threads(c->m[i].ctx) : c->m[i].ctx->threads) - 1;
   pthread_mutex_lock(&pace.start);
+  pace.all_fit = hicp__threads_check(extra) == 0;
   pace.all_created = 1;
   pthread_cond_broadcast(&pace.created);
   pthread_mutex_unlock(&pace.start);

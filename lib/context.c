@@ -5,8 +5,11 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(_OPENMP)
@@ -219,11 +222,14 @@ typedef struct preflight {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int go;
+  pid_t *tids; /* the threads' kernel ids, as they start */
+  atomic_int ntids;
 } preflight;
 
 static void *preflight_thread(void *arg)
 {
   preflight *p = arg;
+  p->tids[atomic_fetch_add(&p->ntids, 1)] = (pid_t)syscall(SYS_gettid);
   pthread_mutex_lock(&p->mu);
   while (!p->go)
     pthread_cond_wait(&p->cv, &p->mu);
@@ -277,12 +283,23 @@ static size_t omp_stacksize(void)
   return 0;
 }
 
+/* Whether the kernel still has thread `tid` of this process. */
+static int task_alive(pid_t tid)
+{
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%ld", (long)tid);
+  return access(path, F_OK) == 0;
+}
+
 static int threads_available(int n)
 {
-  const int before = process_threads();
   pthread_t *tid = malloc(sizeof *tid * (size_t)n);
-  if (tid == NULL)
+  pid_t *ktid = malloc(sizeof *ktid * (size_t)n);
+  if (tid == NULL || ktid == NULL) {
+    free(tid);
+    free(ktid);
     return ENOMEM;
+  }
   /* the stacks OpenMP will give the team: OMP_STACKSIZE=1G under an
    * address-space limit passed a check with the default's 8 MiB, and
    * libgomp then exited the process */
@@ -293,7 +310,7 @@ static int threads_available(int n)
     ap = &attr;
     (void)pthread_attr_setstacksize(ap, stack); /* refused: libgomp says so itself */
   }
-  preflight p = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  preflight p = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, ktid, 0};
   int started = 0, err = 0;
   while (started < n - 1 && (err = pthread_create(&tid[started], ap, preflight_thread, &p)) == 0)
     started++;
@@ -307,15 +324,21 @@ static int threads_available(int n)
     pthread_join(tid[i], NULL);
   free(tid);
   /* A joined thread is still counted against the process limits until the
-   * kernel has released it, a moment after the join returns: the team
-   * started next, into that moment, would be refused as the check was not
-   * (and libgomp exits).  So the check ends when the thread count is back
-   * where it began, or after 50 ms (another thread of the program may
-   * have started meanwhile). */
-  for (int spin = 0; err == 0 && before > 0 && spin < 1000 && process_threads() > before; spin++) {
-    const struct timespec pause = {0, 50000};
-    nanosleep(&pause, NULL);
-  }
+   * kernel has released it, a moment after the join returns: a team
+   * started into that moment would be refused as the check was not (and
+   * libgomp exits).  So the check ends when its own threads are gone from
+   * /proc/self/task, the kernel's release, or after 50 ms.  (Waiting for
+   * the process's thread count to come back, as stop 65 first did, waited
+   * on every thread another part of the program started: concurrent first
+   * registrations took 56-196 ms, not 9: its second review.) */
+  const double until = hicp__now_ms() + 50.0;
+  const int nk = atomic_load(&p.ntids);
+  for (int i = 0; i < nk; i++)
+    while (task_alive(ktid[i]) && hicp__now_ms() < until) {
+      const struct timespec pause = {0, 20000};
+      nanosleep(&pause, NULL);
+    }
+  free(ktid);
   return err;
 }
 
@@ -338,6 +361,24 @@ int hicp__team_ready(hicp_context *ctx)
     return hicp__fail(ctx, HICP_ENOMEM, "cannot start %d threads: %s", n, strerror(err));
   team_granted = n;
   return HICP_OK;
+}
+
+int hicp__threads_check(int extra)
+{
+  return extra > 0 ? threads_available(extra + 1) : 0;
+}
+
+int hicp__team_checked(const hicp_context *ctx)
+{
+  const int n = hicp__team_threads(ctx);
+  return n <= 1 || n <= team_granted;
+}
+
+void hicp__team_assume_ready(const hicp_context *ctx)
+{
+  const int n = hicp__team_threads(ctx);
+  if (n > team_granted)
+    team_granted = n;
 }
 
 int hicp_context_start_threads(hicp_context *ctx)

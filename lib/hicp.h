@@ -1029,7 +1029,10 @@ HICP_API void hicp_batch_options_init_sized(hicp_batch_options *opts, size_t siz
  */
 #define hicp_register_batch(ctx, model, frames, counts, nframes, opts, bopts, inits, results)   \
   hicp_register_batch_sized((ctx), (model), (frames), (counts), (nframes), (opts), (bopts),      \
-                            (inits), (results), sizeof *(results))
+                            (inits), (results), HICP__RESULT_SIZE(results))
+/* sizeof *(results), and a compile error where results is not a pointer
+ * to a struct with a struct_size (void *: sizeof would be 1) */
+#define HICP__RESULT_SIZE(results) (sizeof *(results) + 0 * sizeof((results)->struct_size))
 /** Implementation of hicp_register_batch(), the results @p result_size
  *  bytes apart (at least up to hicp_result's `frame`); call the macro
  *  instead. */
@@ -1054,7 +1057,7 @@ HICP_API int hicp_register_batch_sized(hicp_context *ctx, const hicp_model *mode
  */
 #define hicp_register_batch_clouds(ctx, model, clouds, nframes, opts, bopts, inits, results)    \
   hicp_register_batch_clouds_sized((ctx), (model), (clouds), (nframes), (opts), (bopts),         \
-                                   (inits), (results), sizeof *(results))
+                                   (inits), (results), HICP__RESULT_SIZE(results))
 /** Implementation of hicp_register_batch_clouds(); call the macro
  *  instead. */
 HICP_API int hicp_register_batch_clouds_sized(hicp_context *ctx, const hicp_model *model,

@@ -163,6 +163,15 @@ int hicp__default_threads(void);
  * HICP_OK, or HICP_ENOMEM with the message (hicp__team_preflights in
  * context.h counts the checks made, for the tests). */
 int hicp__team_ready(hicp_context *ctx);
+/* Whether the system gives `extra` more threads at once, checked as
+ * hicp__team_ready checks: 0 or the error.  For a batch's workers, whose
+ * teams start on threads of their own (batch.c). */
+int hicp__threads_check(int extra);
+/* The calling thread's team for ctx counted as checked: its threads were
+ * part of a larger check just made (hicp__threads_check). */
+void hicp__team_assume_ready(const hicp_context *ctx);
+/* Whether the calling thread's team for ctx was checked already. */
+int hicp__team_checked(const hicp_context *ctx);
 /* The threads a parallel region on the calling thread may take for ctx:
  * ctx->threads, or 1 on the thread that forked this process (in the child)
  * or with no context.  libgomp's team of a thread does not survive fork():

@@ -362,9 +362,9 @@ static void *refused_batch_child(void *arg)
     counts[k] = 1000;
   }
   /* the limit leaves the batch 5 threads more than the child has (its
-   * own, this one, the model build's team): the 4 workers of 2 threads
-   * take 7, 3 worker threads and a team thread each but the calling
-   * thread's, which has the model build's */
+   * own, this one and the model build's team of 2, the same whatever the
+   * machine's cores): the 4 workers of 2 threads take 6 more, 3 worker
+   * threads and a team thread each but this one's */
   int base = 0;
   DIR *d = opendir("/proc/self/task");
   if (d == NULL)
@@ -382,9 +382,14 @@ static void *refused_batch_child(void *arg)
     const int rc = hicp_register_batch(eight, m, frames, counts, NF, NULL, NULL, NULL, r);
     if (rc != HICP_OK && rc != HICP_ENOMEM)
       _exit(5);
-    for (int k = 0; k < NF; k++)
+    int ran = 0;
+    for (int k = 0; k < NF; k++) {
       if (r[k].error != HICP_OK && r[k].error != HICP_ENOMEM)
         _exit(6);
+      ran += r[k].error == HICP_OK;
+    }
+    if (ran == 0) /* the limit leaves room for two teams */
+      _exit(7);
   }
   _exit(0);
   return NULL;
@@ -402,8 +407,11 @@ Test(contract, batch_workers_refused_threads_are_reported)
   pid_t pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0) {
+    hicp_context_options oo;
+    hicp_context_options_init(&oo);
+    oo.threads = 2;
     hicp_context *one = NULL;
-    if (hicp_context_create(NULL, &one) != 0)
+    if (hicp_context_create(&oo, &one) != 0)
       _exit(3);
     const uid_t own = (uid_t)(200000 + getpid() % 100000);
     if (setgid(own) != 0 || setuid(own) != 0)
@@ -419,7 +427,8 @@ Test(contract, batch_workers_refused_threads_are_reported)
   cr_assert_eq(waitpid(pid, &status, 0), pid);
   cr_assert(WIFEXITED(status), "the child died of signal %d", WTERMSIG(status));
   cr_assert_eq(WEXITSTATUS(status), 0,
-               "exit status %d: 1 is libgomp's exit, 5 or 6 another code", WEXITSTATUS(status));
+               "exit status %d: 1 is libgomp's exit, 5 or 6 another code, 7 no frame ran",
+               WEXITSTATUS(status));
 }
 
 /* A memory limit's refusal tells the need from the limit (stop 58's
@@ -1693,6 +1702,45 @@ static void *fp_thread(void *arg)
   fedisableexcept(FE_INVALID);
 #endif
   return NULL;
+}
+
+/* A caller with a pending exception it unmasked (a debugging build that
+ * traps on division by zero and put back a flag it had saved: C11 lets
+ * fesetexceptflag set it without raising it) meets it on its own next x87
+ * instruction, not inside hicp: the library's fldcw delivered it as
+ * SIGFPE (stop 65's second review).  In a child: exit 0, the call returned
+ * and the flag is still set; killed by SIGFPE on the previous code. */
+Test(contract, pending_trap_not_delivered_inside)
+{
+#if !defined(__GLIBC__) || !defined(FE_DIVBYZERO)
+  cr_skip_test("needs glibc's feenableexcept");
+#else
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    fexcept_t f;
+    feclearexcept(FE_ALL_EXCEPT);
+    volatile long double one = 1.0L, zero = 0.0L;
+    volatile long double inf = one / zero; /* the x87 flag, masked */
+    (void)inf;
+    fegetexceptflag(&f, FE_DIVBYZERO);
+    feclearexcept(FE_ALL_EXCEPT);
+    feenableexcept(FE_DIVBYZERO);
+    fesetexceptflag(&f, FE_DIVBYZERO);
+    hicp_transform t;
+    hicp_transform_identity(&t);
+    const int rc = hicp_transform_check(&t);
+    const int kept = fetestexcept(FE_DIVBYZERO) != 0;
+    feclearexcept(FE_ALL_EXCEPT);
+    fedisableexcept(FE_DIVBYZERO);
+    _exit(rc == HICP_OK && kept ? 0 : 5);
+  }
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status), "the child died of signal %d inside hicp", WTERMSIG(status));
+  cr_assert_eq(WEXITSTATUS(status), 0, "the call failed, or the caller's flag was lost");
+#endif
 }
 
 Test(contract, any_floating_point_environment)
