@@ -39,7 +39,10 @@
  *   leaves them; one that is set is refused with ::HICP_EINVAL (the
  *   message names the struct and the byte), as the call would not do what
  *   it asks.  Results are outputs: a later one's added fields are left as
- *   they were.
+ *   they were.  So that this holds, a later version adds a field only past
+ *   a struct's present size, never in its padding, and adds at most 1 KiB
+ *   to an options struct: a struct_size beyond that is refused unread, as
+ *   a struct not prepared.
  * - A stride (hicp_cloud_from_xyz(), hicp_model_build(),
  *   hicp_reg_options.scan_stride, hicp_nn_options.query_stride) is at
  *   least a point's size, and one whose points would span more than

@@ -47,13 +47,16 @@ fi
 # other bits than the CPU's other builds and the GPU's (stop 65's second
 # review: clang with -fno-fast-math after -ffast-math put contraction back
 # on, 3,149 vfmadd with -march=native; config.h turns it off for clang).
-# x86's FMA3/FMA4 forms, AArch64's scalar and vector ones.
+# The mnemonics of x86's FMA3 and FMA4 forms (vfmadd231sd, vfmaddsub231pd,
+# vfnmsubps, the half-precision ones), AArch64's scalar, vector and SVE
+# ones (fmadd, fnmsub, fmla, fmls, fmad, fmsb), 32-bit ARM's (vfma.f64)
+# and RISC-V's (fmadd.d).
 objdump=${OBJDUMP:-objdump}
 if ! command -v "$objdump" >/dev/null 2>&1; then
   echo "ok 4 # SKIP no $objdump"
 else
   fused=$("$objdump" -d --no-show-raw-insn "$lib" |
-    grep -c -E '[[:space:]](v?fn?m(add|sub)[0-9]*[ps][sd]|fn?m(add|sub)|fml[as])[[:space:]]' || true)
+    grep -c -E '[[:space:]](v?fn?m(add|sub)(add|sub)?[0-9]*[ps][sdh]|fn?m(add|sub)(\.[sdhq])?|fn?ml[as]|fn?m(ad|sb)|vfn?m[as](\.f[0-9]+)?)[[:space:]]' || true)
   if [ "$fused" -eq 0 ]; then
     echo "ok 4 - no fused multiply-add instruction in $lib"
   else

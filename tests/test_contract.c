@@ -620,6 +620,13 @@ Test(contract, options_of_a_later_header)
   hicp_result_init(&r);
   cr_assert_eq(hicp_register(ctx, m, p, 300, &lr.o, NULL, &r), HICP_EINVAL);
   says_byte(ctx, "hicp_reg_options", sizeof(hicp_reg_options) + 15);
+  /* a struct_size more than 1 KiB past this library's is no later header's
+   * (hicp.h's Conventions): refused before its bytes are read */
+  lr.o.struct_size = sizeof(hicp_reg_options) + 1025;
+  hicp_result_init(&r);
+  cr_assert_eq(hicp_register(ctx, m, p, 300, &lr.o, NULL, &r), HICP_EINVAL);
+  cr_assert(strstr(hicp_context_error(ctx), "struct_size is") != NULL, "%s",
+            hicp_context_error(ctx));
 
   later_nn ln;
   hicp_nn_options_init_sized(&ln.o, sizeof ln);
