@@ -764,7 +764,8 @@ typedef struct hicp_walk_stats {
  * float) less the vertex's stored coordinate, which for a model without an
  * origin, or a query within a factor two of it on each axis, is the
  * absolute coordinates' difference, rounded.  Results
- * are the same for every method and thread count.
+ * are the same for every method and thread count.  Queries run on the
+ * CPU's threads whatever the context's backend.
  * @param stats may be NULL.
  * @return 0, ::HICP_EINVAL (a NULL argument, bad options, a previous match
  *         that is not a model index), ::HICP_ENONFINITE, ::HICP_ERANGE (a
