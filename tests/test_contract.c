@@ -248,15 +248,77 @@ Test(contract, default_threads_follow_the_caller)
   hicp_context_destroy(ctx);
 }
 
+/* A forked child's seconds before it counts as hung.  A lock left held
+ * waits for ever; a child here needs milliseconds.  It was 10 s until a
+ * CI run (stop 56's) counted one child of 526 as hung, which 160 runs of
+ * this test here (about 80,000 children, two at once, beside another
+ * test's threads) never repeated: a 2-core VM's stall of 10 s, or a rare
+ * lock.  60 s tells them apart, and the backtrace below says where. */
+enum { CHILD_S = 60 };
+
+/* A child's alarm: where it hung, on stderr (the child has one thread,
+ * the one that forked), then the death by SIGALRM the parent counts.  The
+ * hang above said only "hung". */
+static void hung_child_backtrace(int sig)
+{
+#if defined(__GLIBC__)
+  static const char head[] = "a forked child hung here:\n";
+  ssize_t w = write(2, head, sizeof head - 1);
+  (void)w;
+  void *frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), 2);
+#endif
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+/* Forks a child that exits with body(arg), under alarm(alarm_s) so that a
+ * hang ends as SIGALRM; returns its wait status. */
+static int in_child(unsigned alarm_s, int (*body)(void *), void *arg)
+{
+#if defined(__GLIBC__)
+  void *warm[1]; /* backtrace's first call loads libgcc: not in a handler */
+  (void)backtrace(warm, 1);
+#endif
+  fflush(NULL);
+  const pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    signal(SIGALRM, hung_child_backtrace);
+    alarm(alarm_s);
+    _exit(body(arg));
+  }
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  return status;
+}
+
+/* A child's body that runs fn(arg) on a thread it starts (fn ends the
+ * process with its exit status); 3 if the thread cannot start.  The
+ * thread that forked a process with other threads (Criterion's) works on
+ * one thread there (context.c, note_fork_in_child): a fresh one does not. */
+struct on_a_thread {
+  void *(*fn)(void *);
+  void *arg;
+};
+static int on_a_thread(void *run)
+{
+  const struct on_a_thread *r = run;
+  pthread_t t;
+  if (pthread_create(&t, NULL, r->fn, r->arg) != 0)
+    return 3;
+  pthread_join(t, NULL);
+  return 3; /* fn exits the process */
+}
+
 /* A process under an address-space limit far below what its threads'
  * stacks need: hicp_context_start_threads(), and a registration, a query
  * and a model build that did not call it, say so (HICP_ENOMEM), where
  * libgomp printed "Thread creation failed" and exited the process.  In a
  * child, which reports through its exit status: 0 refused cleanly, 1
  * exited by libgomp (or anything else), 2 started them all, 6 a call that
- * ran or failed otherwise.  The calls run on a thread the child starts:
- * the thread that forked a process with other threads (Criterion's) works
- * on one thread there (context.c, note_fork_in_child). */
+ * ran or failed otherwise.  The calls run on a thread the child starts
+ * (on_a_thread). */
 static void *refused_threads_child(void *arg);
 
 Test(contract, refused_threads_are_reported)
@@ -264,18 +326,8 @@ Test(contract, refused_threads_are_reported)
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   cr_skip_test("a sanitizer's shadow memory does not fit an address-space limit");
 #endif
-  fflush(NULL);
-  pid_t pid = fork();
-  cr_assert_geq(pid, 0);
-  if (pid == 0) {
-    pthread_t t;
-    if (pthread_create(&t, NULL, refused_threads_child, NULL) != 0)
-      _exit(3);
-    pthread_join(t, NULL);
-    _exit(3); /* the thread exits the process */
-  }
-  int status;
-  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  const int status =
+      in_child(CHILD_S, on_a_thread, &(struct on_a_thread){refused_threads_child, NULL});
   cr_assert(WIFEXITED(status), "the child died of signal %d", WTERMSIG(status));
   if (WEXITSTATUS(status) == 2)
     cr_skip_test("this system gave 4,096 threads within 1 GiB of address space");
@@ -395,6 +447,24 @@ static void *refused_batch_child(void *arg)
   return NULL;
 }
 
+/* The child's body: a context of 2 threads made as root, then a user
+ * whom RLIMIT_NPROC holds (a uid of its own, whose count is only this
+ * process's threads) runs the batches on a thread of its own. */
+static int refused_batch_as_a_user(void *unused)
+{
+  (void)unused;
+  hicp_context_options oo;
+  hicp_context_options_init(&oo);
+  oo.threads = 2;
+  hicp_context *two = NULL;
+  if (hicp_context_create(&oo, &two) != 0)
+    return 3;
+  const uid_t own = (uid_t)(200000 + getpid() % 100000);
+  if (setgid(own) != 0 || setuid(own) != 0)
+    return 4;
+  return on_a_thread(&(struct on_a_thread){refused_batch_child, two});
+}
+
 Test(contract, batch_workers_refused_threads_are_reported)
 {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -403,28 +473,8 @@ Test(contract, batch_workers_refused_threads_are_reported)
   if (geteuid() != 0)
     cr_skip_test("needs root, to run the child as a user whom RLIMIT_NPROC holds");
   setenv("HICP_THREADS_ADAPT", "0", 1);
-  fflush(NULL);
-  pid_t pid = fork();
-  cr_assert_geq(pid, 0);
-  if (pid == 0) {
-    hicp_context_options oo;
-    hicp_context_options_init(&oo);
-    oo.threads = 2;
-    hicp_context *one = NULL;
-    if (hicp_context_create(&oo, &one) != 0)
-      _exit(3);
-    const uid_t own = (uid_t)(200000 + getpid() % 100000);
-    if (setgid(own) != 0 || setuid(own) != 0)
-      _exit(4);
-    pthread_t t;
-    if (pthread_create(&t, NULL, refused_batch_child, one) != 0)
-      _exit(3);
-    pthread_join(t, NULL);
-    _exit(3);
-  }
+  const int status = in_child(CHILD_S, refused_batch_as_a_user, NULL);
   unsetenv("HICP_THREADS_ADAPT");
-  int status;
-  cr_assert_eq(waitpid(pid, &status, 0), pid);
   cr_assert(WIFEXITED(status), "the child died of signal %d", WTERMSIG(status));
   cr_assert_eq(WEXITSTATUS(status), 0,
                "exit status %d: 1 is libgomp's exit, 5 or 6 another code, 7 no frame ran",
@@ -944,51 +994,6 @@ Test(contract, defaults_follow_the_cgroup)
             "status %#x (1: not one thread, 2: the build not refused, 4: another limit in its "
             "message, 3: set-up)",
             status);
-}
-
-/* A forked child's seconds before it counts as hung.  A lock left held
- * waits for ever; a child here needs milliseconds.  It was 10 s until a
- * CI run (stop 56's) counted one child of 526 as hung, which 160 runs of
- * this test here (about 80,000 children, two at once, beside another
- * test's threads) never repeated: a 2-core VM's stall of 10 s, or a rare
- * lock.  60 s tells them apart, and the backtrace below says where. */
-enum { CHILD_S = 60 };
-
-/* A child's alarm: where it hung, on stderr (the child has one thread,
- * the one that forked), then the death by SIGALRM the parent counts.  The
- * hang above said only "hung". */
-static void hung_child_backtrace(int sig)
-{
-#if defined(__GLIBC__)
-  static const char head[] = "a forked child hung here:\n";
-  ssize_t w = write(2, head, sizeof head - 1);
-  (void)w;
-  void *frames[64];
-  backtrace_symbols_fd(frames, backtrace(frames, 64), 2);
-#endif
-  signal(sig, SIG_DFL);
-  raise(sig);
-}
-
-/* Forks a child that exits with body(arg), under alarm(alarm_s) so that a
- * hang ends as SIGALRM; returns its wait status. */
-static int in_child(unsigned alarm_s, int (*body)(void *), void *arg)
-{
-#if defined(__GLIBC__)
-  void *warm[1]; /* backtrace's first call loads libgcc: not in a handler */
-  (void)backtrace(warm, 1);
-#endif
-  fflush(NULL);
-  const pid_t pid = fork();
-  cr_assert_geq(pid, 0);
-  if (pid == 0) {
-    signal(SIGALRM, hung_child_backtrace);
-    alarm(alarm_s);
-    _exit(body(arg));
-  }
-  int status;
-  cr_assert_eq(waitpid(pid, &status, 0), pid);
-  return status;
 }
 
 /* A one-thread context's model of the unit tetrahedron, tetra_pts. */
@@ -1711,6 +1716,30 @@ static void *fp_thread(void *arg)
   return NULL;
 }
 
+#if defined(__GLIBC__) && defined(FE_DIVBYZERO)
+/* The child's body: 0 the call returned and the flag is still set. */
+static int trap_pending_around_a_call(void *unused)
+{
+  (void)unused;
+  fexcept_t f;
+  feclearexcept(FE_ALL_EXCEPT);
+  volatile long double one = 1.0L, zero = 0.0L;
+  volatile long double inf = one / zero; /* the x87 flag, masked */
+  (void)inf;
+  fegetexceptflag(&f, FE_DIVBYZERO);
+  feclearexcept(FE_ALL_EXCEPT);
+  feenableexcept(FE_DIVBYZERO);
+  fesetexceptflag(&f, FE_DIVBYZERO);
+  hicp_transform t;
+  hicp_transform_identity(&t);
+  const int rc = hicp_transform_check(&t);
+  const int kept = fetestexcept(FE_DIVBYZERO) != 0;
+  feclearexcept(FE_ALL_EXCEPT);
+  fedisableexcept(FE_DIVBYZERO);
+  return rc == HICP_OK && kept ? 0 : 5;
+}
+#endif
+
 /* A caller with a pending exception it unmasked (a debugging build that
  * traps on division by zero and put back a flag it had saved: C11 lets
  * fesetexceptflag set it without raising it) meets it on its own next x87
@@ -1722,29 +1751,7 @@ Test(contract, pending_trap_not_delivered_inside)
 #if !defined(__GLIBC__) || !defined(FE_DIVBYZERO)
   cr_skip_test("needs glibc's feenableexcept");
 #else
-  fflush(NULL);
-  pid_t pid = fork();
-  cr_assert_geq(pid, 0);
-  if (pid == 0) {
-    fexcept_t f;
-    feclearexcept(FE_ALL_EXCEPT);
-    volatile long double one = 1.0L, zero = 0.0L;
-    volatile long double inf = one / zero; /* the x87 flag, masked */
-    (void)inf;
-    fegetexceptflag(&f, FE_DIVBYZERO);
-    feclearexcept(FE_ALL_EXCEPT);
-    feenableexcept(FE_DIVBYZERO);
-    fesetexceptflag(&f, FE_DIVBYZERO);
-    hicp_transform t;
-    hicp_transform_identity(&t);
-    const int rc = hicp_transform_check(&t);
-    const int kept = fetestexcept(FE_DIVBYZERO) != 0;
-    feclearexcept(FE_ALL_EXCEPT);
-    fedisableexcept(FE_DIVBYZERO);
-    _exit(rc == HICP_OK && kept ? 0 : 5);
-  }
-  int status;
-  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  const int status = in_child(CHILD_S, trap_pending_around_a_call, NULL);
   cr_assert(WIFEXITED(status), "the child died of signal %d inside hicp", WTERMSIG(status));
   cr_assert_eq(WEXITSTATUS(status), 0, "the call failed, or the caller's flag was lost");
 #endif
