@@ -923,6 +923,17 @@ Test(io, accepted_line_ends_and_endings)
        * as a header) */
       {"bom.csv", "\xef\xbb\xbf" "1,2,3\n4,5,6\n7,8,9.5\n"},
       {"bomhead.csv", "\xef\xbb\xbf" "x,y,z\r\n1,2,3\r\n4,5,6\r\n7,8,9.5\r\n"},
+      /* the mark before a header, as Notepad saves any text: an OFF and a
+       * PCD with one were refused as "unknown OFF variant" and "unknown
+       * PCD header line" (stop 66); with no extension the content decides */
+      {"bom.off", "\xef\xbb\xbf" "OFF\r\n3 0 0\r\n1 2 3\r\n4 5 6\r\n7 8 9.5\r\n"},
+      {"bom_off", "\xef\xbb\xbf" "OFF\n3 0 0\n1 2 3\n4 5 6\n7 8 9.5\n"},
+      {"bom.pcd", "\xef\xbb\xbf" "# .PCD v0.7\nVERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\n"
+                  "WIDTH 3\nPOINTS 3\nDATA ascii\n1 2 3\n4 5 6\n7 8 9.5\n"},
+      {"bom_pcd", "\xef\xbb\xbf" "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 3\n"
+                  "POINTS 3\nDATA ascii\n1 2 3\n4 5 6\n7 8 9.5\n"},
+      {"bom.ply", "\xef\xbb\xbf" PLY_XYZ(3) "end_header\n1 2 3\n4 5 6\n7 8 9.5\n"},
+      {"bom_ply", "\xef\xbb\xbf" PLY_XYZ(3) "end_header\n1 2 3\n4 5 6\n7 8 9.5\n"},
       /* Leica's .pts: a count line before each scan's points */
       {"leica.pts", "3\n1 2 3 -1200 80 90 100\n4 5 6 -1200 80 90 100\n7 8 9.5 0 0 0 0\n"},
       {"scans.pts", "2\r\n1 2 3 0\r\n4 5 6 0\r\n1\r\n7 8 9.5 0\r\n"},

@@ -44,6 +44,19 @@ static int fill(hicp_context *ctx, const char *path, int fd, unsigned char *b, s
 static int is_model_magic(const unsigned char *buf, size_t len);
 static size_t first_token(const unsigned char *buf, size_t len);
 
+/* Steps past a UTF-8 byte order mark, which Windows editors (Notepad)
+ * write before any text: every format read here starts with text (a
+ * PLY's and a PCD's header, an OFF's keyword, an XYZ's first row).  An OFF
+ * or PCD file with one was refused as "unknown OFF variant" with the mark
+ * printed invisibly in the word (stop 63's review). */
+static void skip_bom(const unsigned char **b, size_t *n)
+{
+  if (*n >= 3 && (*b)[0] == 0xef && (*b)[1] == 0xbb && (*b)[2] == 0xbf) {
+    *b += 3;
+    *n -= 3;
+  }
+}
+
 /* Where the first word of the first n bytes ends (after '#' comments and
  * blank lines): n where it may go on past them, or where there is none. */
 static size_t first_word_end(const unsigned char *b, size_t n)
@@ -60,6 +73,7 @@ static size_t first_word_end(const unsigned char *b, size_t n)
  * (so that the whole file could not say otherwise). */
 static int head_is_not_a_cloud(const char *path, const unsigned char *b, size_t n, int eof)
 {
+  skip_bom(&b, &n);
   const hicp_format f = hicp__detect_format(path, b, n);
   if (f == HICP_FORMAT_MODEL)
     return 1;
@@ -81,6 +95,7 @@ static int head_is_not_a_cloud(const char *path, const unsigned char *b, size_t 
 static int refusal_from_head(hicp_context *ctx, const char *path, hicp_format fmt,
                              const unsigned char *b, size_t n)
 {
+  skip_bom(&b, &n);
   if (fmt == HICP_FORMAT_AUTO) {
     if (first_word_end(b, n) >= n)
       return HICP_OK;
@@ -285,6 +300,7 @@ int hicp__cloud_parse(hicp_context *ctx, const char *name, const unsigned char *
 {
   *out = NULL;
   const hicp_format asked = fmt;
+  skip_bom(&buf, &len);
   if (fmt == HICP_FORMAT_AUTO)
     fmt = hicp__detect_format(name, buf, len);
   if (len == 0)

@@ -276,10 +276,6 @@ int hicp__parse_xyz(hicp_context *ctx, const char *name, const unsigned char *bu
   int rc = hicp__raw_reserve_points(ctx, name, out, lines < len / 6 + 1 ? lines : len / 6 + 1);
   if (rc != HICP_OK)
     return rc;
-  if (len >= 3 && buf[0] == 0xef && buf[1] == 0xbb && buf[2] == 0xbf) {
-    buf += 3;
-    len -= 3;
-  }
   const char *dot = name != NULL ? strrchr(name, '.') : NULL;
   const int pts = dot != NULL && strcasecmp(dot, ".pts") == 0;
   /* a .pts count line: the points it announced, where it was, and the
