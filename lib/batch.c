@@ -576,8 +576,8 @@ static int batch_independent(hicp_context *ctx, const hicp_model *m, const float
     started[i] = pthread_create(&tid[i], NULL, batch_worker, &jobs[i]) == 0;
   int extra = 0; /* the teams' threads beyond the workers' own */
   for (int i = 0; i < c->n; i++)
-    if (!c->m[i].gpu && (i == 0 ? !hicp__team_checked(c->m[i].ctx) : started[i]))
-      extra += (i == 0 ? hicp__team_threads(c->m[i].ctx) : c->m[i].ctx->threads) - 1;
+    if (!c->m[i].gpu && (i == 0 || started[i]))
+      extra += i == 0 ? hicp__team_missing(c->m[i].ctx) : c->m[i].ctx->threads - 1;
   pthread_mutex_lock(&pace.start);
   pace.all_fit = hicp__threads_check(extra) == 0;
   pace.all_created = 1;
@@ -587,6 +587,7 @@ static int batch_independent(hicp_context *ctx, const hicp_model *m, const float
   for (int i = 1; i < c->n; i++)
     if (started[i])
       pthread_join(tid[i], NULL);
+  hicp__threads_ended(); /* the workers and their OpenMP pools */
   pthread_mutex_destroy(&pace.lock);
   pthread_mutex_destroy(&pace.start);
   pthread_cond_destroy(&pace.created);
@@ -612,7 +613,7 @@ static int track_team(hicp_context *ctx, const hicp_batch_options *bo, hicp__wor
   team->cpu_share = bo->cpu_share;
   if (ctx->backend != HICP_BACKEND_HYBRID)
     return HICP_OK; /* cpu, cuda and auto use the context directly */
-  hicp__cpu_worker_init(&ws[0], ctx, hicp__team_threads(ctx));
+  hicp__cpu_worker_init(&ws[0], ctx, hicp__team_use(hicp__team_threads(ctx)));
   team->w[0] = &ws[0];
   team->nw = 1;
   char why[256];

@@ -154,7 +154,18 @@ __attribute__((constructor)) static void watch_forks_from_load(void)
 
 int hicp__team_threads(const hicp_context *ctx)
 {
-  return ctx == NULL || forked_here ? 1 : ctx->threads;
+  if (ctx == NULL || forked_here)
+    return 1;
+#if defined(_OPENMP)
+  /* Inside a parallel region of the caller's, active or not, libgomp
+   * keeps no pool: a region of hicp's there would create its threads and
+   * end them, in every pass, unchecked (stop 66's review: libgomp exited
+   * the process under a process limit the first check had passed), and
+   * inside an active one it gives one thread whatever hicp asks. */
+  if (omp_get_level() > 0)
+    return 1;
+#endif
+  return ctx->threads;
 }
 
 int hicp_context_create(const hicp_context_options *user, hicp_context **out)
@@ -291,6 +302,10 @@ static int task_alive(pid_t tid)
   return access(path, F_OK) == 0;
 }
 
+/* When hicp last let threads end (hicp__team_use's shrink, a batch's
+ * workers): a check soon after meets them not yet released. */
+static _Atomic double threads_ended_ms = -1e300;
+
 static int threads_available(int n)
 {
   pthread_t *tid = malloc(sizeof *tid * (size_t)n);
@@ -312,8 +327,21 @@ static int threads_available(int n)
   }
   preflight p = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, ktid, 0};
   int started = 0, err = 0;
-  while (started < n - 1 && (err = pthread_create(&tid[started], ap, preflight_thread, &p)) == 0)
-    started++;
+  /* Threads that ended a moment ago (a pool that shrank, a batch's
+   * workers) still count until the kernel releases them: a refusal then
+   * is tried again for up to 50 ms after the last such end. */
+  const double ended = atomic_load(&threads_ended_ms);
+  while (started < n - 1) {
+    err = pthread_create(&tid[started], ap, preflight_thread, &p);
+    if (err == 0) {
+      started++;
+    } else if (err == EAGAIN && hicp__now_ms() < ended + 50.0) {
+      const struct timespec pause = {0, 200000};
+      nanosleep(&pause, NULL);
+    } else {
+      break;
+    }
+  }
   if (ap != NULL)
     pthread_attr_destroy(ap);
   pthread_mutex_lock(&p.mu);
@@ -342,25 +370,65 @@ static int threads_available(int n)
   return err;
 }
 
-/* The largest team the system was found to give the calling thread.  Per
- * thread, not per context: OpenMP keeps a team for each thread that starts
- * one, and a context may go from thread to thread (one at a time), as a
- * pool's tasks take it; remembered with the context, each change of thread
- * started and joined threads again, on every registration. */
-static _Thread_local int team_granted;
+/* The calling thread's OpenMP team as libgomp holds it between regions,
+ * per thread, not per context (libgomp keeps a pool of threads for each
+ * thread that starts a region, and a context may go from thread to
+ * thread, one at a time, as a pool's tasks take it):
+ * - team_pool: the threads of hicp's last region of two or more on this
+ *   thread, the caller included; libgomp keeps that region's threads, and
+ *   only those: a smaller region ends the pool's other threads at once
+ *   (libgomp's team.c, gomp_team_start), and a larger one creates the
+ *   missing ones, exiting the process where it cannot;
+ * - team_room: the largest team a check has shown the system gives this
+ *   thread since its pool last shrank.  A team up to it starts unchecked;
+ *   a larger one is checked first, for the threads the pool lacks.
+ * Until stop 66 one record, "the largest team ever checked", stood for
+ * both: after a smaller team (a batch's, a context of fewer threads) had
+ * ended the pool's threads, the next large team created them unchecked,
+ * and under a process limit libgomp exited the process at once, with no
+ * one else taking a thread (stop 66's review, 10 runs of 10).  Regions of
+ * the application's own on this thread change the pool unseen
+ * (hicp.h, "Threads"). */
+static _Thread_local int team_pool = 1, team_room = 1;
 atomic_uint hicp__team_preflights;
+
+void hicp__threads_ended(void)
+{
+  atomic_store(&threads_ended_ms, hicp__now_ms());
+}
 
 int hicp__team_ready(hicp_context *ctx)
 {
   const int n = hicp__team_threads(ctx);
-  if (n <= 1 || n <= team_granted)
+  if (n <= team_room)
     return HICP_OK;
   atomic_fetch_add(&hicp__team_preflights, 1u);
-  const int err = threads_available(n);
+  const int err = threads_available(n - team_pool + 1);
   if (err != 0)
     return hicp__fail(ctx, HICP_ENOMEM, "cannot start %d threads: %s", n, strerror(err));
-  team_granted = n;
+  team_room = n;
   return HICP_OK;
+}
+
+int hicp__team_use(int k)
+{
+  if (k <= 1)
+    return 1; /* a region of one keeps the pool as it is */
+  if (k > team_room) {
+    atomic_fetch_add(&hicp__team_preflights, 1u);
+    if (threads_available(k - team_pool + 1) == 0)
+      team_room = k;
+    else
+      k = team_pool; /* the threads there are: the bits are the same */
+    if (k <= 1)
+      return 1;
+  }
+  if (k < team_pool) {
+    team_room = k;
+    hicp__threads_ended();
+  }
+  team_pool = k;
+  return k;
 }
 
 int hicp__threads_check(int extra)
@@ -368,17 +436,17 @@ int hicp__threads_check(int extra)
   return extra > 0 ? threads_available(extra + 1) : 0;
 }
 
-int hicp__team_checked(const hicp_context *ctx)
+int hicp__team_missing(const hicp_context *ctx)
 {
   const int n = hicp__team_threads(ctx);
-  return n <= 1 || n <= team_granted;
+  return n <= team_room ? 0 : n - team_pool;
 }
 
 void hicp__team_assume_ready(const hicp_context *ctx)
 {
   const int n = hicp__team_threads(ctx);
-  if (n > team_granted)
-    team_granted = n;
+  if (n > team_room)
+    team_room = n;
 }
 
 int hicp_context_start_threads(hicp_context *ctx)
@@ -391,7 +459,7 @@ int hicp_context_start_threads(hicp_context *ctx)
   if (hicp__team_threads(ctx) <= 1 || ctx->backend == HICP_BACKEND_CUDA)
     return 1;
   const int rc = hicp__team_ready(ctx);
-  return rc != HICP_OK ? rc : hicp__cpu_start_threads(hicp__team_threads(ctx));
+  return rc != HICP_OK ? rc : hicp__cpu_start_threads(hicp__team_use(hicp__team_threads(ctx)));
 }
 
 void hicp_context_cancel(hicp_context *ctx)

@@ -22,11 +22,18 @@
  *   (libgomp) prints "Thread creation failed" and exits when the system
  *   refuses a thread to a parallel region (an address-space or process
  *   limit below the thread count): registrations, queries, model builds and
- *   hicp_context_start_threads() first check, once a context and calling
- *   thread, that the system gives all the threads at once, and report a
- *   refusal as ::HICP_ENOMEM.  What hicp cannot catch is a limit reached
- *   between that check and the region (another thread or process taking
- *   the last of it).  The libraries beneath print what their own
+ *   hicp_context_start_threads() first check that the system gives the
+ *   threads the calling thread's OpenMP team lacks, and report a refusal
+ *   as ::HICP_ENOMEM.  libgomp keeps a thread's team between regions, and
+ *   ends its other threads when a smaller team runs there: hicp checks
+ *   again after its own smaller teams (a context of fewer threads, a
+ *   batch), but cannot see the application's own OpenMP regions on the
+ *   calling thread, nor a limit reached between the check and the region
+ *   (another thread or process taking the last of it).  Called from
+ *   inside a parallel region of the caller's, active or not, hicp runs on
+ *   the calling thread alone (result.threads says 1): libgomp keeps no
+ *   team there, and would create and end threads at every region.  The
+ *   libraries beneath print what their own
  *   environment variables get wrong, as they load or start: libgomp about
  *   a malformed OMP_* or GOMP_* value, hwloc about a HWLOC_* one (an
  *   unknown HWLOC_COMPONENTS; HWLOC_HIDE_ERRORS silences most of those).
@@ -294,9 +301,9 @@ HICP_API int hicp_context_create(const hicp_context_options *opts, hicp_context 
  * larger (up to about a million points, where the blocks reach 64 MiB),
  * with the same options, allocate no memory, as a fixed-rate pose loop
  * wants.  That includes libgomp's, which reuses its teams of two or more
- * threads unless the call comes from inside a parallel region of the
- * caller's own or OMP_DYNAMIC, OMP_THREAD_LIMIT=1 or
- * OMP_MAX_ACTIVE_LEVELS=0 is set.
+ * threads unless OMP_DYNAMIC, OMP_THREAD_LIMIT=1 or OMP_MAX_ACTIVE_LEVELS=0
+ * is set (inside a parallel region of the caller's own, hicp runs on one
+ * thread, with no team).
  */
 HICP_API void hicp_context_destroy(hicp_context *ctx);
 

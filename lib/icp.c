@@ -719,8 +719,19 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   f.n = (uint32_t)n;
   f.chunk = plan->chunk;
   f.nchunks = (uint32_t)((n + plan->chunk - 1) / plan->chunk);
-  f.threads = ctx->fixed_threads ? hicp__team_threads(ctx)
-                                 : hicp__threads_now(hicp__team_threads(ctx));
+  /* The threads of every region on this thread in this registration: the
+   * scan's copies and, alone, the passes (a team's CPU worker has its
+   * own, which its copies then take too).  One number, so that the OpenMP
+   * pool stays what context.c counted. */
+  if (team != NULL && team->nw > 0) {
+    f.threads = 1;
+    for (int i = 0; i < team->nw; i++)
+      if (!team->w[i]->is_gpu)
+        f.threads = team->w[i]->threads;
+  } else {
+    f.threads = hicp__team_use(ctx->fixed_threads ? hicp__team_threads(ctx)
+                                                  : hicp__threads_now(hicp__team_threads(ctx)));
+  }
   rc = hicp__check_budget(ctx, hicp__frame_bytes(plan, n), "the registration");
   if (rc != HICP_OK)
     return rc;

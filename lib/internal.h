@@ -157,27 +157,40 @@ double hicp__now_ms(void);
 /* Default worker count: the cores the calling thread may run on (hwloc,
  * falling back to the CPUs online). */
 int hicp__default_threads(void);
-/* Before a parallel region of ctx->threads on the calling thread: whether
- * the system gives those threads (libgomp would exit the process where it
- * does not).  Checked once a thread for each larger team (context.c):
- * HICP_OK, or HICP_ENOMEM with the message (hicp__team_preflights in
- * context.h counts the checks made, for the tests). */
+/* At the start of a call whose parallel regions run on the calling thread,
+ * up to hicp__team_threads(ctx) threads: whether the system gives the
+ * threads its OpenMP pool lacks for them (libgomp would exit the process
+ * where it does not).  Checked where the team is larger than a check has
+ * shown since the pool last shrank (context.c): HICP_OK, or HICP_ENOMEM
+ * with the message (hicp__team_preflights in context.h counts the checks
+ * made, for the tests). */
 int hicp__team_ready(hicp_context *ctx);
+/* The threads a call's parallel regions on the calling thread run on,
+ * wanting k: every region of the call takes this one number, so that the
+ * pool is what context.c records (a smaller region ends the pool's other
+ * threads).  k where it fits what was checked, or where a check made here
+ * finds room; else the threads the pool holds (the bits are the same). */
+int hicp__team_use(int k);
 /* Whether the system gives `extra` more threads at once, checked as
  * hicp__team_ready checks: 0 or the error.  For a batch's workers, whose
  * teams start on threads of their own (batch.c). */
 int hicp__threads_check(int extra);
+/* hicp has just let threads end (a batch's workers): checks in the next
+ * 50 ms retry a refusal, as those threads may still count. */
+void hicp__threads_ended(void);
 /* The calling thread's team for ctx counted as checked: its threads were
  * part of a larger check just made (hicp__threads_check). */
 void hicp__team_assume_ready(const hicp_context *ctx);
-/* Whether the calling thread's team for ctx was checked already. */
-int hicp__team_checked(const hicp_context *ctx);
+/* The threads the calling thread's pool lacks for ctx's team where no
+ * check has shown room for it: 0 where one has. */
+int hicp__team_missing(const hicp_context *ctx);
 /* The threads a parallel region on the calling thread may take for ctx:
- * ctx->threads, or 1 on the thread that forked this process (in the child)
- * or with no context.  libgomp's team of a thread does not survive fork():
- * a region of more than one thread on the forking thread, in the child,
- * waits for ever on the parent's threads.  Threads started in the child
- * have teams of their own. */
+ * ctx->threads, or 1 on the thread that forked this process (in the
+ * child), inside a parallel region of the caller's, or with no context.
+ * libgomp's team of a thread does not survive fork(): a region of more
+ * than one thread on the forking thread, in the child, waits for ever on
+ * the parent's threads.  Threads started in the child have teams of their
+ * own. */
 int hicp__team_threads(const hicp_context *ctx);
 
 /* The threads a registration of up to `want` on the calling thread takes

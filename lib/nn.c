@@ -145,7 +145,7 @@ static int nn_query_body(hicp_context *ctx, const char *fn, const hicp_model *mo
   if (rc != HICP_OK)
     return rc;
   const unsigned char *base = (const unsigned char *)queries;
-  const int threads = hicp__team_threads(ctx);
+  const int threads = hicp__team_use(hicp__team_threads(ctx));
   /* The first bad query and the first bad previous match (n: none),
    * checked in parallel: on small models this pass is a tenth of the time. */
   long long bad_q = (long long)n, bad_w = (long long)n;

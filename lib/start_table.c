@@ -112,7 +112,8 @@ int hicp__start_table_build(hicp_context *ctx, hicp_model *m)
    * (The kd-tree's search from that candidate took 80 s on a 1M-point
    * model: a cell far from the surface has a ball of thousands of
    * vertices to rule out.) */
-#pragma omp parallel num_threads(hicp__team_threads(ctx))
+  const int threads = hicp__team_use(hicp__team_threads(ctx));
+#pragma omp parallel num_threads(threads)
   {
     hicp__fpenv fe; /* a pool thread's own environment may differ (fpenv.h) */
     hicp__fpenv_enter(&fe);

@@ -5,7 +5,6 @@
 
 #include <criterion/criterion.h>
 #ifdef __linux__
-#include <dirent.h>
 #endif
 #include <math.h>
 #include <pthread.h>
@@ -373,18 +372,6 @@ Test(api, cpu_vector_code)
 }
 
 #ifdef __linux__
-/* The threads of this process, from /proc. */
-static int task_count(void)
-{
-  DIR *d = opendir("/proc/self/task");
-  int n = 0;
-  if (d == NULL)
-    return -1;
-  for (struct dirent *e; (e = readdir(d)) != NULL;)
-    n += e->d_name[0] != '.';
-  closedir(d);
-  return n;
-}
 #endif
 
 /* What start_threads reports for a CUDA-only context and for a CPU one of
@@ -402,23 +389,23 @@ static void *start_threads_in_new_thread(void *arg)
   if (hicp_context_create(&o, &ctx) != 0)
     return NULL;
 #ifdef __linux__
-  int before = task_count();
+  int before = th_tasks();
 #endif
   out[3] = hicp_context_start_threads(ctx);
 #ifdef __linux__
-  out[4] = task_count() - before;
+  out[4] = th_tasks() - before;
 #endif
   hicp_context_destroy(ctx);
   o.backend = HICP_BACKEND_CPU;
   if (hicp_context_create(&o, &ctx) != 0)
     return NULL;
 #ifdef __linux__
-  before = task_count();
+  before = th_tasks();
 #endif
   out[0] = hicp_context_start_threads(ctx);
   out[1] = hicp_context_start_threads(ctx); /* again: the same team */
 #ifdef __linux__
-  out[2] = task_count() - before;
+  out[2] = th_tasks() - before;
 #endif
   hicp_context_destroy(ctx);
   return NULL;
@@ -675,9 +662,9 @@ static void *cut_registration_in_new_thread(void *arg)
     o.max_iter = 3;
     hicp_result r;
     hicp_result_init(&r);
-    const int before = task_count();
+    const int before = th_tasks();
     got[0] = hicp_register(ctx, m, p, n, &o, NULL, &r);
-    got[1] = task_count() - before;
+    got[1] = th_tasks() - before;
     got[2] = r.threads;
   }
   hicp_model_destroy(m);

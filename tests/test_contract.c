@@ -7,7 +7,6 @@
 #include "config.h"
 
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <errno.h>
 #if defined(__GLIBC__)
 #include <execinfo.h>
@@ -28,6 +27,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 #include "budget.h"
 #include "cgroup.h"
@@ -417,13 +419,9 @@ static void *refused_batch_child(void *arg)
    * own, this one and the model build's team of 2, the same whatever the
    * machine's cores): the 4 workers of 2 threads take 6 more, 3 worker
    * threads and a team thread each but this one's */
-  int base = 0;
-  DIR *d = opendir("/proc/self/task");
-  if (d == NULL)
+  const int base = th_tasks();
+  if (base < 1)
     _exit(4);
-  for (struct dirent *e; (e = readdir(d)) != NULL;)
-    base += e->d_name[0] != '.';
-  closedir(d);
   struct rlimit rl = {(rlim_t)base + 5, (rlim_t)base + 5};
   if (setrlimit(RLIMIT_NPROC, &rl) != 0)
     _exit(4);
@@ -479,6 +477,152 @@ Test(contract, batch_workers_refused_threads_are_reported)
   cr_assert_eq(WEXITSTATUS(status), 0,
                "exit status %d: 1 is libgomp's exit, 5 or 6 another code, 7 no frame ran",
                WEXITSTATUS(status));
+}
+
+/* A team started again after a smaller one on the same thread is checked
+ * again.  libgomp ends a pool's surplus threads when a smaller team runs
+ * on its thread (a batch's share of the calling thread, a context of
+ * fewer threads), and creates them at the next larger team, exiting the
+ * process where it cannot.  The library kept "the largest team ever
+ * checked", so that creation went unchecked: under a process limit that
+ * its first check had passed exactly, libgomp exited the child within a
+ * few rounds, nothing else running (stop 66's review, 10 runs of 10).
+ * The child, on a thread of its own (on_a_thread) as a user of its own
+ * whom RLIMIT_NPROC holds: 0 every call ran
+ * or was refused with HICP_ENOMEM, and a team of 8 ran after a smaller one
+ * at least once; 1 libgomp's exit; 5 another code; 7 no team of 8 ran
+ * again. */
+static int regrown_teams_as_a_user(void *unused)
+{
+  (void)unused;
+  if (freopen("/dev/null", "w", stderr) == NULL)
+    return 3;
+  enum { NF = 4, FN = 3000, N = NF * FN };
+  float *p = th_surface(N, 61);
+  hicp_context *ctx[3] = {NULL, NULL, NULL};
+  const int threads[3] = {1, 8, 2};
+  for (int k = 0; k < 3; k++) {
+    hicp_context_options o;
+    hicp_context_options_init(&o);
+    o.threads = threads[k];
+    o.backend = HICP_BACKEND_CPU;
+    o.flags = HICP_CONTEXT_FIXED_THREADS;
+    if (hicp_context_create(&o, &ctx[k]) != 0)
+      return 3;
+  }
+  hicp_context *one = ctx[0], *eight = ctx[1], *two = ctx[2];
+  hicp_model *m = NULL;
+  if (p == NULL || hicp_model_build(one, p, N, 0, NULL, &m) != 0)
+    return 3;
+  const uid_t own = (uid_t)(200000 + getpid() % 100000);
+  if (setgid(own) != 0 || setuid(own) != 0)
+    return 4;
+  /* room for this thread's team of 8 (7 more threads) and nothing else */
+  const int base = th_tasks();
+  struct rlimit rl = {(rlim_t)base + 7, (rlim_t)base + 7};
+  if (base < 1 || setrlimit(RLIMIT_NPROC, &rl) != 0)
+    return 4;
+  hicp_reg_options ro;
+  hicp_reg_options_init(&ro);
+  ro.max_iter = 2;
+  const float *frames[NF];
+  size_t counts[NF];
+  for (int k = 0; k < NF; k++) {
+    frames[k] = p + 3 * FN * k;
+    counts[k] = FN;
+  }
+  uint32_t idx[64];
+  int regrown = 0;
+  for (int round = 0; round < 80; round++) {
+    hicp_result r, rb[NF];
+    hicp_result_init(&r);
+    for (int k = 0; k < NF; k++)
+      hicp_result_init(&rb[k]);
+    /* 8, then a batch whose share of this thread is a team of 2, then 8;
+     * 2 and 8 again through queries */
+    const int rc[4] = {hicp_register(eight, m, p, N, &ro, NULL, &r),
+                       hicp_register_batch(eight, m, frames, counts, NF, &ro, NULL, NULL, rb),
+                       hicp_nn_query(two, m, p, 64, NULL, idx, NULL, NULL),
+                       hicp_nn_query(eight, m, p, 64, NULL, idx, NULL, NULL)};
+    for (int k = 0; k < 4; k++)
+      if (rc[k] != HICP_OK && rc[k] != HICP_ENOMEM)
+        return 5;
+    for (int k = 0; k < NF; k++)
+      if (rb[k].error != HICP_OK && rb[k].error != HICP_ENOMEM)
+        return 5;
+    regrown += round > 0 && rc[0] == HICP_OK && r.threads == 8;
+  }
+  return regrown > 0 ? 0 : 7;
+}
+
+static void *regrown_teams_thread(void *arg)
+{
+  _exit(regrown_teams_as_a_user(arg));
+}
+
+Test(contract, regrown_teams_are_checked)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  cr_skip_test("a sanitizer's own threads count against the limit");
+#endif
+  if (geteuid() != 0)
+    cr_skip_test("needs root, to run the child as a user whom RLIMIT_NPROC holds");
+  const int status =
+      in_child(CHILD_S, on_a_thread, &(struct on_a_thread){regrown_teams_thread, NULL});
+  cr_assert(WIFEXITED(status), "the child died of signal %d", WTERMSIG(status));
+  cr_assert_eq(WEXITSTATUS(status), 0,
+               "exit status %d: 1 is libgomp's exit, 5 another code, 7 no team of 8 ran again",
+               WEXITSTATUS(status));
+}
+
+/* Called from inside a parallel region of the caller's, active or not,
+ * hicp runs on the calling thread alone and says so.  libgomp keeps no
+ * pool for a nested region: each of hicp's regions there created and
+ * ended its threads, every pass, unchecked after the first call (libgomp
+ * exited the process under a process limit, 9 runs of 10), and inside an
+ * active region, where libgomp gives one thread, result.threads said 4
+ * (stop 66's review). */
+Test(contract, inside_the_callers_parallel_region)
+{
+#if !defined(_OPENMP)
+  cr_skip_test("built without OpenMP");
+#else
+  enum { N = 4000 };
+  float *p = th_surface(N, 62);
+  hicp_context *one = th_context(1, HICP_BACKEND_CPU);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(one, p, N, 0, NULL, &m), 0, "%s", hicp_context_error(one));
+  hicp_reg_options ro;
+  hicp_reg_options_init(&ro);
+  ro.max_iter = 3;
+  hicp_context *four[2] = {th_context(4, HICP_BACKEND_CPU), th_context(4, HICP_BACKEND_CPU)};
+  hicp_result alone;
+  hicp_result_init(&alone);
+  cr_assert_eq(hicp_register(four[0], m, p, N, &ro, NULL, &alone), 0);
+  cr_assert_eq(alone.threads, 4);
+  for (int active = 0; active < 2; active++) {
+    hicp_result r[2];
+    int rc[2] = {-1, -1};
+    hicp_result_init(&r[0]);
+    hicp_result_init(&r[1]);
+#pragma omp parallel num_threads(active ? 2 : 1)
+    {
+      const int me = omp_get_thread_num();
+      rc[me] = hicp_register(four[me], m, p, N, &ro, NULL, &r[me]);
+    }
+    for (int k = 0; k < (active ? 2 : 1); k++) {
+      cr_assert_eq(rc[k], 0, "%s", hicp_context_error(four[k]));
+      cr_expect_eq(r[k].threads, 1, "%s region: result.threads %d", active ? "an active" : "an inactive",
+                   r[k].threads);
+      cr_expect_eq(memcmp(&r[k].transform, &alone.transform, sizeof alone.transform), 0);
+    }
+  }
+  hicp_context_destroy(four[0]);
+  hicp_context_destroy(four[1]);
+  hicp_model_destroy(m);
+  hicp_context_destroy(one);
+  free(p);
+#endif
 }
 
 /* A memory limit's refusal tells the need from the limit (stop 58's

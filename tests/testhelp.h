@@ -58,6 +58,9 @@ void th_stream_destroy_under_a_receiver(hicp_stream *s, const float *f, size_t n
 /* A bumpy closed surface (an ellipsoid with ripples), n points, about 2
  * units across; deterministic for a seed.  Caller frees. */
 float *th_surface(size_t n, uint64_t seed);
+/* The threads of this process, as the kernel lists them in /proc/self/task;
+ * -1 where it cannot be read. */
+int th_tasks(void);
 /* 1 on a big-endian host (s390x): files the tests write in the host's
  * byte order say so in their headers. */
 static inline int th_big_endian(void)
