@@ -17,6 +17,11 @@ void hicp__raw_cloud_free(hicp__raw_cloud *raw)
   memset(raw, 0, sizeof *raw);
 }
 
+static void raw_point(const void *arg, size_t i, double p[3])
+{
+  memcpy(p, &((const hicp__raw_cloud *)arg)->xyz[3 * i], 3 * sizeof(double));
+}
+
 int hicp__cloud_from_raw(hicp_context *ctx, hicp__raw_cloud *raw, const char *name,
                          const double *origin, hicp_cloud **out)
 {
@@ -61,9 +66,11 @@ int hicp__cloud_from_raw(hicp_context *ctx, hicp__raw_cloud *raw, const char *na
   if (rc == HICP_OK) {
     /* Origin policy (docs/design.md): keep float-exact data as it is; centre
      * data whose magnitude dwarfs its extent, where floats would lose detail. */
-    const int centre = !all_float && hicp__far_from_origin(lo, hi);
+    double mid[3] = {0.0, 0.0, 0.0};
+    if (origin == NULL && !all_float)
+      (void)hicp__far_centre(lo, hi, raw->n, raw_point, raw, mid);
     for (int d = 0; d < 3; d++)
-      c->origin[d] = origin != NULL ? origin[d] : centre ? 0.5 * (lo[d] + hi[d]) : 0.0;
+      c->origin[d] = origin != NULL ? origin[d] : mid[d];
     for (size_t i = 0; i < 3 * raw->n; i++)
       c->xyz[i] = (float)(raw->xyz[i] - c->origin[i % 3]);
     c->n = raw->n;

@@ -469,7 +469,9 @@ HICP_API int hicp_transform_check(const hicp_transform *t);
  * triangles when the file was a mesh.  The origin is zero unless the
  * coordinates are far from zero compared with their extent (for example UTM
  * coordinates), where keeping them as plain floats would lose detail; then
- * the cloud is centred on its bounding box and the origin says where.
+ * the cloud is centred on its bounding box, or on the medians of its middle
+ * half of points where a few stray ones (a missed return at 0) stretch the
+ * box to zero, and the origin says where.
  */
 typedef struct hicp_cloud hicp_cloud;
 
@@ -804,7 +806,10 @@ typedef struct hicp_reg_options {
                               default 50 */
   double tol;            /**< stop when |MSE change| < tol (squared model
                               units); default -1 = automatic, 1e-12 times the
-                              squared model diagonal (at least DBL_MIN, so
+                              squared diagonal of the smaller bounding box,
+                              the model's or the scan's (so that a local
+                              scan in a wide map is not called converged
+                              while it still slides), at least DBL_MIN (so
                               that an unchanged MSE stops a model of one
                               point); 0 = never */
   double mse_abs;        /**< stop when MSE < this; default 0 (off) */

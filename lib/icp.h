@@ -38,6 +38,7 @@ typedef struct hicp__plan {
   double sigma_k;      /* the sigma filter's multiplier (hicp__sigma_k) */
   uint32_t chunk;      /* points per chunk, power of two >= 256 */
   double time_budget_ms;
+  int tol_auto;        /* conv.tol left to the library: set by each frame (icp.c, frame_tol) */
 } hicp__plan;
 
 /* One registration's working state, in host memory. */

@@ -109,6 +109,16 @@ void hicp__clear_error(hicp_context *ctx);
  * box keeps: the readers centre such data held in double (cloud.c), a
  * model such float points (model_build.c, far_origin). */
 int hicp__far_from_origin(const double lo[3], const double hi[3]);
+/* Point i of a cloud, in double, for hicp__far_centre. */
+typedef void (*hicp__point_fn)(const void *arg, size_t i, double p[3]);
+/* Whether the n points (point(arg, i, p); their box lo .. hi) are to be
+ * stored in float about a centre of their own, and where: the box's centre
+ * where the box is far from the origin (hicp__far_from_origin), else the
+ * medians of the points' middle half where that half is (a few stray
+ * points, such as a missed return at 0, stretch the box to the origin).
+ * 1 and centre[] set, or 0. */
+int hicp__far_centre(const double lo[3], const double hi[3], size_t n, hicp__point_fn point,
+                     const void *arg, double centre[3]);
 /* Installs the fork handlers that keep the message lock usable in a child
  * process (error.c); called once, with the first context. */
 void hicp__error_watch_forks(void);

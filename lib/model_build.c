@@ -155,7 +155,14 @@ static int spatial_order(hicp_context *ctx, hicp_model *m)
   return HICP_OK;
 }
 
-/* Bounding box, diagonal, and the vertex nearest the centroid. */
+static void vtx_point(const void *arg, size_t i, double p[3])
+{
+  const hicp__vtx *v = &((const hicp_model *)arg)->vtx[i];
+  p[0] = v->x;
+  p[1] = v->y;
+  p[2] = v->z;
+}
+
 /* A float model far from the origin next to its size (a float cloud in
  * UTM coordinates, or any float array) is kept relative to an origin of
  * its own, as the readers keep data held in double (docs/design.md,
@@ -163,9 +170,8 @@ static int spatial_order(hicp_context *ctx, hicp_model *m)
  * detail than its floats (doubles, clouds with their own origin) are then
  * searched at the model's scale, not rounded to floats 4e6 from zero, a
  * quarter unit apart (stop 49: `hicp nn` answered with a farther vertex).
- * On an axis whose values all lie within a factor two of a float o
- * (o/2 <= v <= 2o), v - o is exact (Sterbenz), so the vertices keep every
- * bit; other axes keep 0.  The condition is the readers'. */
+ * The vertices keep every bit (below); the condition is the readers'
+ * (hicp__far_centre). */
 static void far_origin(hicp_model *m)
 {
   double lo[3] = {HUGE_VAL, HUGE_VAL, HUGE_VAL}, hi[3] = {-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
@@ -176,14 +182,24 @@ static void far_origin(hicp_model *m)
       hi[d] = p[d] > hi[d] ? p[d] : hi[d];
     }
   }
-  if (m->nv == 0 || !hicp__far_from_origin(lo, hi))
+  double mid[3];
+  if (m->nv == 0 || !hicp__far_centre(lo, hi, m->nv, vtx_point, m, mid))
     return;
+  /* A float origin on each axis where every vertex less it is a float
+   * again, exactly; 0 on the others.  Where all the values lie within a
+   * factor two of it that holds by Sterbenz's lemma, but it is tested
+   * vertex by vertex: a stray point at 0 (a missed return) breaks the
+   * factor two and still subtracts exactly (stop 66's review: it left a
+   * float map 4.5e6 from zero with origin 0). */
   float o[3];
   for (int d = 0; d < 3; d++) {
-    o[d] = (float)(0.5 * (lo[d] + hi[d]));
-    const double h = 0.5 * (double)o[d], t = 2.0 * (double)o[d];
-    const int exact = o[d] > 0.0f ? lo[d] >= h && hi[d] <= t : o[d] < 0.0f && hi[d] <= h && lo[d] >= t;
-    o[d] = exact ? o[d] : 0.0f;
+    o[d] = (float)mid[d];
+    for (uint32_t i = 0; i < m->nv && o[d] != 0.0f; i++) {
+      const float v = d == 0 ? m->vtx[i].x : d == 1 ? m->vtx[i].y : m->vtx[i].z;
+      const double t = (double)v - (double)o[d];
+      if ((double)(float)t != t)
+        o[d] = 0.0f;
+    }
     m->origin[d] = o[d];
   }
   for (uint32_t i = 0; i < m->nv; i++) {

@@ -324,24 +324,28 @@ Test(nn, ulp_lattices_far_from_the_origin)
  * kept a zero origin, each query was rounded to floats 4e6 from zero (a
  * quarter unit, for a model 20 units across) and 140 of 2,000 answers
  * were farther vertices, exit 0. */
-Test(nn, far_float_model_double_queries)
+static void far_float_model_case(int stray)
 {
   th_rng r;
   th_rng_seed(&r, 4904);
-  const size_t n = 3000, nq = 2000;
+  /* with a stray point, the model's last point and the queries' last are
+   * it: at the origin, and 2000 km off */
+  const size_t n = 3000 + (size_t)stray, nq = 2000 + (size_t)stray;
   const double at[3] = {500000.0, 4100000.0, 50.0};
   float *p = malloc(sizeof(float) * 3 * n);
   double *q = malloc(sizeof(double) * 3 * nq);
   cr_assert(p != NULL && q != NULL);
   float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
   for (size_t i = 0; i < 3 * n; i++) {
-    p[i] = (float)(at[i % 3] + 20.0 * th_uniform(&r));
+    p[i] = stray && i >= 3 * (n - 1) ? 0.0f : (float)(at[i % 3] + 20.0 * th_uniform(&r));
     lo[i % 3] = fminf(lo[i % 3], p[i]);
     hi[i % 3] = fmaxf(hi[i % 3], p[i]);
   }
   for (size_t i = 0; i < 3 * nq; i++)
-    q[i] = at[i % 3] - 1.0 + 22.0 * th_uniform(&r);
-  hicp_model *m = build(p, n, 1);
+    q[i] = stray && i >= 3 * (nq - 1) ? at[i % 3] + 2e6 : at[i % 3] - 1.0 + 22.0 * th_uniform(&r);
+  /* the stray point 4e6 from the rest puts them under Qhull's resolution
+   * at that range: the kd-tree answers (model_build.c) */
+  hicp_model *m = build(p, n, stray ? 0 : 1);
   hicp_model_info info;
   hicp_model_info_init(&info);
   cr_assert_eq(hicp_model_get_info(m, &info), 0);
@@ -355,6 +359,10 @@ Test(nn, far_float_model_double_queries)
   cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
   hicp_cloud *qc;
   cr_assert_eq(hicp_cloud_from_xyz_double(ctx, q, nq, 0, &qc), 0, "%s", hicp_context_error(ctx));
+  double qo[3];
+  hicp_cloud_origin(qc, qo);
+  for (int d = 0; d < 3 && stray; d++) /* their bulk's, not their box's centre 1000 km off */
+    cr_assert(fabs(qo[d] - at[d]) < 30.0, "queries' origin axis %d: %.17g", d, qo[d]);
   uint32_t *got = malloc(sizeof *got * nq);
   float *got_d = malloc(sizeof *got_d * nq);
   for (size_t k = 0; k < NMETHODS; k++) {
@@ -364,7 +372,7 @@ Test(nn, far_float_model_double_queries)
     cr_assert_eq(hicp_nn_query_cloud(ctx, m, qc, &o, got, got_d, NULL), 0, "%s",
                  hicp_context_error(ctx));
     size_t ties = 0;
-    for (size_t j = 0; j < nq; j++) {
+    for (size_t j = 0; j < nq - (size_t)stray; j++) {
       double best = INFINITY, mine = 0.0;
       uint32_t bi = 0;
       for (size_t i = 0; i < n; i++) {
@@ -398,6 +406,24 @@ Test(nn, far_float_model_double_queries)
   hicp_model_destroy(m);
   free(p);
   free(q);
+}
+
+Test(nn, far_float_model_double_queries)
+{
+  far_float_model_case(0);
+}
+
+/* The same with one stray point in the model, at (0, 0, 0) (a lidar's
+ * missed return), and one in the queries, 2000 km off.  They stretched
+ * both boxes until neither was far from zero next to its extent: the
+ * model kept origin 0 (its vertex at 0 broke Sterbenz's factor two) and
+ * the queries were floats about their box's centre, 1000 km off, so 414 of
+ * 2,000 answers were farther points, up to 0.47 m (stop 66's review).  The
+ * origins now come from the points' middle half (util.c,
+ * hicp__far_centre). */
+Test(nn, far_float_model_with_a_stray_point)
+{
+  far_float_model_case(1);
 }
 
 /* Queries read relative to the model's origin (hicp_cloud_read_relative)

@@ -1,7 +1,7 @@
 /* ply_write.c: hicp_cloud_write_ply: binary little endian or ascii PLY,
  * written atomically (atomic.c).  Coordinates are float when the cloud's
  * origin is zero and the transform leaves the points near the origin,
- * double otherwise (the readers' rule, hicp__far_from_origin), so absolute
+ * double otherwise (the readers' rule, hicp__far_centre), so absolute
  * coordinates far from the origin keep their detail; text numbers carry
  * enough digits to round-trip. */
 #include "config.h"
@@ -32,6 +32,11 @@ static void point(const job *j, size_t i, double out[3])
   const double *m = j->T->m;
   for (int d = 0; d < 3; d++)
     out[d] = m[4 * d] * p[0] + m[4 * d + 1] * p[1] + m[4 * d + 2] * p[2] + m[4 * d + 3];
+}
+
+static void job_point(const void *arg, size_t i, double out[3])
+{
+  point(arg, i, out);
 }
 
 static int put_le(FILE *f, const void *v, size_t n)
@@ -133,7 +138,8 @@ static int cloud_write_ply(hicp_context *ctx, const hicp_cloud *cloud,
         hi[d] = i == 0 || p[d] > hi[d] ? p[d] : hi[d];
       }
     }
-    j.dbl = hicp__far_from_origin(lo, hi);
+    double mid[3];
+    j.dbl = hicp__far_centre(lo, hi, cloud->n, job_point, &j, mid);
   }
   /* Numbers as PLY holds them, whatever locale the application chose (a
    * GUI's setlocale(LC_ALL, "") wrote "0,5", which no reader takes): the C
