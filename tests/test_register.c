@@ -892,6 +892,119 @@ Test(register, trim_keeps_its_count)
   hicp_model_destroy(m);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Squared distances, in double, from each scan point moved by T (scan ->
+ * model) to its nearest of the nv points pts, by brute force: which pairs
+ * max_dist leaves, counted without the library's search. */
+static void brute_d2(const float *pts, size_t nv, const hicp_transform *T, const float *scan,
+                     size_t n, double *d2)
+{
+  for (size_t i = 0; i < n; i++) {
+    double q[3];
+    for (int r = 0; r < 3; r++)
+      q[r] = T->m[4 * r] * scan[3 * i] + T->m[4 * r + 1] * scan[3 * i + 1] +
+             T->m[4 * r + 2] * scan[3 * i + 2] + T->m[4 * r + 3];
+    double best = HUGE_VAL;
+    for (size_t j = 0; j < nv; j++) {
+      const double dx = q[0] - pts[3 * j], dy = q[1] - pts[3 * j + 1], dz = q[2] - pts[3 * j + 2];
+      best = fmin(best, dx * dx + dy * dy + dz * dz);
+    }
+    d2[i] = best;
+  }
+}
+
+/* The pairs within max_dist md at T, by brute force; no distance may lie
+ * so near md (1e-6 of it) that the library's float search could count it
+ * otherwise. */
+static uint64_t brute_candidates(const float *pts, size_t nv, const hicp_transform *T,
+                                 const float *scan, size_t n, double md, const char *what)
+{
+  double *d2 = malloc(sizeof(double) * n);
+  cr_assert_not_null(d2);
+  brute_d2(pts, nv, T, scan, n, d2);
+  uint64_t c = 0;
+  for (size_t i = 0; i < n; i++) {
+    const double d = sqrt(d2[i]);
+    cr_assert_gt(fabs(d - md), 1e-6 * md,
+                 "%s: point %zu lies %.17g from the model, too near max_dist %.17g", what, i, d,
+                 md);
+    c += d <= md;
+  }
+  free(d2);
+  return c;
+}
+
+/* (stop 66's mutation review) trim's fraction is of the pairs within
+ * max_dist (hicp.h): the inliers are ceil(trim * candidates), the
+ * candidates those max_dist leaves, counted here by brute force at the
+ * returned pose.  trim_keeps_its_count sets no max_dist, so a threshold
+ * taken over all pairs (M10: the quantile of every distance, the candidates
+ * then those under it and max_dist) went unseen: with max_dist leaving 300
+ * of 500 pairs, trim 0.5 kept 250 of them where 150 are due.  max_dist at
+ * the initial pose's 60% quantile; at the initial pose (max_iter 0; with
+ * trim 1, the library's own count of the candidates agrees) and after 10
+ * iterations. */
+Test(register, trim_is_a_fraction_of_the_pairs_within_max_dist)
+{
+  float pts[3 * 2000];
+  hicp_model *m = small_model(pts, 2000);
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  float scan[3 * 500];
+  th_rng r0;
+  th_rng_seed(&r0, 5);
+  for (int i = 0; i < 3 * 500; i++) /* off the vertices: distances differ */
+    scan[i] = pts[i] + (float)(0.01 * th_normal(&r0));
+  hicp_transform init;
+  hicp_transform_identity(&init);
+  init.m[3] = 0.02;
+  double d2[500];
+  brute_d2(pts, 2000, &init, scan, 500, d2);
+  qsort(d2, 500, sizeof *d2, cmp_double);
+  const double md = 0.5 * (sqrt(d2[299]) + sqrt(d2[300]));
+  cr_assert_eq(brute_candidates(pts, 2000, &init, scan, 500, md, "initial pose"), 300);
+  hicp_reg_options o;
+  hicp_reg_options_init(&o);
+  o.max_dist = md;
+  o.max_iter = 0;
+  hicp_result r;
+  hicp_result_init(&r);
+  cr_assert_eq(hicp_register(ctx, m, scan, 500, &o, &init, &r), 0, "%s", hicp_context_error(ctx));
+  cr_assert_eq(r.inliers, 300, "max_dist %g, no trim: %llu pairs kept, 300 within it", md,
+               (unsigned long long)r.inliers);
+  /* trim num / den, ceil(trim * c) in integers */
+  const uint64_t num[2] = {1, 3}, den[2] = {2, 10};
+  for (int t = 0; t < 2; t++)
+    for (int iters = 0; iters <= 10; iters += 10) {
+      hicp_reg_options_init(&o);
+      o.max_dist = md;
+      o.trim = (double)num[t] / (double)den[t];
+      o.max_iter = iters;
+      o.tol = 0;
+      hicp_result_init(&r);
+      cr_assert_eq(hicp_register(ctx, m, scan, 500, &o, &init, &r), 0, "%s",
+                   hicp_context_error(ctx));
+      char what[64];
+      snprintf(what, sizeof what, "trim %g, %d iterations", o.trim, iters);
+      const uint64_t c = brute_candidates(pts, 2000, &r.transform, scan, 500, md, what);
+      cr_assert(c > 0 && c < 500, "%s: %llu of 500 pairs within max_dist", what,
+                (unsigned long long)c);
+      const uint64_t want = (num[t] * c + den[t] - 1) / den[t];
+      if (getenv("HICP_TEST_VERBOSE"))
+        fprintf(stderr, "%s: %llu kept of %llu within max_dist %g\n", what,
+                (unsigned long long)r.inliers, (unsigned long long)c, md);
+      cr_assert_eq(r.inliers, want, "%s: %llu pairs kept, want ceil(%g * %llu) = %llu", what,
+                   (unsigned long long)r.inliers, o.trim, (unsigned long long)c,
+                   (unsigned long long)want);
+    }
+  hicp_context_destroy(ctx);
+  hicp_model_destroy(m);
+}
+
 /* Each increment threshold works alone (0 is off and takes no part), and
  * the sigma filter keeps a scan whose pair distances are all equal, for
  * every count (the mean of equal values rounds to a neighbour of them). */
@@ -1285,12 +1398,6 @@ static void brute_distances(const hicp_cloud *mc, const hicp_transform *T, const
     dist[i] = sqrt(best);
   }
   free(y);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-  const double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 /* Checks r's rmse, inlier_rmse, fitness, inliers and points against the
