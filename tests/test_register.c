@@ -1367,6 +1367,60 @@ Test(register, degenerate_scan_keeps_the_initial_rotation)
   hicp_context_destroy(ctx);
 }
 
+/* (stop 66's mutation review) result.degenerate describes the solve that
+ * gave the returned pose, not the one before it: the tested registrations
+ * were degenerate at every solve or at none, so returning the previous
+ * solve's flag (M18) passed.  A model of a line (41 points on the x axis)
+ * and a square grid (121 points at z = 2); the scan is the line raised 0.1
+ * and the grid raised 0.2, max_dist 0.15.  At the initial pose only the
+ * line's pairs are within max_dist: the first solve sees collinear scan
+ * points (degenerate) and lowers the scan by 0.1, which brings the grid's
+ * pairs within max_dist; the second solve sees them all (not degenerate).
+ * So max_iter 0, 1, 2 return 0, 1, 0; M18 returned 0, 0, 1. */
+Test(register, degenerate_describes_the_last_solve)
+{
+  float model[3 * (41 + 121)], scan[3 * (41 + 121)];
+  size_t n = 0;
+  for (int i = 0; i <= 40; i++, n++) {
+    const float p[3] = {-1.0f + 0.05f * (float)i, 0.0f, 0.0f};
+    for (int d = 0; d < 3; d++) {
+      model[3 * n + d] = p[d];
+      scan[3 * n + d] = p[d] + (d == 2 ? 0.1f : 0.0f);
+    }
+  }
+  for (int i = 0; i <= 10; i++)
+    for (int j = 0; j <= 10; j++, n++) {
+      const float p[3] = {-1.0f + 0.2f * (float)i, -1.0f + 0.2f * (float)j, 2.0f};
+      for (int d = 0; d < 3; d++) {
+        model[3 * n + d] = p[d];
+        scan[3 * n + d] = p[d] + (d == 2 ? 0.2f : 0.0f);
+      }
+    }
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  hicp_model *m = NULL;
+  cr_assert_eq(hicp_model_build(ctx, model, n, 0, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  const int want_degenerate[3] = {0, 1, 0};
+  const uint64_t want_inliers[3] = {41, 41 + 121, 41 + 121};
+  for (int iters = 0; iters <= 2; iters++) {
+    hicp_reg_options o;
+    hicp_reg_options_init(&o);
+    o.max_dist = 0.15;
+    o.max_iter = iters;
+    o.tol = 0;
+    hicp_result r;
+    hicp_result_init(&r);
+    cr_assert_eq(hicp_register(ctx, m, scan, n, &o, NULL, &r), 0, "%s", hicp_context_error(ctx));
+    cr_assert_eq(r.iterations, iters, "max_iter %d: %d iterations (stop %s)", iters,
+                 r.iterations, hicp_stop_name(r.stop));
+    cr_assert_eq(r.inliers, want_inliers[iters], "max_iter %d: %llu inliers, want %llu", iters,
+                 (unsigned long long)r.inliers, (unsigned long long)want_inliers[iters]);
+    cr_assert_eq(r.degenerate, want_degenerate[iters], "max_iter %d: degenerate %d, want %d",
+                 iters, r.degenerate, want_degenerate[iters]);
+  }
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
 /* The brute-force distance, in double, from each scan point moved by T
  * (scan -> model, absolute coordinates) to its nearest vertex of the mesh
  * cloud mc (absolute: origin + xyz): the oracle for the result's
