@@ -1506,6 +1506,8 @@ void hicp_stream_destroy(hicp_stream *s)
   pthread_mutex_unlock(&s->mu);
   for (int i = 0; i < s->nthreads; i++)
     pthread_join(s->tid[i], NULL);
+  if (s->nthreads > 0)
+    hicp__threads_ended(); /* the workers and their OpenMP pools */
   for (size_t k = 0; k < s->len; k++) {
     free(s->q[k]->p0);
     free(s->q[k]);

@@ -28,15 +28,17 @@
  *   ends its other threads when a smaller team runs there: hicp checks
  *   again after its own smaller teams (a context of fewer threads, a
  *   batch), but cannot see the application's own OpenMP regions on the
- *   calling thread, nor a limit reached between the check and the region
- *   (another thread or process taking the last of it).  Called from
- *   inside a parallel region of the caller's, active or not, hicp runs on
- *   the calling thread alone (result.threads says 1): libgomp keeps no
- *   team there, and would create and end threads at every region.  The
- *   libraries beneath print what their own
- *   environment variables get wrong, as they load or start: libgomp about
- *   a malformed OMP_* or GOMP_* value, hwloc about a HWLOC_* one (an
- *   unknown HWLOC_COMPONENTS; HWLOC_HIDE_ERRORS silences most of those).
+ *   calling thread, nor what OMP_DYNAMIC, omp_pause_resource() or an
+ *   OMP_THREAD_LIMIT shared with them do to its team, nor a limit reached
+ *   between the check and the region (another thread or process taking
+ *   the last of it).  Called from inside a parallel region of the
+ *   caller's, active or not, hicp runs on the calling thread alone
+ *   (result.threads says 1): libgomp keeps no team there, and would create
+ *   and end threads at every region.  The libraries beneath print what
+ *   their own environment variables get wrong, as they load or start:
+ *   libgomp about a malformed OMP_* or GOMP_* value, hwloc about a HWLOC_*
+ *   one (an unknown HWLOC_COMPONENTS; HWLOC_HIDE_ERRORS silences most of
+ *   those).
  * - Options structs are filled with defaults by their `*_init()` macro before
  *   use; the macro records the caller's struct size so that later versions of
  *   the library can add fields without breaking older programs.  Likewise

@@ -185,8 +185,8 @@ int hicp__team_use(int k);
  * hicp__team_ready checks: 0 or the error.  For a batch's workers, whose
  * teams start on threads of their own (batch.c). */
 int hicp__threads_check(int extra);
-/* hicp has just let threads end (a batch's workers): checks in the next
- * 50 ms retry a refusal, as those threads may still count. */
+/* hicp has just let threads end (a batch's or a stream's workers): checks
+ * in the next 50 ms retry a refusal, as those threads may still count. */
 void hicp__threads_ended(void);
 /* The calling thread's team for ctx counted as checked: its threads were
  * part of a larger check just made (hicp__threads_check). */
