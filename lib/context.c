@@ -399,7 +399,11 @@ void hicp__threads_ended(void)
 
 int hicp__team_ready(hicp_context *ctx)
 {
-  const int n = hicp__team_threads(ctx);
+  return hicp__team_ready_for(ctx, hicp__team_threads(ctx));
+}
+
+int hicp__team_ready_for(hicp_context *ctx, int n)
+{
   if (n <= team_room)
     return HICP_OK;
   atomic_fetch_add(&hicp__team_preflights, 1u);

@@ -706,7 +706,23 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   if (n > HICP_SCAN_MAX)
     return hicp__fail(ctx, HICP_ELIMIT, "%zu scan points: at most %u are supported", n,
                       (unsigned)HICP_SCAN_MAX);
-  int rc = hicp__team_ready(ctx);
+  /* The threads of every region on this thread in this registration: the
+   * scan's copies and, alone, the passes (a team's CPU worker has its
+   * own, which its copies then take too).  One number, checked for here
+   * and given to every region, so that the OpenMP pool stays what
+   * context.c counted (checked for the context's whole team, a registration
+   * cut to fewer by the adaptation was refused next to a process limit that
+   * the pool it needs fitted: stop 66's second review). */
+  int threads = 1;
+  if (team != NULL && team->nw > 0) {
+    for (int i = 0; i < team->nw; i++)
+      if (!team->w[i]->is_gpu)
+        threads = team->w[i]->threads;
+  } else {
+    threads = ctx->fixed_threads ? hicp__team_threads(ctx)
+                                 : hicp__threads_now(hicp__team_threads(ctx));
+  }
+  int rc = hicp__team_ready_for(ctx, threads);
   if (rc != HICP_OK)
     return rc;
   double extent2 = 0.0;
@@ -742,19 +758,7 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   f.n = (uint32_t)n;
   f.chunk = plan->chunk;
   f.nchunks = (uint32_t)((n + plan->chunk - 1) / plan->chunk);
-  /* The threads of every region on this thread in this registration: the
-   * scan's copies and, alone, the passes (a team's CPU worker has its
-   * own, which its copies then take too).  One number, so that the OpenMP
-   * pool stays what context.c counted. */
-  if (team != NULL && team->nw > 0) {
-    f.threads = 1;
-    for (int i = 0; i < team->nw; i++)
-      if (!team->w[i]->is_gpu)
-        f.threads = team->w[i]->threads;
-  } else {
-    f.threads = hicp__team_use(ctx->fixed_threads ? hicp__team_threads(ctx)
-                                                  : hicp__threads_now(hicp__team_threads(ctx)));
-  }
+  f.threads = team != NULL && team->nw > 0 ? threads : hicp__team_use(threads);
   rc = hicp__check_budget(ctx, hicp__frame_bytes(plan, n), "the registration");
   if (rc != HICP_OK)
     return rc;

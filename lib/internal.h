@@ -175,6 +175,9 @@ int hicp__default_threads(void);
  * with the message (hicp__team_preflights in context.h counts the checks
  * made, for the tests). */
 int hicp__team_ready(hicp_context *ctx);
+/* The same for a team of n threads, where a call takes fewer than ctx's
+ * (a registration cut by the adaptation, lib/contention.c). */
+int hicp__team_ready_for(hicp_context *ctx, int n);
 /* The threads a call's parallel regions on the calling thread run on,
  * wanting k: every region of the call takes this one number, so that the
  * pool is what context.c records (a smaller region ends the pool's other
