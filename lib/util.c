@@ -137,10 +137,37 @@ int hicp__far_from_origin(const double lo[3], const double hi[3])
   return mag > 16.0 * sqrt(ext) && mag > 0.0;
 }
 
-static int cmp_double(const void *a, const void *b)
+/* Puts the k-th smallest of v[lo..hi] at v[k], smaller ones before it and
+ * larger ones after (Hoare's selection, the middle element as the pivot):
+ * a full sort of the sample cost each read of a cloud in double 1 ms on
+ * 15,000 points, as long as the copy itself. */
+static void select_kth(double *v, size_t lo, size_t hi, size_t k)
 {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
+  while (lo < hi) {
+    const double pivot = v[lo + (hi - lo) / 2];
+    size_t i = lo, j = hi;
+    while (i <= j) {
+      while (v[i] < pivot)
+        i++;
+      while (v[j] > pivot)
+        j--;
+      if (i <= j) {
+        const double t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+        i++;
+        if (j == 0)
+          break;
+        j--;
+      }
+    }
+    if (k <= j)
+      hi = j;
+    else if (k >= i)
+      lo = i;
+    else
+      return;
+  }
 }
 
 int hicp__far_centre(const double lo[3], const double hi[3], size_t n, hicp__point_fn point,
@@ -172,7 +199,9 @@ int hicp__far_centre(const double lo[3], const double hi[3], size_t n, hicp__poi
       point(arg, (size_t)((double)j * (double)n / (double)k), p);
       v[j] = p[d];
     }
-    qsort(v, k, sizeof *v, cmp_double);
+    select_kth(v, 0, k - 1, k / 2);
+    select_kth(v, 0, k / 2, k / 4);
+    select_kth(v, k / 2, k - 1, 3 * k / 4);
     q1[d] = v[k / 4];
     med[d] = v[k / 2];
     q3[d] = v[3 * k / 4];
