@@ -212,31 +212,35 @@ AVX2 static inline __m256d norm2_4(__m256d a, __m256d b, __m256d c)
 }
 
 /* The two slacks of hicp__nn_slack for four walks, lane by lane its
- * double operations in its order: inside the safe ball (safe: the
+ * double operations in its order, with its margins (HICP_SLACK_*, named in
+ * lib/pp/nn.h so that the two cannot drift apart): inside the safe ball (safe: the
  * vertex's safe_r2) and inside the cell (rmin, l2min: its certifying row
  * scan); dcur: the walk's distance.  The callers choose between them by
  * the kind of each walk's certificate, with masks. */
 AVX2 static inline void slacks4(__m128 dcur, __m128 safe, __m128 rmin, __m128 l2min,
                                 __m128 *in_ball, __m128 *in_cell)
 {
-  const __m256d tiny4 = _mm256_set1_pd(4.0 * (double)HICP_FLT_MIN);
-  const __m256d shrink = _mm256_set1_pd(1.0 - 1e-5);
-  const __m256d dist = _mm256_mul_pd(_mm256_sqrt_pd(_mm256_add_pd(_mm256_cvtps_pd(dcur), tiny4)),
-                                     _mm256_set1_pd(HICP_SLACK_HI));
+  const __m256d shrink = _mm256_set1_pd(HICP_SLACK_SHRINK);
+  const __m256d dist = _mm256_mul_pd(
+      _mm256_sqrt_pd(_mm256_add_pd(_mm256_cvtps_pd(dcur), _mm256_set1_pd(HICP_SLACK_D2_ABS))),
+      _mm256_set1_pd(HICP_SLACK_HI));
   *in_ball = round_down4(_mm256_sub_pd(_mm256_sqrt_pd(_mm256_cvtps_pd(safe)), dist));
   const __m256d h = _mm256_mul_pd(
       _mm256_mul_pd(_mm256_set1_pd(0.5), _mm256_sqrt_pd(_mm256_cvtps_pd(rmin))), shrink);
   const __m256d len = _mm256_mul_pd(_mm256_sqrt_pd(_mm256_cvtps_pd(l2min)), shrink);
   const __m256d rad = _mm256_add_pd(dist, h);
   const __m256d margin = _mm256_div_pd(
-      _mm256_add_pd(_mm256_mul_pd(_mm256_set1_pd(2e-6), _mm256_mul_pd(rad, rad)), tiny4), len);
+      _mm256_add_pd(_mm256_mul_pd(_mm256_set1_pd(HICP_SLACK_REL), _mm256_mul_pd(rad, rad)),
+                    _mm256_set1_pd(HICP_SLACK_ABS)),
+      len);
   *in_cell = round_down4(_mm256_sub_pd(h, margin));
 }
 
 /* hicp__guard_safe for the four walks of a group at wave queries q[0 ..
  * 3], stopped at computed squared distances dcur: 1 when it holds in every
  * lane of `lanes` (the walks that ended after a row scan).  Lane by lane
- * the reference's float operations in its order.  Four 16-byte loads and
+ * the reference's float operations in its order, hicp__tie_bound's with
+ * its margins HICP_TIE_REL and HICP_TIE_ABS (lib/pp/nn.h).  Four 16-byte loads and
  * a transpose; each load's fourth float is the next query's first or,
  * past the wave's last query, the record after it in the wave: inside
  * the wave either way, and unused. */
@@ -250,8 +254,8 @@ AVX2 static inline int guards_safe4(const hicp__mview *view, const float (*q)[3]
   y = _mm_sub_ps(y, _mm_set1_ps(view->guard_c[1]));
   z = _mm_sub_ps(z, _mm_set1_ps(view->guard_c[2]));
   const __m128 n = _mm_add_ps(_mm_add_ps(_mm_mul_ps(x, x), _mm_mul_ps(y, y)), _mm_mul_ps(z, z));
-  const __m128 tie = _mm_add_ps(_mm_mul_ps(dcur, _mm_set1_ps(1.0f + 6.0f * HICP_FLT_EPS)),
-                                _mm_set1_ps(4.0f * HICP_FLT_MIN));
+  const __m128 tie =
+      _mm_add_ps(_mm_mul_ps(dcur, _mm_set1_ps(HICP_TIE_REL)), _mm_set1_ps(HICP_TIE_ABS));
   const __m128 r2 = _mm_set1_ps(view->guard_r2);
   const __m128i ok = _mm_castps_si128(
       _mm_and_ps(_mm_cmp_ps(n, r2, _CMP_LE_OQ), _mm_cmp_ps(tie, r2, _CMP_LE_OQ)));
@@ -663,7 +667,7 @@ back_avx2(const hicp__mview *view, hicp__frame *f, int cert, const hicp__cpu_wav
       const __m128 cell = _mm_and_ps(
           _mm_and_ps(_mm_castsi128_ps(_mm_andnot_si128(_mm_cmpeq_epi32(wcert, zeroi), scanned)),
                      _mm_cmplt_ps(rmin, inf)),
-          _mm_and_ps(_mm_cmpgt_ps(l2min, _mm_set1_ps(1e-30f)), _mm_cmplt_ps(l2min, inf)));
+          _mm_and_ps(_mm_cmpgt_ps(l2min, _mm_set1_ps(HICP_SLACK_L2MIN)), _mm_cmplt_ps(l2min, inf)));
       /* a row certificate's slack cut to the guards' reach: hicp__guard_cut */
       in_cell = _mm_min_ps(in_cell, _mm_set1_ps(view->guard_slack));
       slack = _mm_or_ps(_mm_and_ps(_mm_castsi128_ps(ball), in_ball), _mm_and_ps(cell, in_cell));

@@ -88,9 +88,10 @@ row_scan_avx512(const hicp__mview *m, const float q[3], uint32_t cur, float dcur
   const float *base = &m->vtx[0].x;
   const hicp__vtx *v = &m->vtx[cur];
   const __m512 vx = _mm512_set1_ps(v->x), vy = _mm512_set1_ps(v->y), vz = _mm512_set1_ps(v->z);
-  const __m512 dv = _mm512_set1_ps(dcur), margin = _mm512_set1_ps(2e-6f);
-  const __m512 tiny1 = _mm512_set1_ps(HICP_FLT_MIN), tiny4 = _mm512_set1_ps(4.0f * HICP_FLT_MIN);
-  const __m512 tiny64 = _mm512_set1_ps(64.0f * HICP_FLT_MIN);
+  /* hicp__bisector's margins (lib/pp/nn.h) */
+  const __m512 dv = _mm512_set1_ps(dcur), margin = _mm512_set1_ps(HICP_BISECT_REL);
+  const __m512 tiny1 = _mm512_set1_ps(HICP_BISECT_RMIN), tiny4 = _mm512_set1_ps(HICP_BISECT_ABS);
+  const __m512 tiny64 = _mm512_set1_ps(HICP_BISECT_L2MIN);
   __m512 best_d = _mm512_set1_ps(HICP_FLT_INF);
   __m512 rmin = _mm512_set1_ps(HICP_FLT_INF), l2min = _mm512_set1_ps(HICP_FLT_INF);
   __m512i best_u = _mm512_set1_epi32(-1);
@@ -248,15 +249,15 @@ scan8_avx2(const hicp__mview *m, const uint32_t *nb, __m256i u, __m256 mk, int m
                                     _mm256_mul_ps(ez, ez));
     const __m256 num = _mm256_sub_ps(
         _mm256_sub_ps(_mm256_sub_ps(d, s->dv),
-                      _mm256_mul_ps(_mm256_set1_ps(2e-6f), _mm256_add_ps(d, s->dv))),
-        _mm256_set1_ps(4.0f * HICP_FLT_MIN));
+                      _mm256_mul_ps(_mm256_set1_ps(HICP_BISECT_REL), _mm256_add_ps(d, s->dv))),
+        _mm256_set1_ps(HICP_BISECT_ABS));
     const __m256 ok =
         _mm256_and_ps(_mm256_cmp_ps(num, zero, _CMP_GT_OQ),
-                      _mm256_cmp_ps(l2, _mm256_set1_ps(64.0f * HICP_FLT_MIN), _CMP_GE_OQ));
+                      _mm256_cmp_ps(l2, _mm256_set1_ps(HICP_BISECT_L2MIN), _CMP_GE_OQ));
     /* lanes not ok give 0 (the quotient there may be inf or NaN) */
     const __m256 q2 = _mm256_and_ps(_mm256_div_ps(_mm256_mul_ps(num, num), l2), ok);
     const __m256 r =
-        _mm256_and_ps(q2, _mm256_cmp_ps(q2, _mm256_set1_ps(HICP_FLT_MIN), _CMP_GE_OQ));
+        _mm256_and_ps(q2, _mm256_cmp_ps(q2, _mm256_set1_ps(HICP_BISECT_RMIN), _CMP_GE_OQ));
     s->rmin = _mm256_min_ps(s->rmin, masked ? _mm256_blendv_ps(inf, r, mk) : r);
     s->l2min = _mm256_min_ps(s->l2min, masked ? _mm256_blendv_ps(inf, l2, mk) : l2);
   }

@@ -64,11 +64,16 @@ HICP_PP int hicp__nn_better(const hicp__mview *m, float d, uint32_t i, float bd,
 /* Upper bound on the computed distance of any vertex whose exact distance
  * could be at most that of a vertex with computed distance d.  Each computed
  * term carries at most four roundings (relative error gamma_4 ~ 4u, u = 2^-24,
- * all terms non-negative), so D(1+g)/(1-g) ~ D(1 + 8u); 12u also covers the
- * rounding of this product, and the absolute term covers underflow. */
+ * all terms non-negative), so D(1+g)/(1-g) ~ D(1 + 8u); 12u (HICP_TIE_REL:
+ * 6 FLT_EPS = 12u) also covers the rounding of this product, and the
+ * absolute term (HICP_TIE_ABS) covers underflow.  The margins are named so
+ * that the vector copy (cpu/ends_simd.h, guards_safe4) uses the same ones:
+ * change them here, not there. */
+#define HICP_TIE_REL (1.0f + 6.0f * HICP_FLT_EPS)
+#define HICP_TIE_ABS (4.0f * HICP_FLT_MIN)
 HICP_PP float hicp__tie_bound(float d)
 {
-  return d * (1.0f + 6.0f * HICP_FLT_EPS) + 4.0f * HICP_FLT_MIN;
+  return d * HICP_TIE_REL + HICP_TIE_ABS;
 }
 
 typedef struct hicp__nn_res {
@@ -385,19 +390,25 @@ typedef struct hicp__row {
  * known to be on v's side).  num below is a lower bound on the exact
  * D_u - D_v: the squared distances carry under 1e-6 relative error each,
  * and the roundings of these three operations are far below the 2e-6
- * allowed; l2 carries under 1e-6 too, and num^2 / l2 two roundings.
- * Underflow (squared distances below FLT_MIN, coordinates below ~1e-19)
- * breaks relative bounds, so: an absolute 4 FLT_MIN off num (far above the
- * absolute error of denormal arithmetic, a few 2^-150), l2 and the result
- * required to be normal floats, else no certificate.  The vector variants
- * in cpu/walk_simd.c repeat these operations lane by lane. */
+ * allowed (HICP_BISECT_REL); l2 carries under 1e-6 too, and num^2 / l2 two
+ * roundings.  Underflow (squared distances below FLT_MIN, coordinates
+ * below ~1e-19) breaks relative bounds, so: an absolute 4 FLT_MIN off num
+ * (HICP_BISECT_ABS, far above the absolute error of denormal arithmetic, a
+ * few 2^-150), l2 at least 64 FLT_MIN (HICP_BISECT_L2MIN) and the result a
+ * normal float (HICP_BISECT_RMIN), else no certificate.  The vector
+ * variants in cpu/walk_simd.c repeat these operations lane by lane, with
+ * these named margins: change them here, not there. */
+#define HICP_BISECT_REL 2e-6f
+#define HICP_BISECT_ABS (4.0f * HICP_FLT_MIN)
+#define HICP_BISECT_L2MIN (64.0f * HICP_FLT_MIN)
+#define HICP_BISECT_RMIN HICP_FLT_MIN
 HICP_PP float hicp__bisector(float du, float dv, float l2)
 {
-  const float num = ((du - dv) - 2e-6f * (du + dv)) - 4.0f * HICP_FLT_MIN;
-  if (!(num > 0.0f && l2 >= 64.0f * HICP_FLT_MIN))
+  const float num = ((du - dv) - HICP_BISECT_REL * (du + dv)) - HICP_BISECT_ABS;
+  if (!(num > 0.0f && l2 >= HICP_BISECT_L2MIN))
     return 0.0f;
   const float r = (num * num) / l2;
-  return r >= HICP_FLT_MIN ? r : 0.0f;
+  return r >= HICP_BISECT_RMIN ? r : 0.0f;
 }
 
 /* |u - v|^2 in float, in the one fixed order used everywhere. */
@@ -583,21 +594,38 @@ HICP_PP void hicp__row_scan4(const hicp__mview *m, const float q[3], uint32_t cu
  * the plane, 1-Lipschitz).  Float brute force returns v as long as D_w >
  * D_v (1 + 4e-6) + 8 FLT_MIN, which holds when h - m >= 2e-6 R^2 / L +
  * 4 FLT_MIN / L with R >= |q' - v|, R = |q - v| + h.  The slack is h minus
- * that margin. */
+ * that margin.
+ *
+ * Its margins, named so that the vector copy (cpu/ends_simd.h: slacks4 and
+ * back's test of rmin and l2min) uses the same ones; change them here, not
+ * there:
+ *   HICP_SLACK_D2_ABS  added to d2 before its root: |q - v| bounded above
+ *                      even if d2 underflowed (see hicp__bisector);
+ *   HICP_SLACK_SHRINK  makes h and L from the float rmin and l2min lower
+ *                      bounds: it covers hicp__bisector's (1 - 2e-6), l2's
+ *                      rounding (under 1e-6) and these double operations';
+ *   HICP_SLACK_L2MIN   the least l2min (L above 1e-15) the margin divides by;
+ *   HICP_SLACK_REL     the 2e-6 of 2e-6 R^2 / L above (half the 4e-6);
+ *   HICP_SLACK_ABS     the absolute term: D_w - D_v must also exceed what
+ *                      underflow can hide, 8 FLT_MIN, so h - m >= 4 FLT_MIN
+ *                      / L more. */
+#define HICP_SLACK_D2_ABS (4.0 * (double)HICP_FLT_MIN)
+#define HICP_SLACK_SHRINK (1.0 - 1e-5)
+#define HICP_SLACK_L2MIN 1e-30f
+#define HICP_SLACK_REL 2e-6
+#define HICP_SLACK_ABS (4.0 * (double)HICP_FLT_MIN)
 HICP_PP float hicp__nn_slack(const hicp__mview *m, const hicp__nn_res *r)
 {
-  /* |q - v| bounded above even if d2 underflowed (see hicp__bisector) */
-  const double dist = HICP_SQRT((double)r->d2 + 4.0 * (double)HICP_FLT_MIN) * HICP_SLACK_HI;
+  const double dist = HICP_SQRT((double)r->d2 + HICP_SLACK_D2_ABS) * HICP_SLACK_HI;
   if (r->ended == 1)
     return hicp__round_down(HICP_SQRT((double)m->safe_r2[r->v]) - dist);
-  if (r->ended == 2 && r->rmin < HICP_FLT_INF && r->l2min > 1e-30f && r->l2min < HICP_FLT_INF) {
-    const double h = 0.5 * HICP_SQRT((double)r->rmin) * (1.0 - 1e-5);
-    const double len = HICP_SQRT((double)r->l2min) * (1.0 - 1e-5);
+  if (r->ended == 2 && r->rmin < HICP_FLT_INF && r->l2min > HICP_SLACK_L2MIN &&
+      r->l2min < HICP_FLT_INF) {
+    const double h = 0.5 * HICP_SQRT((double)r->rmin) * HICP_SLACK_SHRINK;
+    const double len = HICP_SQRT((double)r->l2min) * HICP_SLACK_SHRINK;
     const double rad = dist + h;
-    /* the absolute term: D_w - D_v must also exceed what underflow can
-     * hide, 8 FLT_MIN, so h - m >= 4 FLT_MIN / L more */
     return hicp__guard_cut(
-        m, hicp__round_down(h - (2e-6 * (rad * rad) + 4.0 * (double)HICP_FLT_MIN) / len));
+        m, hicp__round_down(h - (HICP_SLACK_REL * (rad * rad) + HICP_SLACK_ABS) / len));
   }
   return 0.0f;
 }
