@@ -16,8 +16,16 @@ int hicp__gpu_compiled(void)
 
 int hicp__gpu_count(char *why, size_t why_len)
 {
-  if (why != NULL && why_len > 0)
+  if (why != NULL && why_len > 0) {
+#if defined(HICP_CUDA_NOT_FOUND)
+    /* the default --with-cuda=auto, without a usable toolkit: the summary
+     * at the end of configure's output says what was missing */
+    snprintf(why, why_len,
+             "this build of hicp has no CUDA backend (configure found no usable CUDA toolkit)");
+#else
     snprintf(why, why_len, "this build of hicp has no CUDA backend (configured --without-cuda)");
+#endif
+  }
   return 0;
 }
 

@@ -88,7 +88,9 @@ _HICPEOF
                [AC_MSG_ERROR([CUDA was requested (--with-cuda=$with_cuda) but: $hicp_cuda_ok])],
                [test "x$hicp_cuda_arch_given" = xyes],
                [AC_MSG_ERROR([CUDA was requested (--with-cuda-arch=$with_cuda_arch) but: $hicp_cuda_ok])],
-               [hicp_cuda_summary=$hicp_cuda_ok])])
+               [hicp_cuda_summary=$hicp_cuda_ok
+                AC_DEFINE([HICP_CUDA_NOT_FOUND], [1],
+                  [Define to 1 when --with-cuda=auto found no usable CUDA toolkit.])])])
 ])
 
 AS_IF([test "x$have_cuda" = xyes], [
