@@ -4,8 +4,15 @@
  * dynamic schedule).  Whoever does it, each point's answer depends only on
  * the point, and each chunk's partial only on its own points, in the fixed
  * lane shape, so the results are the same bits for every thread count.
- * The per-point work is the shared code of lib/pp/, which the CUDA kernels
- * run too. */
+ * The per-point work is lib/pp/'s, but not always its code: on x86-64 with
+ * AVX2 or AVX-512 (the default there) the fronts, row scans, backs and sums
+ * run as vector copies of lib/pp's functions (cpu/ends_simd.h,
+ * cpu/walk_simd.c, cpu/sum_simd.c), lane by lane the same operations in
+ * the same order.  lib/pp's scalar functions run elsewhere (other
+ * machines, HICP_SIMD=scalar), for what the vector code leaves to them
+ * (methods without walks, models without a graph, the rare groups at a
+ * hub, a near tie or a guard) and as the reference: the CUDA kernels run
+ * it, and the tests hold every vector variant to it bit for bit. */
 #include "config.h"
 
 #include <string.h>
@@ -70,8 +77,8 @@ static void pass_a_piece(const hicp__mview *view, hicp__frame *f, const hicp__xf
   hicp__spin_unlock(&f->walk_lock);
   /* The thread that completes a chunk sums it at once, while the others go
    * on with later pieces: no barrier between the correspondences and the
-   * sums, and on small scans (a 2,000-point scan is one chunk) no thread
-   * waits for one to sum alone.  The acquire-release count makes every
+   * sums, and on small scans (up to chunk_points points, 1,024 by default,
+   * are one chunk) no thread waits for one to sum alone.  The acquire-release count makes every
    * match and distance of the chunk visible to the thread that sums it. */
   const uint32_t in_chunk = hicp__chunk_end(f, c) - c * f->chunk;
   if (__atomic_add_fetch(&f->points_done[c], i1 - i0, __ATOMIC_ACQ_REL) == in_chunk)

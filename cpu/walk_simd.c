@@ -1,6 +1,7 @@
 /* walk_simd.c: the Delaunay walk's row scan with AVX2 and AVX-512 on x86-64,
- * chosen at run time.  Only the row scan differs from the reference walk
- * (lib/pp/nn.h, which the GPU runs).  A vector scan may read more of a row
+ * chosen at run time.  The row scan here, and the fronts and backs of
+ * ends_simd.h, are what differ from the reference walk (lib/pp/nn.h, which
+ * the GPU runs with its own row scan, hicp__row_scan4).  A vector scan may read more of a row
  * than the reference (rows of up to 32 neighbours whole, past the
  * length-code cut; the AVX2 scan reads a row's last eight again) and tests
  * a certifying scan's early stop at other points, but a neighbour past the

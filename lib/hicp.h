@@ -758,7 +758,9 @@ HICP_API void hicp_nn_options_init_sized(hicp_nn_options *opts, size_t size);
  * this library's major version, and statistics added later will come in a
  * struct of their own. */
 typedef struct hicp_walk_stats {
-  uint64_t queries;  /**< queries answered by a walk */
+  uint64_t queries;  /**< queries answered by the Delaunay graph: walks and,
+                          in a registration (pnn, pnn-opt), points kept by
+                          their certificate, counted as walks of 0 steps */
   uint64_t steps;    /**< vertices moved to, summed over queries */
   uint32_t max_steps;
   uint64_t hist[16]; /**< queries per step count; the last bin is 15 or more */

@@ -187,7 +187,10 @@ static void to_public(const hicp__xf *T, const double os[3], const double om[3],
 }
 
 
-/* The iteration loop on the CPU. */
+/* The host-driven iteration loop: each pass split over the team's workers
+ * (CPU threads, or CPU and GPU workers in a hybrid frame: scheduler.h); a
+ * registration that has a GPU to itself runs gpu/'s icp_kernel instead
+ * (hicp__register_frame chooses). */
 /* Per-pass timing of each worker feeds its measured rate. */
 typedef struct pass_job {
   hicp__worker *w;
@@ -793,6 +796,13 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
     f.s_noise = frame_s_noise(&f, m, pmax);
     frame_start(&f, warm, order, m->nv);
     hicp__icp_out out;
+    /* Which loop runs: the device loop (hicp__gpu_register, gpu/) when the
+     * registration has a GPU to itself (backend cuda, or auto with a usable
+     * device, and no team); the host loop (hicp__icp_loop) otherwise: CPU
+     * threads, or a hybrid team's CPU and GPU workers.  Two ifs, not an
+     * if/else: a device that fails under auto or hybrid turns `backend`
+     * into CPU in the first, and the second then runs the frame on the
+     * host loop. */
     if (backend == HICP_BACKEND_CUDA && team == NULL) {
       rc = hicp__gpu_register(ctx, m, &f, plan, &T0, t_start, &out);
       /* "auto" and "hybrid" carry on on the CPU when the device fails. */

@@ -3,6 +3,8 @@
  *
  * Data path of one iteration k (docs/design.md has the picture):
  *   hicp_register (icp.c)          checks options, copies the scan, runs
+ *   hicp__register_frame (icp.c)   sorts it (Morton), picks the device loop
+ *                                  (gpu/, design.md) or the host loop:
  *   hicp__icp_loop (icp.c)         the loop: for each k
  *     pass A (cpu/cpu_backend.c)   per chunk: apply T_k, nearest neighbour
  *                                  (pp/nn.h), pair distance, lane sums and
@@ -43,6 +45,10 @@ typedef struct hicp__plan {
 
 /* One registration's working state, in host memory. */
 typedef struct hicp__frame {
+  /* The per-point arrays (p0, p0s, match, e2, track) are in the scan's
+   * Morton order (icp.c, scan_order), not the caller's: point j is the
+   * caller's point order[j]; hicp__register_frame maps warm starts in
+   * (frame_start) and matches out. */
   const float *p0;      /* 3n scan coordinates (relative to the scan origin) */
   const float *p0s;     /* the same by coordinate, n x then n y then n z: the CPU's
                            vector code loads eight points' x at once */
@@ -103,8 +109,8 @@ void hicp__cpu_pass_a(const hicp__mview *view, hicp__frame *f, const hicp__xf *T
 int hicp__cpu_start_threads(int threads);
 
 /* The CPU backend's vector code: 0 scalar, 1 AVX2, 2 AVX-512F, 3 AVX-512F
- * fronts and sums with the AVX2 walks (cpu/walk_simd.c; the rule is
- * hicp_cpu_vector_code's).  The tests set
+ * fronts and sums with the AVX2 walks: the rule is hicp__cpu_isa's
+ * (cpu/walk_simd.c), hicp_cpu_vector_code only names the level.  The tests set
  * HICP_SIMD to compare the variants bit for bit. */
 int hicp__cpu_isa(void);
 

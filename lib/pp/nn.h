@@ -39,7 +39,6 @@
 #include <string.h>
 #endif
 
-/* Squared distance in float, in the one fixed order used everywhere. */
 /* |v|^2 in float, in the one order every squared distance here is summed
  * in: the kd-tree's bounds (hicp__nn_kdtree) rely on summing as the
  * distances do. */
@@ -48,6 +47,7 @@ HICP_PP float hicp__norm2f(const float v[3])
   return (v[0] * v[0] + v[1] * v[1]) + v[2] * v[2];
 }
 
+/* Squared distance in float, in the one fixed order used everywhere. */
 HICP_PP float hicp__d2(const float q[3], const hicp__vtx *p)
 {
   const float d[3] = {q[0] - p->x, q[1] - p->y, q[2] - p->z};
@@ -80,7 +80,8 @@ typedef struct hicp__nn_res {
   uint32_t v;     /* vertex index */
   float d2;       /* computed squared distance */
   uint32_t steps; /* walk moves (0 when not a walk) */
-  uint32_t walked; /* 1 if a Delaunay walk answered */
+  uint32_t walked; /* 1 if the graph answered: a walk, or a point kept by its
+                      certificate (hicp__track_keep: 0 steps) */
   /* What a certifying walk learnt for hicp__nn_track (the slack is computed
    * only there, as plain queries do not need it): */
   uint32_t ended; /* 0: no certificate; 1: inside the safe ball; 2: full row scanned */
@@ -844,8 +845,9 @@ HICP_PP void hicp__track_update(const hicp__mview *m, const float q[3], int cert
 }
 
 /* The walk, the query dispatch and the ICP query, defined for a given row
- * scan: the scalar one here (used by the GPU and as the reference), vector
- * ones in cpu/walk_simd.c.  ATTR carries a target attribute.
+ * scan: the scalar ones here (hicp__row_scan, the reference; hicp__row_scan4,
+ * the GPU's: see the two instances at the end of this file), vector ones in
+ * cpu/walk_simd.c.  ATTR carries a target attribute.
  *
  * Walk: greedy descent from `start` to the exact nearest vertex (see the top
  * of this file), one row per hicp__nn_walk_step, which returns 1 with the

@@ -54,7 +54,7 @@ typedef struct hicp__mview {
    * and a guard is never nearer a query than its answer within these. */
   float guard_c[3];  /* the guards' centre; each guard is R from it */
   float guard_r2;    /* (0.45 R)^2, rounded down */
-  float guard_slack; /* 0.04 R, rounded down */
+  float guard_slack; /* 0.03 R, rounded down (hicp__guard_cut) */
 } hicp__mview;
 
 #endif /* HICP_PP_TYPES_H */
