@@ -855,23 +855,31 @@ Test(register, rotation_threshold_plan)
   hicp_model_destroy(m);
 }
 
+/* The trimming tests' case: a model of 2,000 points (small_model), a scan
+ * of its first 500 with noise 0.01 (off the vertices: distances differ),
+ * and an initial pose 0.02 off in x. */
+static hicp_model *trim_case(float pts[3 * 2000], float scan[3 * 500], hicp_transform *init)
+{
+  hicp_model *m = small_model(pts, 2000);
+  th_rng r0;
+  th_rng_seed(&r0, 5);
+  for (int i = 0; i < 3 * 500; i++)
+    scan[i] = pts[i] + (float)(0.01 * th_normal(&r0));
+  hicp_transform_identity(init);
+  init->m[3] = 0.02;
+  return m;
+}
+
 /* (stop 57, a mutation review) Trimming keeps the best ceil(trim * n)
  * pairs exactly, where the distances differ (ties at the threshold are
  * all kept): no test counted them, and a threshold one pair short went
  * unseen.  At the initial pose (max_iter 0) and after iterations. */
 Test(register, trim_keeps_its_count)
 {
-  float pts[3 * 2000];
-  hicp_model *m = small_model(pts, 2000);
-  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
-  float scan[3 * 500];
-  th_rng r0;
-  th_rng_seed(&r0, 5);
-  for (int i = 0; i < 3 * 500; i++) /* off the vertices: distances differ */
-    scan[i] = pts[i] + (float)(0.01 * th_normal(&r0));
+  float pts[3 * 2000], scan[3 * 500];
   hicp_transform init;
-  hicp_transform_identity(&init);
-  init.m[3] = 0.02;
+  hicp_model *m = trim_case(pts, scan, &init);
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
   const double trims[3] = {0.5, 0.3, 0.999};
   const uint64_t want[3] = {250, 150, 500};
   for (int t = 0; t < 3; t++)
@@ -951,17 +959,10 @@ static uint64_t brute_candidates(const float *pts, size_t nv, const hicp_transfo
  * iterations. */
 Test(register, trim_is_a_fraction_of_the_pairs_within_max_dist)
 {
-  float pts[3 * 2000];
-  hicp_model *m = small_model(pts, 2000);
-  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
-  float scan[3 * 500];
-  th_rng r0;
-  th_rng_seed(&r0, 5);
-  for (int i = 0; i < 3 * 500; i++) /* off the vertices: distances differ */
-    scan[i] = pts[i] + (float)(0.01 * th_normal(&r0));
+  float pts[3 * 2000], scan[3 * 500];
   hicp_transform init;
-  hicp_transform_identity(&init);
-  init.m[3] = 0.02;
+  hicp_model *m = trim_case(pts, scan, &init);
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
   double d2[500];
   brute_d2(pts, 2000, &init, scan, 500, d2);
   qsort(d2, 500, sizeof *d2, cmp_double);
