@@ -471,9 +471,9 @@ HICP_API int hicp_transform_check(const hicp_transform *t);
  * triangles when the file was a mesh.  The origin is zero unless the
  * coordinates are far from zero compared with their extent (for example UTM
  * coordinates), where keeping them as plain floats would lose detail; then
- * the cloud is centred on its bounding box, or on the medians of its middle
- * half of points where a few stray ones (a missed return at 0) stretch the
- * box to zero, and the origin says where.
+ * the cloud is centred on its bounding box, or on the medians of its points
+ * where stray ones (fewer than half; a missed return at 0) stretch the box
+ * to zero, and the origin says where.
  */
 typedef struct hicp_cloud hicp_cloud;
 

@@ -114,8 +114,8 @@ typedef void (*hicp__point_fn)(const void *arg, size_t i, double p[3]);
 /* Whether the n points (point(arg, i, p); their box lo .. hi) are to be
  * stored in float about a centre of their own, and where: the box's centre
  * where the box is far from the origin (hicp__far_from_origin), else the
- * medians of the points' middle half where that half is (a few stray
- * points, such as a missed return at 0, stretch the box to the origin).
+ * points' medians where their bulk is (stray points, fewer than half,
+ * such as missed returns at 0, stretch the box to the origin).
  * 1 and centre[] set, or 0. */
 int hicp__far_centre(const double lo[3], const double hi[3], size_t n, hicp__point_fn point,
                      const void *arg, double centre[3]);

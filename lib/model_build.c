@@ -195,9 +195,12 @@ static void far_origin(hicp_model *m)
   for (int d = 0; d < 3; d++) {
     o[d] = (float)mid[d];
     for (uint32_t i = 0; i < m->nv && o[d] != 0.0f; i++) {
-      const float v = d == 0 ? m->vtx[i].x : d == 1 ? m->vtx[i].y : m->vtx[i].z;
-      const double t = (double)v - (double)o[d];
-      if ((double)(float)t != t)
+      /* v - o exactly (Knuth's two-sum: its rounding error, t's part that
+       * a double lost, must be 0; 1e-40 next to 1.0 lost itself in the
+       * double: stop 66's second review), and a float */
+      const double a = d == 0 ? m->vtx[i].x : d == 1 ? m->vtx[i].y : m->vtx[i].z;
+      const double b = -(double)o[d], t = a + b, bb = t - a, lost = (a - (t - bb)) + (b - bb);
+      if (lost != 0.0 || (double)(float)t != t)
         o[d] = 0.0f;
     }
     m->origin[d] = o[d];

@@ -182,17 +182,19 @@ int hicp__far_centre(const double lo[3], const double hi[3], size_t n, hicp__poi
    * lidar's missed return, stretched a UTM file's box to the origin, and
    * every point was stored as a float about 0, half a metre apart at
    * 4.5e6 (stop 66's review: 8 degrees off, "converged").  So the same
-   * rule on the middle half of the points (the quartiles of each axis,
-   * over up to 4,095 points spread evenly through the cloud, the same
-   * ones on every run), and the centre their medians. */
-  enum { SAMPLE = 4095 };
+   * rule on the points' bulk: each axis's median over up to 1,023 points
+   * spread evenly through the cloud (the same ones on every run, on the
+   * stack: an allocation that failed fell back to the box's rule in
+   * silence), its spread twice the median absolute deviation (which holds
+   * while fewer than half the points stray; the quartiles, the first
+   * version's, failed from a quarter: stop 66's second review), and the
+   * centre the medians where every point stays within HICP_COORD_MAX of
+   * them. */
+  enum { SAMPLE = 1023 };
   if (n < 16)
     return 0;
   const size_t k = n < SAMPLE ? n : SAMPLE;
-  double *v = malloc(sizeof *v * k);
-  if (v == NULL)
-    return 0; /* the box's rule alone */
-  double q1[3], q3[3], med[3];
+  double v[SAMPLE], med[3], mag = 0.0, ext = 0.0;
   for (int d = 0; d < 3; d++) {
     for (size_t j = 0; j < k; j++) {
       double p[3];
@@ -200,17 +202,14 @@ int hicp__far_centre(const double lo[3], const double hi[3], size_t n, hicp__poi
       v[j] = p[d];
     }
     select_kth(v, 0, k - 1, k / 2);
-    select_kth(v, 0, k / 2, k / 4);
-    select_kth(v, k / 2, k - 1, 3 * k / 4);
-    q1[d] = v[k / 4];
     med[d] = v[k / 2];
-    q3[d] = v[3 * k / 4];
-  }
-  free(v);
-  double mag = 0.0, ext = 0.0;
-  for (int d = 0; d < 3; d++) {
+    for (size_t j = 0; j < k; j++)
+      v[j] = fabs(v[j] - med[d]);
+    select_kth(v, 0, k - 1, k / 2);
+    ext += 4.0 * v[k / 2] * v[k / 2];
     mag = fmax(mag, fabs(med[d]));
-    ext += (q3[d] - q1[d]) * (q3[d] - q1[d]);
+    if (!(fmax(med[d] - lo[d], hi[d] - med[d]) <= HICP_COORD_MAX))
+      return 0;
   }
   if (!(mag > 16.0 * sqrt(ext)) || !(mag > 0.0))
     return 0;

@@ -426,6 +426,31 @@ Test(nn, far_float_model_with_a_stray_point)
   far_float_model_case(1);
 }
 
+/* A float model's own origin keeps every vertex's bits: a cluster near 1.0
+ * with one vertex at 1e-20.  The first fix tested each vertex less the
+ * origin in double, where 1e-20 - 1 is -1, a float: the origin 1.0 was
+ * taken and the vertex stored as -1, that is at 0 (stop 66's second
+ * review).  Its box, from the stored vertices and the origin, says 1e-20. */
+Test(nn, far_origin_keeps_a_tiny_vertex)
+{
+  enum { N = 200 };
+  float p[3 * (N + 1)];
+  th_rng r;
+  th_rng_seed(&r, 67);
+  for (int i = 0; i < 3 * N; i++)
+    p[i] = 1.0f + (float)(1e-3 * th_uniform(&r));
+  for (int d = 0; d < 3; d++)
+    p[3 * N + d] = 1e-20f;
+  hicp_model *m = build(p, N + 1, -1);
+  hicp_model_info info;
+  hicp_model_info_init(&info);
+  cr_assert_eq(hicp_model_get_info(m, &info), 0);
+  for (int d = 0; d < 3; d++)
+    cr_assert(info.bbox_min[d] == (double)1e-20f, "axis %d: the box starts at %.9g, origin %.9g", d,
+              info.bbox_min[d], info.origin[d]);
+  hicp_model_destroy(m);
+}
+
 /* Queries read relative to the model's origin (hicp_cloud_read_relative)
  * are rounded once, as the model's points were: a query written as a model
  * point is that point at 0, however wide the query file.  Read by
