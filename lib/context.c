@@ -387,8 +387,8 @@ static int threads_available(int n)
  * ended the pool's threads, the next large team created them unchecked,
  * and under a process limit libgomp exited the process at once, with no
  * one else taking a thread (stop 66's review, 10 runs of 10).  Regions of
- * the application's own on this thread change the pool unseen
- * (hicp.h, "Threads"). */
+ * the application's own on this thread change the pool unseen (hicp.h's
+ * conventions say so). */
 static _Thread_local int team_pool = 1, team_room = 1;
 atomic_uint hicp__team_preflights;
 
