@@ -113,6 +113,7 @@ int hicp__start_table_build(hicp_context *ctx, hicp_model *m)
    * model: a cell far from the surface has a ball of thousands of
    * vertices to rule out.) */
   const int threads = hicp__team_use(hicp__team_threads(ctx));
+  (void)threads; /* a build without OpenMP drops the pragma that takes it */
 #pragma omp parallel num_threads(threads)
   {
     hicp__fpenv fe; /* a pool thread's own environment may differ (fpenv.h) */
