@@ -1237,20 +1237,20 @@ Test(io, named_format_refused_from_its_head)
    * characters or more (stop 63's review), and a first comment longer than
    * the head had the head's format told from the name alone. */
   static const struct {
-    const char *name, *head, *row;
+    const char *name, *head, *rest; /* each row: its index, then rest */
   } agree[] = {
       {"long.pcd", "VERSION .7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\nWIDTH 9000\n"
-                   "HEIGHT 1\nPOINTS 9000\nDATA ascii\n", "%d 2 3\n"},
+                   "HEIGHT 1\nPOINTS 9000\nDATA ascii\n", "2 3"},
       {"ff.pcd", "\fVERSION .7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 9000\nPOINTS 9000\n"
-                 "DATA ascii\n", "%d 2 3\n"},
+                 "DATA ascii\n", "2 3"},
       {"blanks.ply", " ply \r\nformat ascii 1.0\nelement vertex 9000\nproperty float x\n"
-                     "property float y\nproperty float z\nend_header\n", "%d 2 3\n"},
+                     "property float y\nproperty float z\nend_header\n", "2 3"},
       {"tab.PLY", "ply\t\nformat ascii 1.0\nelement vertex 9000\nproperty float x\n"
-                  "property float y\nproperty float z\nend_header\n", "%d 2 3\n"},
-      {"ff.off", "# c\n\vOFF\n9000 0 0\n", "%d 2 3\n"},
-      {"longkw.off", "CCCCCCCCCCCCCCOFF\n9000 0 0\n", "%d 2 3 9 9 9 1\n"},
-      {"longcount.off", "00000000000009000 0 0\n", "%d 2 3\n"},
-      {"bigcomment.ply", "", "%d 2 3\n"}, /* an OFF misnamed, its keyword past the head */
+                  "property float y\nproperty float z\nend_header\n", "2 3"},
+      {"ff.off", "# c\n\vOFF\n9000 0 0\n", "2 3"},
+      {"longkw.off", "CCCCCCCCCCCCCCOFF\n9000 0 0\n", "2 3 9 9 9 1"},
+      {"longcount.off", "00000000000009000 0 0\n", "2 3"},
+      {"bigcomment.ply", "", "2 3"}, /* an OFF misnamed, its keyword past the head */
   };
   for (size_t k = 0; k < sizeof agree / sizeof agree[0]; k++) {
     size_t at = (size_t)sprintf(b, "%s", agree[k].head);
@@ -1261,7 +1261,7 @@ Test(io, named_format_refused_from_its_head)
       at += (size_t)sprintf(b + at, "\nOFF\n9000 0 0\n");
     }
     for (int i = 0; i < 9000; i++)
-      at += (size_t)sprintf(b + at, agree[k].row, i);
+      at += (size_t)sprintf(b + at, "%d %s\n", i, agree[k].rest);
     cr_assert_gt(at, (size_t)1 << 16);
     p = th_path(dir, agree[k].name);
     th_write(p, b, at);
