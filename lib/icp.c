@@ -513,13 +513,16 @@ static inline float max_f(float a, float b)
  * iterations), and without a parallel region on one thread: a region of
  * one thread allocates its team in libgomp at every call.  The sort is the
  * serial counting sort, so the order is the same for any thread count. */
-static inline float key_point(const hicp__zgrid *g, const hicp__xf *T0, const float *p,
-                              uint32_t *key)
+static inline void key_point(const hicp__zgrid *g, const hicp__xf *T0, const float *p,
+                             uint32_t *key, float lo[3], float hi[3])
 {
   double q[3];
   hicp__apply(T0, p, q);
   *key = hicp__zkey21(g, q[0], q[1], q[2]);
-  return max_f(max_f(fabsf(p[0]), fabsf(p[1])), fabsf(p[2]));
+  for (int d = 0; d < 3; d++) {
+    lo[d] = p[d] < lo[d] ? p[d] : lo[d];
+    hi[d] = p[d] > hi[d] ? p[d] : hi[d];
+  }
 }
 
 /* Besl's tolerance where the caller left it to the library: 1e-12 of the
@@ -531,15 +534,8 @@ static inline float key_point(const hicp__zgrid *g, const hicp__xf *T0, const fl
  * 50 km wide, 0.96 degrees and 110 mm off, or a map with one stray point
  * at (0, 0, 0), 4.5e6 from the rest, after one iteration, 8 degrees off
  * (stop 66's review). */
-static double frame_tol(const hicp_model *m, const float *p, size_t n)
+static double frame_tol(const hicp_model *m, const float lo[3], const float hi[3])
 {
-  float lo[3] = {p[0], p[1], p[2]}, hi[3] = {p[0], p[1], p[2]};
-  for (size_t i = 1; i < n; i++)
-    for (int d = 0; d < 3; d++) {
-      const float v = p[3 * i + d];
-      lo[d] = v < lo[d] ? v : lo[d];
-      hi[d] = v > hi[d] ? v : hi[d];
-    }
   double d2 = 0.0;
   for (int d = 0; d < 3; d++)
     d2 += ((double)hi[d] - lo[d]) * ((double)hi[d] - lo[d]);
@@ -548,28 +544,33 @@ static double frame_tol(const hicp_model *m, const float *p, size_t n)
 
 static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, uint32_t n,
                       int threads, const hicp__xf *T0, uint32_t *key, uint32_t *buckets,
-                      float *sorted, uint32_t *order, double *pmax)
+                      float *sorted, uint32_t *order, float lo[3], float hi[3])
 {
   const long long nn = (long long)n;
   const int nt = copy_threads(threads, n);
   hicp__zgrid g;
   hicp__zgrid_init(&g, m->bbox_min, m->bbox_max);
-  float amax = 0.0f; /* the largest |coordinate|: exact, whatever the threads */
+  /* The scan's box, taken with the keys rather than in a pass of its own
+   * (stop 66's review: 3.3 ms a million points on one thread): a minimum
+   * and a maximum are exact, whatever the threads. */
+  for (int d = 0; d < 3; d++) {
+    lo[d] = INFINITY;
+    hi[d] = -INFINITY;
+  }
   if (nt == 1) {
     for (long long i = 0; i < nn; i++)
-      amax = max_f(amax, key_point(&g, T0, &p0[3 * (size_t)i], &key[i]));
+      key_point(&g, T0, &p0[3 * (size_t)i], &key[i], lo, hi);
   } else {
-#pragma omp parallel num_threads(nt) reduction(max : amax)
+#pragma omp parallel num_threads(nt) reduction(min : lo[:3]) reduction(max : hi[:3])
     {
       hicp__fpenv fe; /* a pool thread's own environment may differ (fpenv.h) */
       hicp__fpenv_enter(&fe);
 #pragma omp for schedule(static)
       for (long long i = 0; i < nn; i++)
-        amax = max_f(amax, key_point(&g, T0, &p0[3 * (size_t)i], &key[i]));
+        key_point(&g, T0, &p0[3 * (size_t)i], &key[i], lo, hi);
       hicp__fpenv_leave(&fe);
     }
   }
-  *pmax = amax;
   if (hicp__zsort(key, n, order, NULL, buckets) != HICP_OK)
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory for %u scan points", (unsigned)n);
   if (nt == 1) {
@@ -785,11 +786,14 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   uint32_t *buckets = (uint32_t *)(void *)(blk + at[BUCKETS]);
   f.sums = (hicp__partial *)(void *)(blk + at[SUMS]);
   f.trim_e2 = plan->trim < 1.0 ? (double *)(void *)(blk + at[TRIM]) : NULL;
-  double pmax = 0.0;
-  rc = scan_order(ctx, m, p0, (uint32_t)n, f.threads, &T0, key, buckets, sorted, order, &pmax);
+  float lo[3], hi[3]; /* the scan's box */
+  rc = scan_order(ctx, m, p0, (uint32_t)n, f.threads, &T0, key, buckets, sorted, order, lo, hi);
+  float pmax = 0.0f; /* the largest |coordinate| */
+  for (int d = 0; d < 3; d++)
+    pmax = max_f(pmax, max_f(fabsf(lo[d]), fabsf(hi[d])));
   hicp__plan frame_plan = *plan;
   if (plan->tol_auto && rc == HICP_OK)
-    frame_plan.conv.tol = frame_tol(m, sorted, n);
+    frame_plan.conv.tol = frame_tol(m, lo, hi);
   plan = &frame_plan;
   if (rc == HICP_OK) {
     f.p0 = sorted;
