@@ -116,12 +116,24 @@ int hicp_cloud_from_xyz(hicp_context *ctx, const float *xyz, size_t n, size_t st
   return rc;
 }
 
-static int cloud_from_doubles(hicp_context *ctx, const double *xyz, size_t n, size_t stride,
-                              hicp_cloud **out)
+int hicp__check_origin(hicp_context *ctx, const char *fn, const double origin[3])
+{
+  for (int d = 0; d < 3; d++)
+    if (!(fabs(origin[d]) <= HICP_COORD_MAX))
+      return hicp__fail(ctx, HICP_EINVAL, "%s: the origin must be finite and within %g", fn,
+                        HICP_COORD_MAX);
+  return HICP_OK;
+}
+
+/* hicp_cloud_from_xyz_double and, with an origin, its _relative form (fn). */
+static int cloud_from_doubles(hicp_context *ctx, const char *fn, const double *xyz, size_t n,
+                              size_t stride, const double *origin, hicp_cloud **out)
 {
   if (out == NULL)
-    return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_from_xyz_double: NULL output");
+    return hicp__fail(ctx, HICP_EINVAL, "%s: NULL output", fn);
   *out = NULL;
+  if (origin != NULL && hicp__check_origin(ctx, fn, origin) != HICP_OK)
+    return HICP_EINVAL;
   int rc = hicp__point_stride(ctx, "cloud", stride, 3 * sizeof(double), &stride);
   if (rc == HICP_OK)
     rc = hicp__check_count(ctx, "cloud", xyz, n);
@@ -142,7 +154,7 @@ static int cloud_from_doubles(hicp_context *ctx, const double *xyz, size_t n, si
     memcpy(&raw.xyz[3 * i], base + i * stride, 3 * sizeof(double));
   raw.n = n;
   /* the readers' origin policy and checks (NaN, Inf, magnitude) */
-  return hicp__cloud_from_raw(ctx, &raw, "cloud", NULL, out);
+  return hicp__cloud_from_raw(ctx, &raw, "cloud", origin, out);
 }
 
 int hicp_cloud_from_xyz_double(hicp_context *ctx, const double *xyz, size_t n, size_t stride,
@@ -150,7 +162,23 @@ int hicp_cloud_from_xyz_double(hicp_context *ctx, const double *xyz, size_t n, s
 {
   hicp__fpenv fe;
   hicp__fpenv_enter(&fe);
-  const int rc = cloud_from_doubles(ctx, xyz, n, stride, out);
+  const int rc = cloud_from_doubles(ctx, "hicp_cloud_from_xyz_double", xyz, n, stride, NULL, out);
+  hicp__fpenv_leave(&fe);
+  return rc;
+}
+
+int hicp_cloud_from_xyz_double_relative(hicp_context *ctx, const double *xyz, size_t n,
+                                        size_t stride, const double origin[3], hicp_cloud **out)
+{
+  static const char fn[] = "hicp_cloud_from_xyz_double_relative";
+  if (origin == NULL) {
+    if (out != NULL)
+      *out = NULL;
+    return hicp__fail(ctx, HICP_EINVAL, "%s: NULL origin", fn);
+  }
+  hicp__fpenv fe;
+  hicp__fpenv_enter(&fe);
+  const int rc = cloud_from_doubles(ctx, fn, xyz, n, stride, origin, out);
   hicp__fpenv_leave(&fe);
   return rc;
 }

@@ -37,6 +37,10 @@ void hicp__raw_cloud_free(hicp__raw_cloud *raw);
 int hicp__cloud_from_raw(hicp_context *ctx, hicp__raw_cloud *raw, const char *name,
                          const double *origin, hicp_cloud **out);
 
+/* HICP_EINVAL, naming the call `fn`, unless each of a caller's origin's
+ * coordinates is finite and within HICP_COORD_MAX (the relative readers). */
+int hicp__check_origin(hicp_context *ctx, const char *fn, const double origin[3]);
+
 /* Parses a file already in memory (the entry point of the fuzz harnesses).
  * `name` is used in messages only; `origin` as hicp__cloud_from_raw's. */
 int hicp__cloud_parse(hicp_context *ctx, const char *name, const unsigned char *buf, size_t len,

@@ -556,6 +556,23 @@ HICP_API int hicp_cloud_from_xyz(hicp_context *ctx, const float *xyz, size_t n,
 HICP_API int hicp_cloud_from_xyz_double(hicp_context *ctx, const double *xyz, size_t n,
                                         size_t stride, hicp_cloud **out);
 
+/**
+ * As hicp_cloud_from_xyz_double(), with the points kept relative to
+ * @p origin, as hicp_cloud_read_relative() keeps a file's: each point is
+ * rounded to float once, as (float)(p - origin).  Give a model's origin
+ * (hicp_model_info.origin) for nearest-neighbour queries or scans held in
+ * double in memory, such as UTM coordinates: a query at a model point is
+ * then at distance 0 (with an origin of the cloud's own, a query is
+ * rounded about the cloud's centre and again into the model's frame).
+ * @param origin finite, within ::HICP_COORD_MAX; every point must lie within
+ *        ::HICP_COORD_MAX of it.
+ * @return as hicp_cloud_from_xyz_double(); ::HICP_EINVAL for a NULL or
+ *         invalid @p origin, ::HICP_ERANGE for a point too far from it.
+ */
+HICP_API int hicp_cloud_from_xyz_double_relative(hicp_context *ctx, const double *xyz, size_t n,
+                                                 size_t stride, const double origin[3],
+                                                 hicp_cloud **out);
+
 /** Number of points. */
 HICP_API size_t hicp_cloud_size(const hicp_cloud *cloud);
 /** Packed x, y, z floats (3 per point), relative to the origin. */

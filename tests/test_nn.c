@@ -531,6 +531,106 @@ Test(nn, queries_read_relative_to_the_model)
   hicp_context_destroy(ctx);
 }
 
+/* Queries held in double in memory, given relative to the model's origin
+ * (hicp_cloud_from_xyz_double_relative), are the file reader's
+ * (hicp_cloud_read_relative) to the bit: each point rounded once, as
+ * (float)(p - origin), so a query at a model point is that point at 0.
+ * Without the call, the API had no way to do what `hicp nn` does with a
+ * query file (stop 66's review, F5).  The points sit in a strided array
+ * (a time stamp before each), as a sensor driver hands them over. */
+Test(nn, queries_in_memory_relative_to_the_model)
+{
+  enum { N = 1000 };
+  struct rec {
+    double t, xyz[3];
+  } *pts = malloc(sizeof *pts * N);
+  cr_assert_not_null(pts);
+  for (int i = 0; i < N; i++) {
+    pts[i].t = i;
+    pts[i].xyz[0] = 500000.123 + 0.01 * (i % 10);
+    pts[i].xyz[1] = 4100000.456 + 0.01 * (i / 10 % 10);
+    pts[i].xyz[2] = 50.789 + 0.01 * (i / 100);
+  }
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  hicp_cloud *mc;
+  cr_assert_eq(hicp_cloud_from_xyz_double(ctx, pts[0].xyz, N, sizeof *pts, &mc), 0, "%s",
+               hicp_context_error(ctx));
+  hicp_model *m;
+  cr_assert_eq(hicp_model_build_cloud(ctx, mc, NULL, &m), 0, "%s", hicp_context_error(ctx));
+  hicp_cloud_destroy(mc);
+  hicp_model_info info;
+  hicp_model_info_init(&info);
+  cr_assert_eq(hicp_model_get_info(m, &info), 0);
+  cr_assert_gt(info.origin[1], 4e6, "the model keeps an origin of its own");
+  /* queries: points 0, 555 and 999 and one 2000 km away, in the same layout */
+  static const int at[3] = {0, 555, 999};
+  struct rec qs[4];
+  for (int j = 0; j < 3; j++)
+    qs[j] = pts[at[j]];
+  qs[3] = (struct rec){0.0, {2500000.0, 4100000.0, 50.0}};
+  hicp_cloud *q;
+  cr_assert_eq(hicp_cloud_from_xyz_double_relative(ctx, qs[0].xyz, 4, sizeof qs[0], info.origin,
+                                                   &q),
+               0, "%s", hicp_context_error(ctx));
+  double qo[3];
+  hicp_cloud_origin(q, qo);
+  cr_assert(memcmp(qo, info.origin, sizeof qo) == 0, "the cloud keeps the origin it was given");
+  const float *qf = hicp_cloud_xyz(q);
+  for (int j = 0; j < 4; j++)
+    for (int d = 0; d < 3; d++)
+      cr_assert(qf[3 * j + d] == (float)(qs[j].xyz[d] - info.origin[d]),
+                "query %d axis %d rounded more than once", j, d);
+  for (size_t k = 0; k < NMETHODS; k++) {
+    hicp_nn_options o;
+    hicp_nn_options_init(&o);
+    o.method = all_methods[k];
+    uint32_t idx[4];
+    float d2[4];
+    cr_assert_eq(hicp_nn_query_cloud(ctx, m, q, &o, idx, d2, NULL), 0, "%s",
+                 hicp_context_error(ctx));
+    for (int j = 0; j < 3; j++)
+      cr_assert(idx[j] == (uint32_t)at[j] && d2[j] == 0.0f,
+                "%s: query %d: point %u at %g, not %d at 0", hicp_nn_method_name(all_methods[k]),
+                j, idx[j], (double)d2[j], at[j]);
+  }
+  /* the same points through a file and hicp_cloud_read_relative: the same floats */
+  const char *qpath = th_path(th_tmpdir(), "queries.xyz");
+  char text[4 * 80], *w = text;
+  for (int j = 0; j < 4; j++)
+    w += sprintf(w, "%.17g %.17g %.17g\n", qs[j].xyz[0], qs[j].xyz[1], qs[j].xyz[2]);
+  th_write(qpath, text, strlen(text));
+  hicp_cloud *fq;
+  cr_assert_eq(hicp_cloud_read_relative(ctx, qpath, HICP_FORMAT_AUTO, info.origin, &fq), 0);
+  cr_assert(hicp_cloud_size(fq) == 4 &&
+            memcmp(hicp_cloud_xyz(fq), qf, sizeof(float) * 12) == 0,
+            "the file reader and the memory call round alike");
+  hicp_cloud_destroy(fq);
+  hicp_cloud_destroy(q);
+  /* refusals, each leaving the output NULL, with the call's name */
+  const double bad[3] = {0.0, INFINITY, 0.0}, far[3] = {-1e17, 0.0, 0.0};
+  const double big[9] = {9e16, 0, 0, 0, 1, 0, 0, 0, 1};
+  q = (hicp_cloud *)&q;
+  cr_assert_eq(hicp_cloud_from_xyz_double_relative(ctx, big, 3, 0, NULL, &q), HICP_EINVAL);
+  cr_assert_null(q);
+  q = (hicp_cloud *)&q;
+  cr_assert_eq(hicp_cloud_from_xyz_double_relative(ctx, big, 3, 0, bad, &q), HICP_EINVAL);
+  cr_assert_null(q);
+  cr_assert(strstr(hicp_context_error(ctx),
+                   "hicp_cloud_from_xyz_double_relative: the origin must be finite") != NULL,
+            "%s", hicp_context_error(ctx));
+  q = (hicp_cloud *)&q;
+  cr_assert_eq(hicp_cloud_from_xyz_double_relative(ctx, big, 3, 0, far, &q), HICP_ERANGE);
+  cr_assert_null(q);
+  cr_assert(strstr(hicp_context_error(ctx), "point 0 is more than 1e+17 from the origin") != NULL,
+            "%s", hicp_context_error(ctx));
+  cr_assert_eq(hicp_cloud_from_xyz_double_relative(ctx, big, 3, 0, info.origin, NULL),
+               HICP_EINVAL);
+  free(pts);
+  hicp_model_destroy(m);
+  hicp_context_destroy(ctx);
+}
+
 Test(nn, sphere_cospherical)
 {
   th_rng r;

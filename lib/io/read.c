@@ -347,10 +347,8 @@ static int cloud_read(hicp_context *ctx, const char *fn, const char *path, hicp_
   *out = NULL;
   if ((unsigned)fmt > HICP_FORMAT_MODEL)
     return hicp__fail(ctx, HICP_EINVAL, "%s: unknown format %d", fn, (int)fmt);
-  for (int d = 0; origin != NULL && d < 3; d++)
-    if (!(fabs(origin[d]) <= HICP_COORD_MAX))
-      return hicp__fail(ctx, HICP_EINVAL, "%s: the origin must be finite and within %g", fn,
-                        HICP_COORD_MAX);
+  if (origin != NULL && hicp__check_origin(ctx, fn, origin) != HICP_OK)
+    return HICP_EINVAL;
   unsigned char *buf;
   size_t len;
   int rc = hicp__read_file(ctx, path, fmt, &buf, &len);
