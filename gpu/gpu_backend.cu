@@ -335,12 +335,8 @@ struct dev_walk {
 };
 
 struct dev_state {
-  hicp__xf T, T_prev;
-  double mse_prev;
-  double win_lo, win_hi;   /* sigma filter window */
-  int k;
+  hicp__iter it;           /* the pose, the window, k (pp/iter.h) */
   int stop;                /* HICP__GO while running */
-  int degenerate;
   int filtering;           /* pass B needed this iteration */
   unsigned arrived;        /* blocks done with this iteration's chunk sums */
   hicp__partial tot;
@@ -543,7 +539,7 @@ __device__ void trim_threshold(const kparams &P, cg::grid_group &g, const hicp__
     const unsigned long long mask = pass == 7 ? 0ull : ~0ull << (8 * (pass + 1));
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < P.n; i += gridDim.x * blockDim.x) {
       double e2 = P.e2[i];
-      if (!(e2 <= sel.max_d2))
+      if (!hicp__is_candidate(e2, &sel))
         continue;
       unsigned long long key = (unsigned long long)__double_as_longlong(e2);
       if ((key & mask) == prefix)
@@ -571,31 +567,23 @@ __device__ void trim_threshold(const kparams &P, cg::grid_group &g, const hicp__
 
 /* One thread, the end of iteration k: the stop tests on the sums, else
  * Horn's solve for the next transform; the step times. */
-__device__ void finish_iteration(const kparams &P, int k, unsigned long long t1,
+__device__ void finish_iteration(const kparams &P, unsigned long long t1,
                                  unsigned long long t2)
 {
   dev_state *st = P.st;
   const hicp__partial *tot = &st->tot;
   double mse;
-  int stop = hicp__iter_stop(&P.conv, tot, k, st->mse_prev, &st->T, &st->T_prev, &mse);
+  int stop = hicp__iter_sums(&st->it, &P.conv, tot, &mse);
   if (stop == HICP__GO) {
     const int halt = P.halt != NULL ? *P.halt : 0;
     const int out_of_time =
         halt == HALT_TIME || (P.budget_ns != 0 && global_ns() - st->t_start >= P.budget_ns);
     stop = hicp__iter_halt(halt == HALT_CANCEL, out_of_time);
   }
-  if (stop == HICP__GO) {
-    hicp__xf next;
-    int degenerate;
-    hicp__solve_horn(tot, P.s_noise, &st->T, &next, &degenerate);
-    st->degenerate = degenerate;
-    st->T_prev = st->T;
-    st->T = next;
-    st->mse_prev = mse;
-    st->k = k + 1;
-  } else {
+  if (stop == HICP__GO)
+    hicp__iter_next(&st->it, tot, P.s_noise, mse);
+  else
     st->stop = stop;
-  }
   const unsigned long long t3 = global_ns();
   st->ns_correspond += t1 - st->t_iter;
   st->ns_reduce += t2 - t1;
@@ -631,19 +619,14 @@ __global__ void __launch_bounds__(THREADS) icp_kernel(kparams P)
   }
   if (tid == 0) {
     memset(st, 0, sizeof *st);
-    st->T = P.T0;
-    st->T_prev = P.T0;
-    st->win_lo = -HUGE_VAL;
-    st->win_hi = HUGE_VAL;
+    hicp__iter_init(&st->it, &P.T0);
     st->stop = HICP__GO;
     st->t_start = st->t_iter = global_ns();
   }
   g.sync();
   for (;;) {
-    const int k = *(volatile int *)&st->k;
-    const hicp__xf T = st->T;
-    hicp__select sel = hicp__iter_select(P.max_d2, P.filter_start, k, st->win_lo, st->win_hi);
-    const int sigma_now = sel.want_e;
+    const hicp__xf T = st->it.T;
+    hicp__select sel = hicp__iter_begin(&st->it, P.max_d2, P.filter_start);
 
     for (uint32_t i = tid; i < P.n; i += nthreads)
       block_walk_add(&bw, point_pass_a(P, i, T));
@@ -662,15 +645,10 @@ __global__ void __launch_bounds__(THREADS) icp_kernel(kparams P)
       combine(P, sh, &st->tot);
       if (threadIdx.x == 0) {
         st->arrived = 0;
-        st->filtering = sigma_now || P.trim < 1.0;
-        if (sigma_now) {
-          hicp__sigma_bounds(&st->tot, P.sigma, &sel);
-          st->win_lo = sel.e_lo;
-          st->win_hi = sel.e_hi;
-        }
+        st->filtering = hicp__iter_after_a(&st->it, &st->tot, P.sigma, P.trim, &sel);
         st->sel = sel;
         if (!st->filtering)
-          finish_iteration(P, k, t1, global_ns());
+          finish_iteration(P, t1, global_ns());
       }
     }
     g.sync();
@@ -678,8 +656,7 @@ __global__ void __launch_bounds__(THREADS) icp_kernel(kparams P)
       sel = st->sel;
       if (P.trim < 1.0 && st->tot.v[HICP_PF_N_C] > 0.0) {
         trim_threshold(P, g, sel, shist);
-        sel.trim_e2 = __longlong_as_double((long long)st->radix_prefix);
-        sel.trim_on = 1;
+        hicp__iter_trim(&sel, __longlong_as_double((long long)st->radix_prefix));
       }
       for (uint32_t c = blockIdx.x; c < P.nchunks; c += gridDim.x)
         chunk_sums(P, c, sel, sh);
@@ -687,7 +664,7 @@ __global__ void __launch_bounds__(THREADS) icp_kernel(kparams P)
       if (blockIdx.x == 0) {
         combine(P, sh, &st->tot);
         if (threadIdx.x == 0)
-          finish_iteration(P, k, t1, global_ns());
+          finish_iteration(P, t1, global_ns());
       }
       g.sync();
     }
@@ -971,11 +948,11 @@ extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
   if (rc == HICP_OK) {
     const dev_state *fin = r->fin_host;
     memset(out, 0, sizeof *out);
-    out->T = fin->T;
+    out->T = fin->it.T;
     out->tot = fin->tot;
-    out->iterations = fin->k;
+    out->iterations = fin->it.k;
     out->stop = fin->stop;
-    out->degenerate = fin->degenerate;
+    out->degenerate = fin->it.degenerate;
     out->walk.queries = fin->walk.queries;
     out->walk.steps = fin->walk.steps;
     out->walk.max_steps = (uint32_t)fin->walk.max_steps;

@@ -310,10 +310,8 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
     if (team->w[begun]->ctx != ctx)
       hicp__fail(ctx, rc, "%s", hicp_context_error(team->w[begun]->ctx));
   }
-  hicp__xf T = *T0, T_prev = *T0;
-  double mse_prev = 0.0;
-  double win_lo = -HUGE_VAL, win_hi = HUGE_VAL; /* sigma filter window */
-  int degenerate = 0;
+  hicp__iter it; /* the pose, the window: what one iteration hands the next */
+  hicp__iter_init(&it, T0);
   uint32_t cut[HICP_TEAM_MAX + 1];
   /* the sums at T_prev and the degenerate flag as it was then: what a
    * stop at the previous iteration's end would have returned */
@@ -324,16 +322,16 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
   f->deadline = p->time_budget_ms > 0.0 ? t_start + p->time_budget_ms : 0.0;
   f->halt_ctx = ctx;
   f->halted = 0;
-  for (int k = 0; rc == HICP_OK; k++) {
+  while (rc == HICP_OK) {
+    const int k = it.k;
     /* watched from the second pass: the first wakes or starts the team */
     if (k == 1 && want > 0)
       hicp__threads_watch_begin(&watch, solo.threads, want);
-    hicp__select sel = hicp__iter_select(p->max_d2, p->filter_start, k, win_lo, win_hi);
-    const int sigma_now = sel.want_e;
+    hicp__select sel = hicp__iter_begin(&it, p->max_d2, p->filter_start);
 
     double t0 = hicp__now_ms();
     split_chunks(team, f->nchunks, cut);
-    rc = run_team_pass(ctx, team, m, f, &T, p->method, &sel, 0, cut);
+    rc = run_team_pass(ctx, team, m, f, &it.T, p->method, &sel, 0, cut);
     if (rc != HICP_OK)
       break;
     double t1 = hicp__now_ms();
@@ -344,7 +342,7 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
        * pass was complete, that is the initial pose with no pairs, whose
        * rmse is NaN. */
       out->correspond_ms += t1 - t0;
-      out->T = k > 0 ? T_prev : T;
+      out->T = k > 0 ? it.T_prev : it.T;
       out->tot = tot_prev;
       out->iterations = k > 0 ? k - 1 : 0;
       out->degenerate = degenerate_prev;
@@ -353,24 +351,18 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
     }
     hicp__partial tot;
     combine(f, &tot);
-    if (sigma_now || p->trim < 1.0) {
-      if (sigma_now) {
-        hicp__sigma_bounds(&tot, p->sigma_k, &sel);
-        win_lo = sel.e_lo;
-        win_hi = sel.e_hi;
-      }
+    if (hicp__iter_after_a(&it, &tot, p->sigma_k, p->trim, &sel)) {
       if (p->trim < 1.0) {
         size_t nc = 0;
         for (uint32_t i = 0; i < f->n; i++)
-          if (f->e2[i] <= sel.max_d2)
+          if (hicp__is_candidate(f->e2[i], &sel))
             f->trim_e2[nc++] = f->e2[i];
         if (nc > 0) {
           const size_t keep = (size_t)hicp__trim_keep(p->trim, (double)nc);
-          sel.trim_e2 = hicp__select_kth(f->trim_e2, nc, keep - 1);
-          sel.trim_on = 1;
+          hicp__iter_trim(&sel, hicp__select_kth(f->trim_e2, nc, keep - 1));
         }
       }
-      rc = run_team_pass(ctx, team, m, f, &T, p->method, &sel, 1, cut);
+      rc = run_team_pass(ctx, team, m, f, &it.T, p->method, &sel, 1, cut);
       if (rc != HICP_OK)
         break;
       combine(f, &tot);
@@ -381,28 +373,24 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
     out->reduce_ms += t2 - t1;
 
     double mse;
-    int stop = hicp__iter_stop(&p->conv, &tot, k, mse_prev, &T, &T_prev, &mse);
+    int stop = hicp__iter_sums(&it, &p->conv, &tot, &mse);
     if (stop == HICP__GO) {
       const int out_of_time =
           p->time_budget_ms > 0.0 && hicp__now_ms() - t_start >= p->time_budget_ms;
       stop = hicp__iter_halt(hicp__canceled(ctx), out_of_time);
     }
     if (stop != HICP__GO) {
-      out->T = T;
+      out->T = it.T;
       out->tot = tot;
       out->iterations = k;
       out->stop = stop;
-      out->degenerate = degenerate;
+      out->degenerate = it.degenerate;
       break;
     }
     tot_prev = tot;
-    degenerate_prev = degenerate;
-    hicp__xf T_next;
-    hicp__solve_horn(&tot, f->s_noise, &T, &T_next, &degenerate);
+    degenerate_prev = it.degenerate;
+    hicp__iter_next(&it, &tot, f->s_noise, mse);
     out->solve_ms += hicp__now_ms() - t2;
-    T_prev = T;
-    T = T_next;
-    mse_prev = mse;
   }
   for (int i = 0; i < begun; i++)
     team->w[i]->ops->end(team->w[i]);

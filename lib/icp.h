@@ -13,11 +13,14 @@
  *     pass B (optional)            filters: the same sums with the final
  *                                  inlier selection
  *     stop tests, Horn solve       pp/solve.h  -> T_{k+1}
+ *   the sequence between the passes, and the state one iteration hands
+ *   the next, is pp/iter.h's, which the GPU's loop calls too.
  */
 #ifndef HICP_ICP_H
 #define HICP_ICP_H
 
 #include "internal.h"
+#include "pp/iter.h"
 #include "pp/nn.h"
 #include "pp/reduce.h"
 #include "pp/solve.h"

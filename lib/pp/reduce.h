@@ -53,6 +53,13 @@ typedef struct hicp__select {
   int want_e;
 } hicp__select;
 
+/* Whether a pair of squared distance e2 is a candidate (within the
+ * distance cut): the sums' HICP_PF_N_C, and the pairs the trim ranks. */
+HICP_PP int hicp__is_candidate(double e2, const hicp__select *s)
+{
+  return e2 <= s->max_d2;
+}
+
 /* Rigid transform in double: x = r p + t, r row-major. */
 typedef struct hicp__xf {
   double r[9];
@@ -118,7 +125,7 @@ HICP_PP void hicp__partial_add_pair(hicp__partial *a, const float p[3], const hi
 {
   a->v[HICP_PF_N_ALL] += 1.0;
   a->v[HICP_PF_E2_ALL] += e2;
-  if (!(e2 <= s->max_d2))
+  if (!hicp__is_candidate(e2, s))
     return;
   a->v[HICP_PF_N_C] += 1.0;
   a->v[HICP_PF_E2_C] += e2;
