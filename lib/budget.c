@@ -8,8 +8,7 @@
 #include "budget.h"
 #include "cgroup.h"
 
-/* The default for a cgroup memory limit of `group` bytes (0: none). */
-static uint64_t limit_within(uint64_t group)
+uint64_t hicp__limit_within(uint64_t group)
 {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   uint64_t have = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_C(4) << 40;
@@ -27,7 +26,7 @@ uint64_t hicp__memory_limit(uint64_t set)
   int cpus;
   uint64_t group;
   hicp__cgroup_process(&cpus, &group);
-  return limit_within(group);
+  return hicp__limit_within(group);
 }
 
 int hicp__over_budget(uint64_t bytes, uint64_t limit, const char *what, char *msg, size_t size)

@@ -13,6 +13,10 @@
  * (hicp__cgroup_process). */
 uint64_t hicp__memory_limit(uint64_t set);
 
+/* The default for a cgroup memory limit of `group` bytes (0: none): three
+ * quarters of it or of physical memory, the less. */
+uint64_t hicp__limit_within(uint64_t group);
+
 /* 0 when `bytes` fit in `limit`; otherwise 1, with the one-line refusal in
  * msg[size]: "WHAT would need X U, over the memory limit of Y U", both in
  * the unit that suits the larger need (MiB below 1 GiB, else GiB). */

@@ -60,20 +60,42 @@ static void unescape(char *s)
   *d = '\0';
 }
 
+/* The first error that kept a file from being read for the moment, on
+ * this thread.  A file that is absent, shut to this user or unreadable is
+ * a limit that is not set; one that could not be opened or read for want
+ * of memory or of descriptors says nothing, and taking it for "no limit"
+ * dropped a container's memory limit and CPU quota for the process's life
+ * (stop 67's review: a build the limit refuses then ran). */
+static _Thread_local int read_err;
+
+static void note_error(int e)
+{
+  if (read_err == 0 && (e == ENOMEM || e == ENOBUFS || e == EMFILE || e == ENFILE || e == EINTR ||
+                        e == EAGAIN))
+    read_err = e;
+}
+
 /* Calls fn on each line of file, its line end removed, until fn returns
  * 1; returns that 1, or 0. */
 static int each_line(const char *file, int (*fn)(char *line, void *arg), void *arg)
 {
   FILE *f = fopen(file, "re");
-  if (f == NULL)
+  if (f == NULL) {
+    note_error(errno);
     return 0;
+  }
   char *line = NULL;
   size_t cap = 0;
   int found = 0;
-  while (!found && getline(&line, &cap, f) > 0) {
+  for (;;) {
+    errno = 0;
+    if (found || getline(&line, &cap, f) <= 0)
+      break;
     chomp(line);
     found = fn(line, arg);
   }
+  if (!found)
+    note_error(errno); /* getline's ENOMEM; 0 at the file's end */
   free(line);
   fclose(f);
   return found;
@@ -162,9 +184,14 @@ static int read_line(const char *dir, const char *name, char *buf, size_t size)
   char path[2 * PATH_LEN + 64];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   FILE *f = fopen(path, "re");
-  if (f == NULL)
+  if (f == NULL) {
+    note_error(errno);
     return 0;
+  }
+  errno = 0;
   const int ok = fgets(buf, (int)size, f) != NULL;
+  if (!ok)
+    note_error(errno);
   fclose(f);
   if (ok)
     chomp(buf);
@@ -288,16 +315,24 @@ static void watch_forks(void)
   (void)pthread_atfork(NULL, NULL, forget_in_child);
 }
 
-void hicp__cgroup_process(int *cpus, uint64_t *memory)
+int hicp__cgroup_process(int *cpus, uint64_t *memory)
 {
   pthread_once(&watch_once, watch_forks);
   pthread_mutex_lock(&process.mu);
+  int err = 0;
   if (!process.read) {
-    process.cpus = hicp__cgroup_cpus(&hicp__cgroup_system);
-    process.memory = hicp__cgroup_memory(&hicp__cgroup_system);
-    process.read = 1;
+    read_err = 0;
+    const int c = hicp__cgroup_cpus(&hicp__cgroup_system);
+    const uint64_t m = hicp__cgroup_memory(&hicp__cgroup_system);
+    err = read_err;
+    if (err == 0) { /* kept only when read: a failed read is tried again */
+      process.cpus = c;
+      process.memory = m;
+      process.read = 1;
+    }
   }
-  *cpus = process.cpus;
-  *memory = process.memory;
+  *cpus = err == 0 ? process.cpus : 0;
+  *memory = err == 0 ? process.memory : 0;
   pthread_mutex_unlock(&process.mu);
+  return err;
 }

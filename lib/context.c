@@ -104,7 +104,7 @@ static void note_fork_in_child(void)
  * --cpus, a unit's CPUQuota), rounded up: threads beyond it are stopped
  * until the quota's next period, which a registration of a few
  * milliseconds spends waiting. */
-int hicp__default_threads(void)
+int hicp__default_threads(int quota)
 {
   int n = hicp__usable_cores();
   if (n <= 0) { /* no topology: the CPUs the thread may run on */
@@ -115,9 +115,6 @@ int hicp__default_threads(void)
     long c = sysconf(_SC_NPROCESSORS_ONLN);
     n = c > 0 ? (int)c : 1;
   }
-  int quota;
-  uint64_t memory;
-  hicp__cgroup_process(&quota, &memory);
   return quota > 0 && quota < n ? quota : n;
 }
 
@@ -186,12 +183,21 @@ int hicp_context_create(const hicp_context_options *user, hicp_context **out)
     if (o.devices[i] < 0)
       return HICP_EINVAL;
 
+  /* the cgroup's limits, read once a process: a failed read (no memory,
+   * no descriptor) fails the call rather than lose them for its life */
+  int quota;
+  uint64_t group;
+  const int err = hicp__cgroup_process(&quota, &group);
+  if (err != 0)
+    return err == EMFILE || err == ENFILE              ? HICP_ELIMIT
+           : err == ENOMEM || err == ENOBUFS ? HICP_ENOMEM
+                                             : HICP_EIO;
   hicp_context *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL)
     return HICP_ENOMEM;
-  ctx->threads = thread_limit(o.threads > 0 ? o.threads : hicp__default_threads());
+  ctx->threads = thread_limit(o.threads > 0 ? o.threads : hicp__default_threads(quota));
   ctx->backend = o.backend;
-  ctx->memory_limit = hicp__memory_limit(o.memory_limit); /* the default read once */
+  ctx->memory_limit = o.memory_limit != 0 ? o.memory_limit : hicp__limit_within(group);
   ctx->fixed_threads = (o.flags & HICP_CONTEXT_FIXED_THREADS) != 0;
   atomic_init(&ctx->cancel, 0);
   if (o.ndevices > 0) {

@@ -165,8 +165,9 @@ void hicp__aligned_free(void *p);
 double hicp__now_ms(void);
 
 /* Default worker count: the cores the calling thread may run on (hwloc,
- * falling back to the CPUs online). */
-int hicp__default_threads(void);
+ * falling back to the CPUs online), no more than a cgroup's CPU `quota`
+ * (0: none). */
+int hicp__default_threads(int quota);
 /* At the start of a call whose parallel regions run on the calling thread,
  * up to hicp__team_threads(ctx) threads: whether the system gives the
  * threads its OpenMP pool lacks for them (libgomp would exit the process

@@ -932,6 +932,51 @@ static hicp__cg_files fake(const char *root, const char *mountinfo, const char *
   return f;
 }
 
+/* A process's first context reads the cgroup's limits for its defaults
+ * (memory, threads).  With no file descriptor free it could not, and took
+ * that for "no limit", kept for the process's life: a container's memory
+ * limit was lost and a build it refuses ran (stop 67's review, also for a
+ * failed allocation inside fopen or getline).  Now the call fails, says
+ * why, and the next one reads them.  In a child, whose first context reads
+ * them afresh: 0 as expected, 1 created with no descriptor free, 2 a wrong
+ * code or output, 3 refused with descriptors free again, 4 a default limit
+ * other than the cgroup's. */
+static int cgroup_unread_child(void *arg)
+{
+  (void)arg;
+  struct rlimit lim = {64, 64};
+  if (setrlimit(RLIMIT_NOFILE, &lim) != 0)
+    return 5;
+  int fds[64], nfd = 0;
+  for (int fd; nfd < 64 && (fd = dup(0)) >= 0;)
+    fds[nfd++] = fd;
+  hicp_context *ctx = (hicp_context *)&ctx;
+  const int rc = hicp_context_create(NULL, &ctx);
+  if (rc == 0)
+    return 1;
+  if (rc != HICP_ELIMIT || ctx != NULL)
+    return 2;
+  while (nfd > 0)
+    close(fds[--nfd]);
+  if (hicp_context_create(NULL, &ctx) != 0)
+    return 3;
+  int cpus;
+  uint64_t group;
+  const int ok = hicp__cgroup_process(&cpus, &group) == 0 &&
+                 ctx->memory_limit == hicp__limit_within(group);
+  hicp_context_destroy(ctx);
+  return ok ? 0 : 4;
+}
+
+Test(contract, cgroup_read_failures_are_not_kept)
+{
+  const int status = in_child(CHILD_S, cgroup_unread_child, NULL);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+            "child status %d (exit %d): 1 created with no descriptor free, 2 wrong code, 3 refused "
+            "later, 4 wrong default limit",
+            status, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
 /* The cgroup limits hicp reads for its defaults, on made-up systems of
  * each shape: the least limit of the process's cgroup and its ancestors,
  * v2 and v1 (with combined controllers), a container's view (its cgroup
