@@ -892,7 +892,7 @@ int hicp_register_batch_clouds_sized(hicp_context *ctx, const hicp_model *m,
   double(*origins)[3] = malloc(sizeof *origins * nframes);
   int rc;
   if (frames == NULL || counts == NULL || origins == NULL) {
-    rc = fail_all(ctx, results, nframes, rsize, hicp__fail(ctx, HICP_ENOMEM, "out of memory"));
+    rc = fail_all(ctx, results, nframes, rsize, hicp__fail(ctx, HICP_ENOMEM, "out of memory for the batch's %zu frames", nframes));
   } else {
     /* A NULL cloud is a NULL frame of a point: that frame alone fails, on
      * its NULL points (HICP_EINVAL), as in hicp_register_batch. */
@@ -1190,7 +1190,7 @@ static int stream_create(hicp_context *ctx, const hicp_model *m, const hicp_reg_
     return hicp__fail(ctx, HICP_EINVAL, "hicp_stream_create: NULL model");
   hicp_stream *s = calloc(1, sizeof *s);
   if (s == NULL)
-    return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the stream");
   s->ctx = ctx;
   s->m = m;
   int rc = batch_options(ctx, bopts, &s->bo);
@@ -1360,7 +1360,7 @@ static int submit_body(hicp_stream *s, const float *xyz, size_t n, size_t stride
       give_copy(s, e->p0, e->cap);
       give_entry(s, e);
       pthread_mutex_unlock(&s->mu);
-      return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+      return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the stream's queue of %zu frames", qcap);
     }
     s->q = q;
     s->cap = qcap;

@@ -38,7 +38,12 @@
  *   their own environment variables get wrong, as they load or start:
  *   libgomp about a malformed OMP_* or GOMP_* value, hwloc about a HWLOC_*
  *   one (an unknown HWLOC_COMPONENTS; HWLOC_HIDE_ERRORS silences most of
- *   those).
+ *   those).  Nor do they all survive running out of memory themselves:
+ *   libgomp prints "out of memory allocating N bytes" and exits where its
+ *   own allocation fails, and hwloc (2.9) may crash where one of its own
+ *   fails while a process's first context reads the machine's topology
+ *   (stop 67's review); hicp's own allocations are all reported
+ *   (::HICP_ENOMEM).
  * - Options structs are filled with defaults by their `*_init()` macro before
  *   use; the macro records the caller's struct size so that later versions of
  *   the library can add fields without breaking older programs.  Likewise

@@ -475,7 +475,7 @@ static int model_build(hicp_context *ctx, const float *xyz, size_t n, size_t str
   double t0 = hicp__now_ms();
   hicp_model *m = hicp__model_new();
   if (m == NULL)
-    return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the model");
   rc = dedup(ctx, m, xyz, n, stride);
   if (rc == HICP_OK) {
     far_origin(m);

@@ -602,11 +602,11 @@ static int model_load(hicp_context *ctx, const char *path, hicp_model **out)
   hicp_model *m = hicp__model_new();
   if (m == NULL) {
     hicp__aligned_free(base);
-    return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+    return hicp__fail(ctx, HICP_ENOMEM, "%s: out of memory for the model", path);
   }
   if (hicp__model_own(m, base) == NULL) { /* cannot fail on a new model */
     hicp_model_destroy(m);
-    return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+    return hicp__fail(ctx, HICP_ENOMEM, "%s: out of memory for the model", path);
   }
   m->npoints = h.npoints;
   m->nv = (uint32_t)h.nv;

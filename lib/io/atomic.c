@@ -59,7 +59,8 @@ static int write_file(hicp_context *ctx, const char *path, hicp__writer_fn write
   hicp__outfile o;
   const char *why = hicp__outfile_open(&o, path);
   if (why != NULL)
-    return hicp__fail(ctx, HICP_EIO, "cannot write %s: %s", path, why);
+    return hicp__fail(ctx, hicp__outfile_no_memory(why) ? HICP_ENOMEM : HICP_EIO,
+                      "cannot write %s: %s", path, why);
   errno = 0;
   int rc = write(ctx, o.f, arg);
   /* A writer stops at the first failed fwrite, whose errno (a full disk,
@@ -73,6 +74,7 @@ static int write_file(hicp_context *ctx, const char *path, hicp__writer_fn write
   }
   why = hicp__outfile_commit(&o);
   if (why != NULL)
-    return hicp__fail(ctx, HICP_EIO, "cannot write %s: %s", path, why);
+    return hicp__fail(ctx, hicp__outfile_no_memory(why) ? HICP_ENOMEM : HICP_EIO,
+                      "cannot write %s: %s", path, why);
   return HICP_OK;
 }

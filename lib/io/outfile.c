@@ -15,6 +15,11 @@
 
 static const char *out_of_memory = "out of memory";
 
+int hicp__outfile_no_memory(const char *why)
+{
+  return why == out_of_memory || strcmp(why, strerror(ENOMEM)) == 0;
+}
+
 /* Why a temporary could not be made beside the target: where its
  * directory refuses (EACCES), the file's own permissions are beside the
  * point, and "Permission denied" alone named the file (stop 63's review:

@@ -81,5 +81,8 @@ const char *hicp__outfile_ready(hicp__outfile *o);
 const char *hicp__outfile_commit(hicp__outfile *o);
 /* Gives up in any state: closes the stream, removes the temporary file. */
 void hicp__outfile_abort(hicp__outfile *o);
+/* Whether a reason the calls above gave is a want of memory (the caller's
+ * HICP_ENOMEM rather than HICP_EIO: stop 67's review). */
+int hicp__outfile_no_memory(const char *why);
 
 #endif /* HICP_IO_OUTFILE_H */

@@ -474,7 +474,7 @@ int hicp__parse_pcd(hicp_context *ctx, const char *name, const unsigned char *bu
 {
   pcd *h = calloc(1, sizeof *h);
   if (h == NULL)
-    return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+    return hicp__fail(ctx, HICP_ENOMEM, "%s: out of memory", name);
   h->ctx = ctx;
   h->name = name;
   h->start = buf;

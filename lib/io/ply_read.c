@@ -549,7 +549,7 @@ int hicp__parse_ply(hicp_context *ctx, const char *name, const unsigned char *bu
 {
   ply *f = calloc(1, sizeof *f);
   if (f == NULL)
-    return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+    return hicp__fail(ctx, HICP_ENOMEM, "%s: out of memory", name);
   f->ctx = ctx;
   f->name = name;
   reader r;
