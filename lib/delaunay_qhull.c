@@ -528,6 +528,18 @@ static void qrun_close(qrun *r, int ran)
 {
   if (ran) { /* what qh_new_qhull built, and Qhull's short-memory pool */
     qh_freeqhull(r->qh, !qh_ALL);
+    /* qh_memfreeshort frees the pool's tables only where its set-up was
+     * complete (LASTsize set), and then clears them all: one of them
+     * refused inside qh_meminitbuffers left the other to leak, 72 or 144
+     * bytes a refused build (stop 67's review) */
+    if (r->qh->qhmem.LASTsize == 0) {
+      qh_free(r->qh->qhmem.indextable);
+      qh_free(r->qh->qhmem.freelists);
+      qh_free(r->qh->qhmem.sizetable);
+      r->qh->qhmem.indextable = NULL;
+      r->qh->qhmem.freelists = NULL;
+      r->qh->qhmem.sizetable = NULL;
+    }
     int curlong, totlong;
     qh_memfreeshort(r->qh, &curlong, &totlong);
   }
