@@ -568,10 +568,12 @@ HICP_API int hicp_cloud_from_xyz_double(hicp_context *ctx, const double *xyz, si
  * As hicp_cloud_from_xyz_double(), with the points kept relative to
  * @p origin, as hicp_cloud_read_relative() keeps a file's: each point is
  * rounded to float once, as (float)(p - origin).  Give a model's origin
- * (hicp_model_info.origin) for nearest-neighbour queries or scans held in
- * double in memory, such as UTM coordinates: a query at a model point is
- * then at distance 0 (with an origin of the cloud's own, a query is
- * rounded about the cloud's centre and again into the model's frame).
+ * (hicp_model_info.origin) for nearest-neighbour queries held in double
+ * in memory, such as UTM coordinates: a query at a model point is then at
+ * distance 0 (with an origin of the cloud's own, a query is rounded about
+ * the cloud's centre and again into the model's frame).  Scans to
+ * register keep their own (hicp_cloud_from_xyz_double()): a registration
+ * moves them, and their rounding about their own centre is the finer.
  * @param origin finite, within ::HICP_COORD_MAX; every point must lie within
  *        ::HICP_COORD_MAX of it.
  * @return as hicp_cloud_from_xyz_double(); ::HICP_EINVAL for a NULL or
