@@ -250,6 +250,20 @@ Test(io, ply_round_trip_bitwise)
     cr_assert_eq(memcmp(hicp_cloud_triangles(r), tri, sizeof tri), 0);
     hicp_cloud_destroy(r);
   }
+  /* the binary file's bytes, least significant first whatever the host
+   * (a build whose configure took the host for big endian wrote them
+   * swapped: stop 67's review): 7.0f, -0.0f, then the face's 3 and 0 1 2 */
+  size_t len;
+  unsigned char *raw = th_read(th_path(dir, "rt_bin.ply"), &len);
+  const unsigned char *body = (const unsigned char *)strstr((const char *)raw, "end_header\n");
+  cr_assert_not_null(body);
+  body += strlen("end_header\n");
+  static const unsigned char second[8] = {0x00, 0x00, 0xe0, 0x40, 0x00, 0x00, 0x00, 0x80};
+  static const unsigned char face[13] = {3, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0};
+  cr_assert_eq((size_t)(body - raw) + 36 + 13, len);
+  cr_assert(memcmp(body + 16, second, sizeof second) == 0, "the floats' bytes, little endian");
+  cr_assert(memcmp(body + 36, face, sizeof face) == 0, "the face's bytes, little endian");
+  free(raw);
   /* with a transform: the written points are R p + t, computed in double */
   hicp_transform T;
   hicp_transform_identity(&T);

@@ -6,6 +6,7 @@
  * enough digits to round-trip. */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,18 +40,31 @@ static void job_point(const void *arg, size_t i, double out[3])
   point(arg, i, out);
 }
 
-static int put_le(FILE *f, const void *v, size_t n)
+/* The n-byte value's bits, least significant byte first, by shifts, as
+ * the readers take them (io/bytes.h): no byte order to know.  (configure's
+ * AC_C_BIGENDIAN said "big" where its test programs failed to compile, and
+ * such a build wrote every float byte-swapped under a little-endian header:
+ * stop 67's review.) */
+static int put_le(FILE *f, uint64_t bits, size_t n)
 {
   unsigned char b[8];
-  memcpy(b, v, n);
-#if defined(WORDS_BIGENDIAN)
-  for (size_t i = 0; i < n / 2; i++) {
-    unsigned char t = b[i];
-    b[i] = b[n - 1 - i];
-    b[n - 1 - i] = t;
-  }
-#endif
+  for (size_t i = 0; i < n; i++)
+    b[i] = (unsigned char)(bits >> (8 * i));
   return fwrite(b, 1, n, f) == n ? 0 : -1;
+}
+
+static int put_double(FILE *f, double v)
+{
+  uint64_t u;
+  memcpy(&u, &v, sizeof u);
+  return put_le(f, u, 8);
+}
+
+static int put_float(FILE *f, float v)
+{
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  return put_le(f, u, 4);
 }
 
 static int write_ply(hicp_context *ctx, FILE *f, void *arg)
@@ -82,12 +96,7 @@ static int write_ply(hicp_context *ctx, FILE *f, void *arg)
                       (double)(float)p[2]) < 0;
     } else {
       for (int d = 0; d < 3 && !bad; d++) {
-        if (j->dbl) {
-          bad = put_le(f, &p[d], 8) != 0;
-        } else {
-          float v = (float)p[d];
-          bad = put_le(f, &v, 4) != 0;
-        }
+        bad = (j->dbl ? put_double(f, p[d]) : put_float(f, (float)p[d])) != 0;
       }
     }
   }
@@ -98,10 +107,8 @@ static int write_ply(hicp_context *ctx, FILE *f, void *arg)
     } else {
       unsigned char three = 3;
       bad = fwrite(&three, 1, 1, f) != 1;
-      for (int k = 0; k < 3 && !bad; k++) {
-        int32_t v = (int32_t)c->tri[3 * t + k];
-        bad = put_le(f, &v, 4) != 0;
-      }
+      for (int k = 0; k < 3 && !bad; k++) /* an int32's bits */
+        bad = put_le(f, c->tri[3 * t + k], 4) != 0;
     }
   }
   if (bad || ferror(f))
