@@ -451,6 +451,26 @@ Test(nn, far_origin_keeps_a_tiny_vertex)
   hicp_model_destroy(m);
 }
 
+/* The lattice tests' four queries (points 0, 555 and 999 of the 1,000,
+ * then one far off): every method answers the first three with themselves,
+ * at 0. */
+static void lattice_queries_at_zero(hicp_context *ctx, const hicp_model *m, const hicp_cloud *q)
+{
+  static const uint32_t want[3] = {0, 555, 999};
+  for (size_t k = 0; k < NMETHODS; k++) {
+    hicp_nn_options o;
+    hicp_nn_options_init(&o);
+    o.method = all_methods[k];
+    uint32_t idx[4];
+    float d2[4];
+    cr_assert_eq(hicp_nn_query_cloud(ctx, m, q, &o, idx, d2, NULL), 0, "%s",
+                 hicp_context_error(ctx));
+    for (int j = 0; j < 3; j++)
+      cr_assert(idx[j] == want[j] && d2[j] == 0.0f, "%s: query %d: point %u at %g, not %u at 0",
+                hicp_nn_method_name(all_methods[k]), j, idx[j], (double)d2[j], want[j]);
+  }
+}
+
 /* Queries read relative to the model's origin (hicp_cloud_read_relative)
  * are rounded once, as the model's points were: a query written as a model
  * point is that point at 0, however wide the query file.  Read by
@@ -487,19 +507,7 @@ Test(nn, queries_read_relative_to_the_model)
   double qo[3];
   hicp_cloud_origin(q, qo);
   cr_assert(memcmp(qo, info.origin, sizeof qo) == 0);
-  static const uint32_t want[3] = {0, 555, 999};
-  for (size_t k = 0; k < NMETHODS; k++) {
-    hicp_nn_options o;
-    hicp_nn_options_init(&o);
-    o.method = all_methods[k];
-    uint32_t idx[4];
-    float d2[4];
-    cr_assert_eq(hicp_nn_query_cloud(ctx, m, q, &o, idx, d2, NULL), 0, "%s",
-                 hicp_context_error(ctx));
-    for (int j = 0; j < 3; j++)
-      cr_assert(idx[j] == want[j] && d2[j] == 0.0f, "%s: query %d: point %u at %g, not %u at 0",
-                hicp_nn_method_name(all_methods[k]), j, idx[j], (double)d2[j], want[j]);
-  }
+  lattice_queries_at_zero(ctx, m, q);
   hicp_cloud_destroy(q);
   /* with a cloud's own origin, the cloud hicp_cloud_read makes */
   hicp_cloud *a, *b;
@@ -581,19 +589,7 @@ Test(nn, queries_in_memory_relative_to_the_model)
     for (int d = 0; d < 3; d++)
       cr_assert(qf[3 * j + d] == (float)(qs[j].xyz[d] - info.origin[d]),
                 "query %d axis %d rounded more than once", j, d);
-  for (size_t k = 0; k < NMETHODS; k++) {
-    hicp_nn_options o;
-    hicp_nn_options_init(&o);
-    o.method = all_methods[k];
-    uint32_t idx[4];
-    float d2[4];
-    cr_assert_eq(hicp_nn_query_cloud(ctx, m, q, &o, idx, d2, NULL), 0, "%s",
-                 hicp_context_error(ctx));
-    for (int j = 0; j < 3; j++)
-      cr_assert(idx[j] == (uint32_t)at[j] && d2[j] == 0.0f,
-                "%s: query %d: point %u at %g, not %d at 0", hicp_nn_method_name(all_methods[k]),
-                j, idx[j], (double)d2[j], at[j]);
-  }
+  lattice_queries_at_zero(ctx, m, q);
   /* the same points through a file and hicp_cloud_read_relative: the same floats */
   const char *qpath = th_path(th_tmpdir(), "queries.xyz");
   char text[4 * 80], *w = text;
