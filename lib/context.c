@@ -183,11 +183,12 @@ int hicp_context_create(const hicp_context_options *user, hicp_context **out)
     if (o.devices[i] < 0)
       return HICP_EINVAL;
 
-  /* the cgroup's limits, read once a process: a failed read (no memory,
-   * no descriptor) fails the call rather than lose them for its life */
-  int quota;
-  uint64_t group;
-  const int err = hicp__cgroup_process(&quota, &group);
+  /* the cgroup's limits where a default needs them, read once a process:
+   * a failed read (no memory, no descriptor) fails the call rather than
+   * lose them for its life */
+  int quota = 0;
+  uint64_t group = 0;
+  const int err = o.threads > 0 && o.memory_limit != 0 ? 0 : hicp__cgroup_process(&quota, &group);
   if (err != 0)
     return err == EMFILE || err == ENFILE              ? HICP_ELIMIT
            : err == ENOMEM || err == ENOBUFS ? HICP_ENOMEM

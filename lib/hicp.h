@@ -292,10 +292,11 @@ HICP_API void hicp_context_options_init_sized(hicp_context_options *opts, size_t
  * @return 0, ::HICP_EINVAL (bad option: outside the ranges given with its
  *         field, or a later header's field set (Conventions); the message
  *         cannot be stored since there is no context: use hicp_strerror()),
- *         ::HICP_ENOMEM; at a process's first context, ::HICP_ELIMIT (no
- *         file descriptor free), ::HICP_ENOMEM or ::HICP_EIO (interrupted)
- *         where the cgroup's memory limit and CPU quota could not be read
- *         (the defaults need them: the call can be tried again).
+ *         ::HICP_ENOMEM; at a process's first context that takes a
+ *         default thread count or memory limit, ::HICP_ELIMIT (no file
+ *         descriptor free), ::HICP_ENOMEM or ::HICP_EIO (interrupted) where
+ *         the cgroup's memory limit and CPU quota could not be read (the
+ *         defaults need them: the call can be tried again).
  *         Asking for ::HICP_BACKEND_CUDA on a host without a usable device is
  *         not an error here; registrations then fail with ::HICP_ENODEVICE.
  */

@@ -940,7 +940,8 @@ static hicp__cg_files fake(const char *root, const char *mountinfo, const char *
  * why, and the next one reads them.  In a child, whose first context reads
  * them afresh: 0 as expected, 1 created with no descriptor free, 2 a wrong
  * code or output, 3 refused with descriptors free again, 4 a default limit
- * other than the cgroup's. */
+ * other than the cgroup's, 6 a context with its thread count and memory
+ * limit given (nothing to read) refused. */
 static int cgroup_unread_child(void *arg)
 {
   (void)arg;
@@ -956,6 +957,14 @@ static int cgroup_unread_child(void *arg)
     return 1;
   if (rc != HICP_ELIMIT || ctx != NULL)
     return 2;
+  /* a context that takes no default needs no limit read */
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.threads = 1;
+  o.memory_limit = UINT64_C(1) << 30;
+  if (hicp_context_create(&o, &ctx) != 0)
+    return 6;
+  hicp_context_destroy(ctx);
   while (nfd > 0)
     close(fds[--nfd]);
   if (hicp_context_create(NULL, &ctx) != 0)
@@ -973,7 +982,7 @@ Test(contract, cgroup_read_failures_are_not_kept)
   const int status = in_child(CHILD_S, cgroup_unread_child, NULL);
   cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
             "child status %d (exit %d): 1 created with no descriptor free, 2 wrong code, 3 refused "
-            "later, 4 wrong default limit",
+            "later, 4 wrong default limit, 6 refused with nothing to read",
             status, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
