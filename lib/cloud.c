@@ -116,6 +116,13 @@ int hicp_cloud_from_xyz(hicp_context *ctx, const float *xyz, size_t n, size_t st
   return rc;
 }
 
+int hicp__null_origin(hicp_context *ctx, const char *fn, hicp_cloud **out)
+{
+  if (out != NULL)
+    *out = NULL;
+  return hicp__fail(ctx, HICP_EINVAL, "%s: NULL origin", fn);
+}
+
 int hicp__check_origin(hicp_context *ctx, const char *fn, const double origin[3])
 {
   for (int d = 0; d < 3; d++)
@@ -171,11 +178,8 @@ int hicp_cloud_from_xyz_double_relative(hicp_context *ctx, const double *xyz, si
                                         size_t stride, const double origin[3], hicp_cloud **out)
 {
   static const char fn[] = "hicp_cloud_from_xyz_double_relative";
-  if (origin == NULL) {
-    if (out != NULL)
-      *out = NULL;
-    return hicp__fail(ctx, HICP_EINVAL, "%s: NULL origin", fn);
-  }
+  if (origin == NULL)
+    return hicp__null_origin(ctx, fn, out);
   hicp__fpenv fe;
   hicp__fpenv_enter(&fe);
   const int rc = cloud_from_doubles(ctx, fn, xyz, n, stride, origin, out);

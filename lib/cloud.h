@@ -37,6 +37,10 @@ void hicp__raw_cloud_free(hicp__raw_cloud *raw);
 int hicp__cloud_from_raw(hicp_context *ctx, hicp__raw_cloud *raw, const char *name,
                          const double *origin, hicp_cloud **out);
 
+/* The relative forms' refusal of a NULL origin (there is no origin to
+ * choose for them): HICP_EINVAL naming the call `fn`, *out NULL. */
+int hicp__null_origin(hicp_context *ctx, const char *fn, hicp_cloud **out);
+
 /* HICP_EINVAL, naming the call `fn`, unless each of a caller's origin's
  * coordinates is finite and within HICP_COORD_MAX (the relative readers). */
 int hicp__check_origin(hicp_context *ctx, const char *fn, const double origin[3]);

@@ -52,6 +52,14 @@ int hicp__atomic_write(hicp_context *ctx, const char *path, hicp__writer_fn writ
   return rc;
 }
 
+/* A temporary file that could not be made or put in place: HICP_ENOMEM
+ * where memory was wanted (hicp.h's code for it), else HICP_EIO. */
+static int refused(hicp_context *ctx, const char *path, const char *why)
+{
+  return hicp__fail(ctx, hicp__outfile_no_memory(why) ? HICP_ENOMEM : HICP_EIO,
+                    "cannot write %s: %s", path, why);
+}
+
 static int write_file(hicp_context *ctx, const char *path, hicp__writer_fn write, void *arg)
 {
   if (path == NULL || path[0] == '\0')
@@ -59,8 +67,7 @@ static int write_file(hicp_context *ctx, const char *path, hicp__writer_fn write
   hicp__outfile o;
   const char *why = hicp__outfile_open(&o, path);
   if (why != NULL)
-    return hicp__fail(ctx, hicp__outfile_no_memory(why) ? HICP_ENOMEM : HICP_EIO,
-                      "cannot write %s: %s", path, why);
+    return refused(ctx, path, why);
   errno = 0;
   int rc = write(ctx, o.f, arg);
   /* A writer stops at the first failed fwrite, whose errno (a full disk,
@@ -74,7 +81,6 @@ static int write_file(hicp_context *ctx, const char *path, hicp__writer_fn write
   }
   why = hicp__outfile_commit(&o);
   if (why != NULL)
-    return hicp__fail(ctx, hicp__outfile_no_memory(why) ? HICP_ENOMEM : HICP_EIO,
-                      "cannot write %s: %s", path, why);
+    return refused(ctx, path, why);
   return HICP_OK;
 }

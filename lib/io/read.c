@@ -371,11 +371,8 @@ int hicp_cloud_read(hicp_context *ctx, const char *path, hicp_format fmt, hicp_c
 int hicp_cloud_read_relative(hicp_context *ctx, const char *path, hicp_format fmt,
                              const double origin[3], hicp_cloud **out)
 {
-  if (origin == NULL) {
-    if (out != NULL)
-      *out = NULL;
-    return hicp__fail(ctx, HICP_EINVAL, "hicp_cloud_read_relative: NULL origin");
-  }
+  if (origin == NULL)
+    return hicp__null_origin(ctx, "hicp_cloud_read_relative", out);
   hicp__fpenv fe;
   hicp__fpenv_enter(&fe);
   const int rc = cloud_read(ctx, "hicp_cloud_read_relative", path, fmt, origin, out);
