@@ -896,7 +896,7 @@ extern "C" int hicp__gpu_register(hicp_context *ctx, const hicp_model *m,
    * registration has the device to itself: one thread per scan point if
    * the device holds that many (the shortest wait on the walks).  A batch
    * worker's frame shares it with the frames of the other workers (streams,
-   * lib/batch.c): one block per chunk, so that several frames fit at once. */
+   * lib/crew.c): one block per chunk, so that several frames fit at once. */
   const int worker = hicp__context_is_worker(ctx);
   size_t want = worker ? 0 : ((size_t)f->n + THREADS - 1) / THREADS;
   if (want < f->nchunks)

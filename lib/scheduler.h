@@ -1,4 +1,4 @@
-/* scheduler.h: the scheduler's workers (batch.c, icp.c, cpu/, gpu/).
+/* scheduler.h: the scheduler's workers (crew.c, icp.c, cpu/, gpu/).
  *
  * A worker computes chunk ranges of ICP passes for a frame: the CPU worker
  * with OpenMP threads (cpu/), a GPU worker on one logical device (gpu/).
