@@ -37,6 +37,8 @@ int cli_filter_sigma_alone(int sigma_given, const hicp_reg_options *o);
  * standard output: ..." when STATUS is CLI_OK but standard output failed (a
  * command that failed already said why, in its one line). */
 int cli_finish(int status);
+/* Why standard output failed (cli_flush_stdout returned -1). */
+const char *cli_stdout_error(void);
 
 /* Files named on a command line, in and out. */
 typedef struct cli_file {
