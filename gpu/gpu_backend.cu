@@ -214,7 +214,7 @@ static int gpu_create(hicp_context *ctx, int device, struct hicp__gpu **out)
     return hicp__fail(ctx, HICP_ENODEVICE, "no CUDA device %d (this host has %d)", device, n);
   struct hicp__gpu *g = (struct hicp__gpu *)calloc(1, sizeof *g);
   if (g == NULL)
-    return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for CUDA device %d's state", device);
   g->device = device;
   int rc = HICP_OK;
   TRY(cudaSetDevice(device));
@@ -787,7 +787,7 @@ static int reg_buffers_get(hicp_context *ctx, struct hicp__gpu *g, size_t n, siz
   if (r == NULL) {
     r = (reg_buffers *)calloc(1, sizeof *r);
     if (r == NULL)
-      return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+      return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the registration's device buffers");
     g->reg = r;
     TRY(cudaHostAlloc((void **)&r->fin_host, sizeof(dev_state), cudaHostAllocMapped));
     TRY(cudaHostGetDevicePointer((void **)&r->fin_dev, r->fin_host, 0));
@@ -1187,7 +1187,7 @@ extern "C" int hicp__gpu_worker_init(hicp__worker *w, hicp_context *ctx, int log
   int device = hicp__context_device(ctx, logical);
   gpu_worker *s = (gpu_worker *)calloc(1, sizeof *s);
   if (s == NULL)
-    return hicp__fail(ctx, HICP_ENOMEM, "out of memory");
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for a GPU worker");
   int rc = gpu_create(ctx, device, &s->g);
   if (rc != HICP_OK) {
     free(s);

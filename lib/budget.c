@@ -1,12 +1,14 @@
 /* budget.c: see budget.h. */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "budget.h"
 #include "cgroup.h"
+#include "hicp.h"
 
 uint64_t hicp__limit_within(uint64_t group)
 {
@@ -19,14 +21,24 @@ uint64_t hicp__limit_within(uint64_t group)
   return have / 4 * 3;
 }
 
-uint64_t hicp__memory_limit(uint64_t set)
+int hicp__memory_limit(uint64_t set, uint64_t *limit)
 {
+  *limit = set;
   if (set != 0)
-    return set;
+    return 0;
   int cpus;
   uint64_t group;
-  hicp__cgroup_process(&cpus, &group);
-  return hicp__limit_within(group);
+  const int err = hicp__cgroup_process(&cpus, &group);
+  if (err == 0)
+    *limit = hicp__limit_within(group);
+  return err;
+}
+
+int hicp__limit_read_error(int err)
+{
+  return err == EMFILE || err == ENFILE   ? HICP_ELIMIT
+         : err == ENOMEM || err == ENOBUFS ? HICP_ENOMEM
+                                           : HICP_EIO;
 }
 
 int hicp__over_budget(uint64_t bytes, uint64_t limit, const char *what, char *msg, size_t size)

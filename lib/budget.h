@@ -7,11 +7,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The limit a setting means: `set` bytes, or for 0 three quarters of
- * physical memory or of the process's cgroup memory limit, the less (3 TiB
- * when neither says); the cgroup's limit is read once a process
- * (hicp__cgroup_process). */
-uint64_t hicp__memory_limit(uint64_t set);
+/* The limit a setting means, in *limit: `set` bytes, or for 0 three
+ * quarters of physical memory or of the process's cgroup memory limit, the
+ * less (3 TiB when neither says); the cgroup's limit is read once a
+ * process (hicp__cgroup_process).  Returns 0, or the errno that kept the
+ * cgroup's files from being read for the moment (*limit then 0: a call
+ * that went on would lose a container's limit, stop 68's review). */
+int hicp__memory_limit(uint64_t set, uint64_t *limit);
+
+/* The hicp code for such an errno: HICP_ELIMIT where no descriptor was
+ * free, HICP_ENOMEM where no memory was, else HICP_EIO. */
+int hicp__limit_read_error(int err);
 
 /* The default for a cgroup memory limit of `group` bytes (0: none): three
  * quarters of it or of physical memory, the less. */

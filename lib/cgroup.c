@@ -7,8 +7,10 @@
  * v2), and /proc/self/mountinfo where each hierarchy is mounted and which
  * of its directories the mount shows (a container sees its own cgroup as
  * the mount's root).  A cgroup outside what the mount shows (another
- * namespace's path) is read at the mount point alone.  Nothing here fails:
- * what cannot be read sets no limit. */
+ * namespace's path) is read at the mount point alone.  A file that is
+ * absent or unreadable sets no limit; one that cannot be read for the
+ * moment (no memory, no descriptor free, interrupted) is an error the
+ * caller reports, not kept (hicp__cgroup_process). */
 #include "config.h"
 
 #include <errno.h>

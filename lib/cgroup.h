@@ -34,8 +34,9 @@ int hicp__cgroup_cpus(const hicp__cg_files *f);
  * call (some 100 us of /proc and /sys) and again after a fork, in the
  * child, which may have been moved to another cgroup (a container
  * runtime's, a test's).  Used for every default.  Returns 0, or the errno
- * that kept a file from being read for the moment (ENOMEM, EMFILE, ENFILE,
- * EINTR, EAGAIN: not an absent or unreadable file, which is no limit);
+ * that kept a file from being read for the moment (ENOMEM, ENOBUFS, EMFILE,
+ * ENFILE, EINTR, EAGAIN: not an absent or unreadable file, which is no
+ * limit);
  * then both are 0 and the next call reads again. */
 int hicp__cgroup_process(int *cpus, uint64_t *memory);
 

@@ -190,9 +190,7 @@ int hicp_context_create(const hicp_context_options *user, hicp_context **out)
   uint64_t group = 0;
   const int err = o.threads > 0 && o.memory_limit != 0 ? 0 : hicp__cgroup_process(&quota, &group);
   if (err != 0)
-    return err == EMFILE || err == ENFILE              ? HICP_ELIMIT
-           : err == ENOMEM || err == ENOBUFS ? HICP_ENOMEM
-                                             : HICP_EIO;
+    return hicp__limit_read_error(err);
   hicp_context *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL)
     return HICP_ENOMEM;

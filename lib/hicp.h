@@ -65,7 +65,9 @@
  * - `*_destroy(NULL)` is a no-op.
  * - The context given to file, model, query and device calls only keeps
  *   their error message and holds them to its memory limit: there it may be
- *   NULL (no message is kept, the default limit applies).  Registrations,
+ *   NULL (no message is kept, the default limit applies; such a call that
+ *   needs the limit and cannot read the cgroup's files for the moment fails
+ *   as hicp_context_create() does).  Registrations,
  *   batches, streams and hicp_context_start_threads() run on it and refuse
  *   a NULL one with ::HICP_EINVAL; for a NULL context
  *   hicp_context_threads() returns 0, hicp_context_error() "no context",
@@ -294,7 +296,8 @@ HICP_API void hicp_context_options_init_sized(hicp_context_options *opts, size_t
  *         cannot be stored since there is no context: use hicp_strerror()),
  *         ::HICP_ENOMEM; at a process's first context that takes a
  *         default thread count or memory limit, ::HICP_ELIMIT (no file
- *         descriptor free), ::HICP_ENOMEM or ::HICP_EIO (interrupted) where
+ *         descriptor free), ::HICP_ENOMEM or ::HICP_EIO (interrupted, or
+ *         the system's resources busy) where
  *         the cgroup's memory limit and CPU quota could not be read (the
  *         defaults need them: the call can be tried again).
  *         Asking for ::HICP_BACKEND_CUDA on a host without a usable device is
@@ -683,6 +686,11 @@ HICP_API int hicp_model_build_cloud(hicp_context *ctx, const hicp_cloud *cloud,
  * Saves a model to @p path (atomically, as hicp_cloud_write_ply() does).
  * The file has a versioned header, records its byte order and carries a
  * checksum.
+ * @return 0, ::HICP_EINVAL (a NULL @p model, a NULL or empty @p path),
+ *         ::HICP_EIO (the file could not be written: the message says why;
+ *         an existing file at @p path is left as it was), ::HICP_ENOMEM,
+ *         ::HICP_EINTERNAL (a model with a graph but no start table, which
+ *         no build or load makes).
  */
 HICP_API int hicp_model_save(hicp_context *ctx, const hicp_model *model, const char *path);
 

@@ -60,8 +60,14 @@ double hicp__now_ms(void)
 int hicp__check_budget(hicp_context *ctx, uint64_t bytes, const char *what)
 {
   char msg[HICP_ERRMSG_MAX];
-  if (hicp__over_budget(bytes, ctx != NULL ? ctx->memory_limit : hicp__memory_limit(0), what, msg,
-                        sizeof msg))
+  uint64_t limit = ctx != NULL ? ctx->memory_limit : 0;
+  /* a call without a context reads the cgroup's limit as a context's
+   * creation does, and fails as it does where that cannot be read now */
+  const int err = ctx != NULL ? 0 : hicp__memory_limit(0, &limit);
+  if (err != 0)
+    return hicp__fail(ctx, hicp__limit_read_error(err), "cannot read the cgroup's memory limit: %s",
+                      strerror(err));
+  if (hicp__over_budget(bytes, limit, what, msg, sizeof msg))
     return hicp__fail(ctx, HICP_ELIMIT, "%s", msg);
   return 0;
 }

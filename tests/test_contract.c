@@ -941,7 +941,8 @@ static hicp__cg_files fake(const char *root, const char *mountinfo, const char *
  * them afresh: 0 as expected, 1 created with no descriptor free, 2 a wrong
  * code or output, 3 refused with descriptors free again, 4 a default limit
  * other than the cgroup's, 6 a context with its thread count and memory
- * limit given (nothing to read) refused. */
+ * limit given (nothing to read) refused, 7 a model built with no context
+ * and no descriptor free, 8 that build refused with descriptors free. */
 static int cgroup_unread_child(void *arg)
 {
   (void)arg;
@@ -965,8 +966,17 @@ static int cgroup_unread_child(void *arg)
   if (hicp_context_create(&o, &ctx) != 0)
     return 6;
   hicp_context_destroy(ctx);
+  /* a call without a context takes the default limit too, and fails as
+   * the context's creation does (stop 68's review: it ran, unlimited) */
+  static const float pts[12] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1};
+  hicp_model *m = (hicp_model *)&m;
+  if (hicp_model_build(NULL, pts, 4, 0, NULL, &m) != HICP_ELIMIT || m != NULL)
+    return 7;
   while (nfd > 0)
     close(fds[--nfd]);
+  if (hicp_model_build(NULL, pts, 4, 0, NULL, &m) != 0)
+    return 8;
+  hicp_model_destroy(m);
   if (hicp_context_create(NULL, &ctx) != 0)
     return 3;
   int cpus;
@@ -982,7 +992,8 @@ Test(contract, cgroup_read_failures_are_not_kept)
   const int status = in_child(CHILD_S, cgroup_unread_child, NULL);
   cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
             "child status %d (exit %d): 1 created with no descriptor free, 2 wrong code, 3 refused "
-            "later, 4 wrong default limit, 6 refused with nothing to read",
+            "later, 4 wrong default limit, 6 refused with nothing to read, 7 NULL-context build "
+            "ran, 8 NULL-context build refused later",
             status, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 

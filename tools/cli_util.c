@@ -218,7 +218,13 @@ int cli_check_memory(const cli_common *c, double bytes, const char *what)
 {
   char msg[256];
   const uint64_t need = bytes < 0x1p63 ? (uint64_t)bytes : UINT64_MAX;
-  if (!hicp__over_budget(need, hicp__memory_limit(c->memory_limit), what, msg, sizeof msg))
+  uint64_t limit;
+  const int err = hicp__memory_limit(c->memory_limit, &limit);
+  if (err != 0) {
+    cli_error("cannot read the cgroup's memory limit: %s", strerror(err));
+    return -1;
+  }
+  if (!hicp__over_budget(need, limit, what, msg, sizeof msg))
     return 0;
   cli_error("%s", msg);
   return -1;

@@ -51,8 +51,15 @@ int cmd_devices(int argc, char **argv)
   /* the defaults a container or a unit's limits change (lib/cgroup.c) */
   int quota;
   uint64_t group;
-  hicp__cgroup_process(&quota, &group);
-  const uint64_t limit = hicp__memory_limit(0);
+  const int err = hicp__cgroup_process(&quota, &group);
+  if (err != 0) {
+    cli_error("cannot read the cgroup's limits: %s", strerror(err));
+    hicp_context_destroy(ctx);
+    if (topo != NULL)
+      hwloc_topology_destroy(topo);
+    return CLI_FAIL;
+  }
+  const uint64_t limit = hicp__limit_within(group);
   const char *limit_of = group != 0 && limit == group / 4 * 3 ? "cgroup" : "physical";
   json j;
   if (as_json) {

@@ -176,7 +176,7 @@ int cmd_perturb(int argc, char **argv)
     goto done;
   p = malloc(sizeof(double) * 3 * n);
   if (p == NULL) {
-    cli_error("out of memory");
+    cli_error("out of memory for the scan's %zu points", n);
     goto done;
   }
   if (samples > 0) {
@@ -184,7 +184,7 @@ int cmd_perturb(int argc, char **argv)
                                          hicp_cloud_triangle_count(src), n, &rng, p);
     if (sampled != 0) {
       if (sampled == -2)
-        cli_error("out of memory");
+        cli_error("out of memory for sampling %zu points on %s", n, in);
       else
         cli_error("%s: --samples needs a mesh with faces of positive area", in);
       goto done;
@@ -197,11 +197,11 @@ int cmd_perturb(int argc, char **argv)
   if (have_view) {
     keep = malloc(n);
     if (keep == NULL) {
-      cli_error("out of memory");
+      cli_error("out of memory for the view's mask of %zu points", n);
       goto done;
     }
     if (synth_visible(p, n, view, keep) == SIZE_MAX) {
-      cli_error("out of memory");
+      cli_error("out of memory for the view of %zu points", n);
       goto done;
     }
     size_t k = 0;
@@ -215,7 +215,7 @@ int cmd_perturb(int argc, char **argv)
      * indices, then sorted back) */
     size_t *idx = malloc(sizeof *idx * n);
     if (idx == NULL) {
-      cli_error("out of memory");
+      cli_error("out of memory for choosing %d of %zu points", keep_n, n);
       goto done;
     }
     for (size_t i = 0; i < n; i++)
@@ -229,7 +229,7 @@ int cmd_perturb(int argc, char **argv)
     unsigned char *take = calloc(n, 1);
     if (take == NULL) {
       free(idx);
-      cli_error("out of memory");
+      cli_error("out of memory for choosing %d of %zu points", keep_n, n);
       goto done;
     }
     for (size_t i = 0; i < (size_t)keep_n; i++)
@@ -262,7 +262,7 @@ int cmd_perturb(int argc, char **argv)
   size_t nout = (size_t)floor(outliers * (double)n + 0.5);
   f = malloc(sizeof(double) * 3 * (n + nout + 1));
   if (f == NULL) {
-    cli_error("out of memory");
+    cli_error("out of memory for the scan's %zu points and %zu outliers", n, nout);
     goto done;
   }
   double mlo[3] = {HUGE_VAL, HUGE_VAL, HUGE_VAL}, mhi[3] = {-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
