@@ -22,7 +22,7 @@ struct hicp_context {
   char err[HICP_ERRMSG_MAX];  /* last error message */
   struct hicp__gpu *gpu;      /* created on first GPU use, NULL otherwise */
   struct hicp_context *parent; /* a batch or stream worker's context: cancelled with it */
-  int side_by_side;            /* one of a crew running frames side by side (batch.c) */
+  int side_by_side;            /* one of a crew running frames side by side (crew.c) */
   unsigned parent_seen;        /* the parent's requests before this worker's frame */
   /* A registration's working arrays and its copy of the scan, kept for
    * the next registration on this context (hicp__scratch in util.c). */

@@ -527,7 +527,7 @@ Test(gpu, hybrid_split_bitwise)
     cr_assert_eq(hicp__gpu_worker_init(&g0, ctx, 0), 0, "%s", hicp_context_error(ctx));
     cr_assert_eq(hicp__gpu_worker_init(&g1, ctx, 0), 0); /* the same device twice */
     hicp__cpu_worker_init(&c, ctx, 2);
-    /* the CPU worker first, as track_team makes a team (on the calling
+    /* the CPU worker first, as hicp__track_team makes a team (on the calling
      * thread), or last (on a thread of its own): the same bits */
     hicp__team team = k % 2 ? (hicp__team){{&c, &g0, &g1}, 3, shares[k]}
                             : (hicp__team){{&g0, &g1, &c}, 3, shares[k]};

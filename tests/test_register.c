@@ -111,7 +111,17 @@ static void make_scan(scene *s, const double rpy[3], const double trel[3], doubl
  * 120,000, 0.049 with 240,000; the same after 1,000 iterations, so not a
  * stop too early: docs/accuracy.md).  The ground truth takes TRUTH_SAMPLES;
  * the other tests, which compare runs with each other, not with the
- * targets, the cheaper MODEL_SAMPLES. */
+ * targets, the cheaper MODEL_SAMPLES.
+ *
+ * Where that rest falls depends on the model's random sampling: over nine
+ * samplings of bunny00's 240,000-point model (seeds 4242-4250), the worst
+ * case ranged from 0.015 to 0.053 degrees, and at 480,000 points
+ * boeing's still reached 0.046 (stop 68's review).  The test's samplings
+ * meet the issue's 0.05 degrees (worst 0.0487), but a bound inside that
+ * spread would fail on a change of sampler or seed with no change in hicp,
+ * so resampled scans are held to RESAMPLED_ROT_TOL, above the spread, and
+ * the figures per level are printed (docs/accuracy.md). */
+#define RESAMPLED_ROT_TOL 0.075
 #define TRUTH_SAMPLES 240000
 #define MODEL_SAMPLES 60000
 static int load_scene_vertices(scene *s, const char *rel)
@@ -252,6 +262,9 @@ static void ground_truth(scene *s, const char *name, int resampled, double rot_t
       if (getenv("HICP_TEST_VERBOSE"))
         fprintf(stderr, "  trial %d: %d iterations (%s), %.4f deg, %.2e diag, %.1f ms, scan %zu\n",
                 trial, r.iterations, hicp_stop_name(r.stop), er, et, r.time_ms, s->n);
+      /* fmax would drop a NaN trial: a NaN pose must fail (stop 68's review) */
+      cr_assert(isfinite(er) && isfinite(et), "%s trial %d: rotation error %g, position %g", name,
+                trial, er, et);
       worst_rot = fmax(worst_rot, er);
       worst_trans = fmax(worst_trans, et);
       free(s->scan);
@@ -277,8 +290,9 @@ static void ground_truth(scene *s, const char *name, int resampled, double rot_t
  * rotations up to 20 degrees about each axis, translations up to 10% of the
  * extent, noise 1e-4, 1e-3, 1e-2 of the diagonal.  Targets at the two low
  * noise levels: 0.05 degrees and 1e-3 of the diagonal, for scans of the
- * model's vertices and for scans resampled independently of them, run
- * against a dense model of the surface (TRUTH_SAMPLES). */
+ * model's vertices; scans resampled independently of them, run against a
+ * dense model of the surface (TRUTH_SAMPLES), are held to 1e-3 and to
+ * RESAMPLED_ROT_TOL, the spread of the sampling bias (above). */
 Test(register, ground_truth_real_models, .timeout = 900)
 {
   static const char *models[] = {"meshes/bunny00.off", "meshes/ChineseDragon-10kv.off",
@@ -292,7 +306,7 @@ Test(register, ground_truth_real_models, .timeout = 900)
     ground_truth(&s, models[k], 0, 0.05, 1e-3);
     free_scene(&s);
     if (load_scene_n(&s, models[k], TRUTH_SAMPLES)) {
-      ground_truth(&s, models[k], 1, 0.05, 1e-3);
+      ground_truth(&s, models[k], 1, RESAMPLED_ROT_TOL, 1e-3);
       free_scene(&s);
     }
   }
