@@ -141,29 +141,11 @@ static int clique(edge_buf *eb, const uint32_t *ids, size_t k)
 }
 
 /* Regions Qhull merged: after Qt their pieces are "tricoplanar" facets that
- * share one owner.  The union of the pieces' vertices becomes a clique. */
-static int merged_cliques(qhT *qh, uint32_t nv, edge_buf *eb)
+ * share one owner.  The union of the pieces' vertices becomes a clique.
+ * pairs: (owner id << 32) | vertex, one for each vertex of each piece
+ * (read_facets), sorted here. */
+static int merged_cliques(uint64_t *pairs, size_t n, edge_buf *eb)
 {
-  facetT *facet;
-  size_t n = 0, cap = 0;
-  uint64_t *pairs = NULL; /* (owner id << 32) | vertex */
-  uint32_t ids[8];
-  FORALLfacets {
-    if (facet->upperdelaunay || !facet->tricoplanar || facet->f.triowner == NULL)
-      continue;
-    int k = facet_vertices(qh, facet, nv, ids, 8);
-    if (n + (size_t)k > cap) {
-      cap = cap ? cap * 2 : 1024;
-      uint64_t *p = realloc(pairs, cap * sizeof *p);
-      if (p == NULL) {
-        free(pairs);
-        return -1;
-      }
-      pairs = p;
-    }
-    for (int i = 0; i < k; i++)
-      pairs[n++] = ((uint64_t)facet->f.triowner->id << 32) | ids[i];
-  }
   if (n > 1) /* (qsort must not see the NULL of an empty list) */
     qsort(pairs, n, sizeof *pairs, cmp_u64);
   uint32_t group[CLIQUE_MAX];
@@ -183,6 +165,89 @@ static int merged_cliques(qhT *qh, uint32_t nv, edge_buf *eb)
       rc = clique(eb, group, k);
     i = j;
   }
+  return rc;
+}
+
+/* What one walk over Qhull's facets keeps (read_facets), so that Qhull's
+ * memory can go before the graph is built from it: each lower Delaunay
+ * cell's vertices (4 slots, HICP_NONE where a guard or the point at
+ * infinity was), and the edges the cells do not give directly (merged
+ * regions made cliques, points left out of the cells joined to their
+ * facet's vertices).  The facet list is a linked list in no memory order,
+ * and each facet's vertices are a set of pointers: every walk over it
+ * misses the cache at each step.  Three such walks (cliques, coplanar
+ * points, then the cells counted and the cells filled in) were 16% of a
+ * 200k-point build (perf, one thread), as much as a fifth of Qhull's own
+ * time. */
+typedef struct cells {
+  uint32_t *v; /* 4 a cell */
+  size_t n, cap;
+} cells;
+
+static int cells_push(cells *c, const uint32_t *ids, int k)
+{
+  if (c->n == c->cap) {
+    size_t cap = c->cap ? c->cap * 2 : 1 << 16;
+    uint32_t *v = realloc(c->v, cap * 4 * sizeof *v);
+    if (v == NULL)
+      return -1;
+    c->v = v;
+    c->cap = cap;
+  }
+  uint32_t *t = &c->v[4 * c->n++];
+  for (int i = 0; i < 4; i++)
+    t[i] = i < k ? ids[i] : HICP_NONE;
+  return 0;
+}
+
+/* The one walk over the facets.  coplanar_seen marks the points found in
+ * a coplanar set.  0, or -1 out of memory. */
+static int read_facets(qhT *qh, uint32_t nv, cells *cl, edge_buf *eb, char *coplanar_seen)
+{
+  facetT *facet;
+  uint32_t ids[8];
+  size_t n = 0, cap = 0;
+  uint64_t *pairs = NULL; /* merged pieces: (owner id << 32) | vertex */
+  int rc = 0;
+  FORALLfacets {
+    const int k = facet_vertices(qh, facet, nv, ids, 8);
+    if (facet->coplanarset != NULL) {
+      /* Input points Qhull did not make vertices. */
+      pointT *point, **pointp;
+      FOREACHpoint_(facet->coplanarset) {
+        int id = qh_pointid(qh, point);
+        if (id < 0 || (uint32_t)id >= nv)
+          continue;
+        coplanar_seen[id] = 1;
+        for (int i = 0; i < k; i++)
+          if (edge_push(eb, (uint32_t)id, ids[i]) != 0)
+            rc = -1;
+      }
+    }
+    if (facet->upperdelaunay || rc != 0)
+      continue;
+    if (facet->tricoplanar && facet->f.triowner != NULL) {
+      if (n + (size_t)k > cap) {
+        cap = cap ? cap * 2 : 1024;
+        uint64_t *p = realloc(pairs, cap * sizeof *p);
+        if (p == NULL) {
+          rc = -1;
+          break;
+        }
+        pairs = p;
+      }
+      for (int i = 0; i < k; i++)
+        pairs[n++] = ((uint64_t)facet->f.triowner->id << 32) | ids[i];
+    }
+    /* Qt leaves every facet a simplex; a wider one (never seen) joins
+     * its vertices by the extra edges instead */
+    if (k <= 4 ? cells_push(cl, ids, k) != 0 : clique(eb, ids, (size_t)k) != 0)
+      rc = -1;
+    if (rc != 0)
+      break;
+  }
+  if (rc == 0)
+    rc = merged_cliques(pairs, n, eb);
   free(pairs);
   return rc;
 }
@@ -191,20 +256,18 @@ static int merged_cliques(qhT *qh, uint32_t nv, edge_buf *eb)
  * the cells (count, then fill) build per-vertex lists with repeats (each
  * edge appears once per cell around it), which dedupe_rows compacts: no
  * global sort of the edges. */
-static int collect_cells(qhT *qh, uint32_t nv, const edge_buf *extra, uint64_t **off_out,
+static int collect_cells(const cells *cl, uint32_t nv, const edge_buf *extra, uint64_t **off_out,
                          uint32_t **slot_out)
 {
-  facetT *facet;
-  uint32_t ids[8];
   uint64_t *off = calloc((size_t)nv + 1, sizeof *off);
   if (off == NULL)
     return -1;
-  FORALLfacets {
-    if (facet->upperdelaunay)
-      continue;
-    int k = facet_vertices(qh, facet, nv, ids, 8);
+  for (size_t c = 0; c < cl->n; c++) {
+    const uint32_t *t = &cl->v[4 * c];
+    const int k = (t[0] != HICP_NONE) + (t[1] != HICP_NONE) + (t[2] != HICP_NONE) +
+                  (t[3] != HICP_NONE);
     for (int i = 0; i < k; i++)
-      off[ids[i] + 1] += (uint64_t)(k - 1);
+      off[t[i] + 1] += (uint64_t)(k - 1);
   }
   for (size_t i = 0; i < extra->n; i++)
     off[(extra->e[i] >> 32) + 1]++;
@@ -219,14 +282,14 @@ static int collect_cells(qhT *qh, uint32_t nv, const edge_buf *extra, uint64_t *
     return -1;
   }
   memcpy(fill, off, sizeof *fill * ((size_t)nv + 1));
-  FORALLfacets {
-    if (facet->upperdelaunay)
-      continue;
-    int k = facet_vertices(qh, facet, nv, ids, 8);
+  for (size_t c = 0; c < cl->n; c++) {
+    const uint32_t *t = &cl->v[4 * c];
+    const int k = (t[0] != HICP_NONE) + (t[1] != HICP_NONE) + (t[2] != HICP_NONE) +
+                  (t[3] != HICP_NONE);
     for (int i = 0; i < k; i++)
       for (int j = 0; j < k; j++)
         if (i != j)
-          slot[fill[ids[i]]++] = ids[j];
+          slot[fill[t[i]]++] = t[j];
   }
   for (size_t i = 0; i < extra->n; i++)
     slot[fill[extra->e[i] >> 32]++] = (uint32_t)extra->e[i];
@@ -281,33 +344,6 @@ static int dedupe_rows(uint32_t nv, const uint64_t *off, const uint32_t *slot, u
   *row_out = row;
   *nbr_out = shrunk != NULL ? shrunk : nbr;
   *nedges = n;
-  return 0;
-}
-
-/* The edges Qhull's cells do not give directly: merged regions made
- * cliques, and points left out of the cells attached to theirs. */
-static int collect_extras(qhT *qh, uint32_t nv, edge_buf *eb, char *coplanar_seen)
-{
-  facetT *facet;
-  uint32_t ids[8];
-  if (merged_cliques(qh, nv, eb) != 0)
-    return -1;
-  /* Input points Qhull did not make vertices. */
-  FORALLfacets {
-    pointT *point, **pointp;
-    if (facet->coplanarset == NULL)
-      continue;
-    int k = facet_vertices(qh, facet, nv, ids, 8);
-    FOREACHpoint_(facet->coplanarset) {
-      int id = qh_pointid(qh, point);
-      if (id < 0 || (uint32_t)id >= nv)
-        continue;
-      coplanar_seen[id] = 1;
-      for (int i = 0; i < k; i++)
-        if (edge_push(eb, (uint32_t)id, ids[i]) != 0)
-          return -1;
-    }
-  }
   return 0;
 }
 
@@ -616,6 +652,7 @@ int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv,
    * before it starts (model_build.c). */
   coordT *pts = malloc(bytes);
   edge_buf eb = {NULL, 0, 0};
+  cells cl = {NULL, 0, 0};
   char *dropped = calloc(nv, 1);
   uint64_t *off = NULL;
   uint32_t *slot = NULL;
@@ -649,8 +686,7 @@ int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv,
     qh->NOerrexit = False;
     int jmp = setjmp(qh->errexit);
     if (jmp == 0) {
-      if (collect_extras(qh, nv, &eb, dropped) != 0 ||
-          collect_cells(qh, nv, &eb, &off, &slot) != 0)
+      if (read_facets(qh, nv, &cl, &eb, dropped) != 0)
         result = hicp__fail(ctx, HICP_ENOMEM, "out of memory collecting Delaunay edges");
     } else {
       result = hicp__fail(ctx, HICP_EQHULL, "Qhull failed while reading its triangulation");
@@ -660,6 +696,10 @@ int hicp__delaunay_graph(hicp_context *ctx, const hicp__vtx *vtx, uint32_t nv,
   qrun_close(&q, 1);
   free(pts);
 
+  if (result == HICP_OK && collect_cells(&cl, nv, &eb, &off, &slot) != 0)
+    result = hicp__fail(ctx, HICP_ENOMEM, "out of memory collecting Delaunay edges");
+  free(cl.v);
+  cl.v = NULL;
   if (result == HICP_OK) {
     int c = dedupe_rows(nv, off, slot, row, nbr, nedges);
     if (c == -1)
