@@ -263,6 +263,55 @@ static int cmp_edge_len(const void *pa, const void *pb)
   return a->u < b->u ? -1 : a->u > b->u;
 }
 
+/* A row's edges by (length, neighbour): a strict order, the neighbours of
+ * a row being distinct, so any sort gives the same row.  Insertion for the
+ * short rows of real models (16 edges on average), qsort beyond. */
+static void sort_edges(edge_len *e, uint32_t n)
+{
+  if (n > 48) {
+    qsort(e, n, sizeof *e, cmp_edge_len);
+    return;
+  }
+  for (uint32_t i = 1; i < n; i++) {
+    const edge_len x = e[i];
+    uint32_t j = i;
+    for (; j > 0 && cmp_edge_len(&x, &e[j - 1]) < 0; j--)
+      e[j] = e[j - 1];
+    e[j] = x;
+  }
+}
+
+/* One row of sort_rows; tmp holds the row's degree. */
+static void sort_row(hicp_model *m, uint32_t v, edge_len *tmp)
+{
+  uint32_t b = m->row[v], n = m->row[v + 1] - b;
+  const hicp__vtx *a = &m->vtx[v];
+  for (uint32_t k = 0; k < n; k++) {
+    tmp[k].len = sqrt(hicp__vtx_dist2(a, &m->vtx[m->nbr[b + k]]));
+    tmp[k].u = m->nbr[b + k];
+  }
+  sort_edges(tmp, n);
+  /* lengths are computed in double from float coordinates: shrink the
+   * bounds by 1e-12 relative to stay below the exact lengths */
+  double lmax = tmp[n - 1].len * (1.0 - 1e-12);
+  float unit = hicp__round_down(lmax / 255.0);
+  m->eunit[v] = unit;
+  for (uint32_t k = 0; k < n; k++) {
+    double lo = tmp[k].len * (1.0 - 1e-12);
+    double c = unit > 0.0f ? floor(lo / unit) : 0.0;
+    if (c > 255.0)
+      c = 255.0;
+    while (c > 0.0 && c * unit > lo)
+      c -= 1.0;
+    m->nbr[b + k] = tmp[k].u;
+    m->ecode[b + k] = (uint8_t)c;
+  }
+  /* less an absolute 8 FLT_MIN: computed squared distances below FLT_MIN
+   * lose their relative accuracy (the walk's early exit, lib/pp/nn.h) */
+  double r2 = 0.25 * tmp[0].len * tmp[0].len * (1.0 - 4e-5) - 8.0 * (double)FLT_MIN;
+  m->safe_r2[v] = hicp__round_down(r2);
+}
+
 /* Sorts each row by edge length and records, per edge, a lower bound of
  * its length as an 8-bit multiple of a per-row unit (Lmax / 255, rounded
  * down): the walk skips the rest of a row once the bound shows that no
@@ -270,7 +319,10 @@ static int cmp_edge_len(const void *pa, const void *pb)
  * of each vertex: half the distance to its nearest other vertex (always a
  * Delaunay neighbour), squared, shrunk by 4e-5 relative and rounded down, so
  * that a query inside it has that vertex as its nearest beyond any
- * rounding. */
+ * rounding.
+ *
+ * The rows are independent: sorted on the build's threads, each row the
+ * same whatever thread sorts it. */
 static int sort_rows(hicp_context *ctx, hicp_model *m)
 {
   m->safe_r2 = hicp__model_own(m, malloc(sizeof(float) * m->nv));
@@ -280,40 +332,27 @@ static int sort_rows(hicp_context *ctx, hicp_model *m)
   uint32_t maxdeg = 0;
   for (uint32_t v = 0; v < m->nv; v++)
     maxdeg = m->row[v + 1] - m->row[v] > maxdeg ? m->row[v + 1] - m->row[v] : maxdeg;
-  edge_len *tmp = malloc(sizeof *tmp * (maxdeg ? maxdeg : 1));
-  if (m->safe_r2 == NULL || m->eunit == NULL || m->ecode == NULL || tmp == NULL) {
-    free(tmp);
+  if (m->safe_r2 == NULL || m->eunit == NULL || m->ecode == NULL)
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the model");
+  const long long nv = m->nv;
+  int lost = 0;
+  const int threads = hicp__team_use(hicp__team_threads(ctx));
+  (void)threads; /* a build without OpenMP drops the pragma that takes it */
+#pragma omp parallel num_threads(threads) reduction(| : lost)
+  {
+    hicp__fpenv fe; /* a pool thread's own environment may differ (fpenv.h) */
+    hicp__fpenv_enter(&fe);
+    edge_len *tmp = malloc(sizeof *tmp * (maxdeg ? maxdeg : 1));
+    lost |= tmp == NULL;
+#pragma omp for schedule(dynamic, 1024)
+    for (long long v = 0; v < nv; v++)
+      if (tmp != NULL)
+        sort_row(m, (uint32_t)v, tmp);
+    free(tmp);
+    hicp__fpenv_leave(&fe);
   }
-  for (uint32_t v = 0; v < m->nv; v++) {
-    uint32_t b = m->row[v], n = m->row[v + 1] - b;
-    const hicp__vtx *a = &m->vtx[v];
-    for (uint32_t k = 0; k < n; k++) {
-      tmp[k].len = sqrt(hicp__vtx_dist2(a, &m->vtx[m->nbr[b + k]]));
-      tmp[k].u = m->nbr[b + k];
-    }
-    qsort(tmp, n, sizeof *tmp, cmp_edge_len);
-    /* lengths are computed in double from float coordinates: shrink the
-     * bounds by 1e-12 relative to stay below the exact lengths */
-    double lmax = tmp[n - 1].len * (1.0 - 1e-12);
-    float unit = hicp__round_down(lmax / 255.0);
-    m->eunit[v] = unit;
-    for (uint32_t k = 0; k < n; k++) {
-      double lo = tmp[k].len * (1.0 - 1e-12);
-      double c = unit > 0.0f ? floor(lo / unit) : 0.0;
-      if (c > 255.0)
-        c = 255.0;
-      while (c > 0.0 && c * unit > lo)
-        c -= 1.0;
-      m->nbr[b + k] = tmp[k].u;
-      m->ecode[b + k] = (uint8_t)c;
-    }
-    /* less an absolute 8 FLT_MIN: computed squared distances below FLT_MIN
-     * lose their relative accuracy (the walk's early exit, lib/pp/nn.h) */
-    double r2 = 0.25 * tmp[0].len * tmp[0].len * (1.0 - 4e-5) - 8.0 * (double)FLT_MIN;
-    m->safe_r2[v] = hicp__round_down(r2);
-  }
-  free(tmp);
+  if (lost)
+    return hicp__fail(ctx, HICP_ENOMEM, "out of memory for the model");
   return HICP_OK;
 }
 
