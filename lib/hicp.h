@@ -924,7 +924,11 @@ HICP_API void hicp_reg_options_init_sized(hicp_reg_options *opts, size_t size);
 typedef struct hicp_result {
   size_t struct_size;       /**< set by hicp_result_init() */
   hicp_transform transform; /**< scan -> model: x = R p + t */
-  hicp_transform inverse;   /**< model -> scan: the object's pose in the sensor frame */
+  hicp_transform inverse;   /**< model -> scan: the object's pose in the sensor
+                                 frame; the inverse of transform, also where
+                                 that is the initial pose (0 iterations), which
+                                 may be up to ::HICP_ROTATION_TOL from a
+                                 rotation */
   double rmse;              /**< RMS distance of all pairs at the final
                                  transform; NaN where no pass over the scan
                                  was complete (stopped by the time budget

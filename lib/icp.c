@@ -444,7 +444,7 @@ static void fill_result(const hicp__icp_out *out, const hicp__plan *plan, size_t
   hicp_result r;
   memset(&r, 0, sizeof r);
   to_public(&out->T, origin, m->origin, &r.transform);
-  hicp_transform_invert(&r.transform, &r.inverse);
+  hicp__transform_inverse(&r.transform, &r.inverse);
   const hicp__partial *t = &out->tot;
   r.points = n;
   r.inliers = (uint64_t)t->v[HICP_PF_N_IN];

@@ -128,6 +128,13 @@ void hicp__error_watch_forks(void);
  * anything sized by input, so hostile headers fail before any allocation. */
 int hicp__check_budget(hicp_context *ctx, uint64_t bytes, const char *what);
 
+/* out = the inverse of x = A p + t for any invertible A: [A^-1, -A^-1 t].
+ * A registration's result carries it (hicp_result.inverse): where no
+ * update was made its transform is the caller's initial matrix, which may
+ * be 1e-5 from a rotation (HICP_ROTATION_TOL), and its transpose
+ * (hicp_transform_invert, which is for rigid transforms) no inverse. */
+void hicp__transform_inverse(const hicp_transform *t, hicp_transform *out);
+
 /* A block of at least `bytes` (aligned to 64, contents undefined) that the
  * context keeps from one registration to the next, or NULL when out of
  * memory.  A registration's arrays, freshly allocated, are fresh pages

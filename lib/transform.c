@@ -37,6 +37,26 @@ void hicp_transform_invert(const hicp_transform *t, hicp_transform *out)
   hicp__fpenv_leave(&fe);
 }
 
+void hicp__transform_inverse(const hicp_transform *t, hicp_transform *out)
+{
+  const double *m = t->m;
+  /* the cofactors of A's rows, so A^-1's row i is column i of them / det */
+  const double c[9] = {m[5] * m[10] - m[6] * m[9], m[6] * m[8] - m[4] * m[10],
+                       m[4] * m[9] - m[5] * m[8],  m[2] * m[9] - m[1] * m[10],
+                       m[0] * m[10] - m[2] * m[8], m[1] * m[8] - m[0] * m[9],
+                       m[1] * m[6] - m[2] * m[5],  m[2] * m[4] - m[0] * m[6],
+                       m[0] * m[5] - m[1] * m[4]};
+  const double det = (m[0] * c[0] + m[1] * c[1]) + m[2] * c[2];
+  hicp_transform r;
+  hicp_transform_identity(&r);
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++)
+      r.m[4 * i + j] = c[3 * j + i] / det;
+  for (int i = 0; i < 3; i++)
+    r.m[4 * i + 3] = -((r.m[4 * i] * m[3] + r.m[4 * i + 1] * m[7]) + r.m[4 * i + 2] * m[11]);
+  *out = r;
+}
+
 static int transform_check(const hicp_transform *t)
 {
   if (t == NULL)

@@ -1711,3 +1711,57 @@ Test(register, stop_rules_and_filter_start_end_to_end)
   free(p);
   free(q);
 }
+
+/* (stop 69's review) The result's inverse is the inverse of the result's
+ * transform also where that is the caller's initial pose: a run that stops
+ * before its first update (max_iter 0, as to score a given pose; no pairs
+ * at once; a budget or cancel before the first pass) returns the initial
+ * matrix, which hicp_transform_check lets be 1e-5 from a rotation, as a
+ * rotation printed with 6 digits is.  Its transpose is then no inverse:
+ * with a map's translation (4e6, 5e6) the inverse's position was 2.0 off
+ * (transform x inverse), where an update's rotation gave 1e-16. */
+Test(register, inverse_of_an_initial_pose_printed_with_6_digits)
+{
+  float pts[3 * 2000];
+  hicp_model *m = small_model(pts, 2000);
+  hicp_context *ctx = th_context(1, HICP_BACKEND_CPU);
+  hicp_transform init;
+  hicp_transform_identity(&init);
+  /* 33.3 degrees about z as printf's %g writes it (6 significant digits) */
+  init.m[0] = 0.835807;
+  init.m[1] = -0.549023;
+  init.m[4] = 0.549023;
+  init.m[5] = 0.835807;
+  init.m[3] = 4e6;
+  init.m[7] = 5e6;
+  init.m[11] = 100.0;
+  cr_assert_eq(hicp_transform_check(&init), HICP_OK);
+  for (int iters = 0; iters <= 1; iters++) {
+    hicp_reg_options o;
+    hicp_reg_options_init(&o);
+    o.max_iter = iters;
+    hicp_result r;
+    hicp_result_init(&r);
+    cr_assert_eq(hicp_register(ctx, m, pts, 500, &o, &init, &r), 0, "%s",
+                 hicp_context_error(ctx));
+    cr_assert_eq(r.iterations, iters);
+    if (iters == 0)
+      cr_assert(memcmp(r.transform.m, init.m, sizeof init.m) == 0, "the initial pose moved");
+    for (int i = 0; i < 4; i++)
+      for (int j = 0; j < 4; j++) {
+        double fwd = 0.0, back = 0.0; /* transform x inverse, inverse x transform */
+        for (int k = 0; k < 4; k++) {
+          fwd += r.transform.m[4 * i + k] * r.inverse.m[4 * k + j];
+          back += r.inverse.m[4 * i + k] * r.transform.m[4 * k + j];
+        }
+        /* a translation of 6.4e6 leaves some 1e-9 of rounding */
+        const double tol = j == 3 ? 1e-6 : 1e-12;
+        cr_assert(fabs(fwd - (i == j)) <= tol && fabs(back - (i == j)) <= tol,
+                  "max_iter %d: (transform x inverse)[%d][%d] = %.17g, (inverse x transform) "
+                  "%.17g",
+                  iters, i, j, fwd, back);
+      }
+  }
+  hicp_context_destroy(ctx);
+  hicp_model_destroy(m);
+}
