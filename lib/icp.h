@@ -2,7 +2,8 @@
  * "frame"), the resolved options (a "plan"), and the passes a backend runs.
  *
  * Data path of one iteration k (docs/design.md has the picture):
- *   hicp_register (icp.c)          checks options, copies the scan, runs
+ *   hicp_register (icp.c)          checks options, copies the scan (a
+ *                                  cloud's points are read in place), runs
  *   hicp__register_frame (icp.c)   sorts it (Morton), picks the device loop
  *                                  (gpu/, design.md) or the host loop:
  *   hicp__icp_loop (icp.c)         the loop: for each k
