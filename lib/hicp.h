@@ -796,7 +796,13 @@ HICP_API void hicp_nn_options_init_sized(hicp_nn_options *opts, size_t size);
 typedef struct hicp_walk_stats {
   uint64_t queries;  /**< queries answered by the Delaunay graph: walks and,
                           in a registration (pnn, pnn-opt), points kept by
-                          their certificate, counted as walks of 0 steps */
+                          their certificate, counted as walks of 0 steps.
+                          A walk whose end a near tie, a hub or a guard
+                          hands to the kd-tree or to brute force counts as
+                          a walk too: queries 1e4 model diagonals away or
+                          more, where float distances to much of the model
+                          tie, each scan the model and show as walks of
+                          0 steps */
   uint64_t steps;    /**< vertices moved to, summed over queries */
   uint32_t max_steps;
   uint64_t hist[16]; /**< queries per step count; the last bin is 15 or more */
