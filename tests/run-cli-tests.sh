@@ -460,6 +460,54 @@ for t in "nan:value 8, 'nan', is not finite" "word:value 12, 'x7', is not a numb
     notok "--init ${t%%:*}: exit $st, $(cat "$tmp/err")"
 done
 
+# (stop 69's review) The transform --json prints reads back as --init: its
+# brackets were "value 1, '[[0.99...', is not a number", as were NumPy's
+# printed matrices.  A 30 degree turn about z with a shift: --max-iter 0
+# reports the --init it was given, bit for bit
+printf '[[0.86602540378443871, -0.5, 0, 1.5], [0.5, 0.86602540378443871, 0, -2], [0, 0, 1, 0.25], [0, 0, 0, 1]]\n' >"$tmp/init.json"
+check "--init of a JSON array of rows" 0 "$bin" register "$tmp/good.xyz" "$tmp/good.xyz" \
+  --init "$tmp/init.json" --max-iter 0 --json
+if [ "$have_py" = 1 ]; then
+  json_get "$tmp/out" 'd["transform"]' >"$tmp/back.txt" 2>/dev/null
+  [ "$(cat "$tmp/back.txt")" = "[[0.8660254037844387, -0.5, 0, 1.5], [0.5, 0.8660254037844387, 0, -2], [0, 0, 1, 0.25], [0, 0, 0, 1]]" ] &&
+    ok "--json's transform is that --init, bit for bit" || notok "--json's transform is that --init ($(cat "$tmp/back.txt"))"
+else
+  skip "--json's transform is that --init: python3 is missing"
+fi
+printf '[[ 1.  0.  0.  0.]\n [ 0.  1.  0.  0.]\n [ 0.  0.  1.  0.]]\n' >"$tmp/numpy.txt"
+check "--truth of a matrix as NumPy prints it" 0 "$bin" register "$tmp/good.xyz" "$tmp/good.xyz" \
+  --truth "$tmp/numpy.txt" --max-iter 0
+printf '[[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [5]]\n' >"$tmp/more.json"
+check "--init of 17 numbers in brackets exits 1" 1 "$bin" register "$tmp/good.xyz" "$tmp/good.xyz" \
+  --init "$tmp/more.json"
+one_line_error "found more"
+
+# (stop 69's review) An input named - is standard input, as an output's -
+# is standard output: "cannot open -: No such file or directory" before
+check "register with its SCAN from -" 0 sh -c '"$1" register "$2" - <"$2"' sh "$bin" "$tmp/good.xyz"
+grep -q '^scan  *\/dev\/stdin: 5 points' "$tmp/out" && ok "the scan read from standard input" ||
+  notok "the scan read from standard input ($(grep '^scan' "$tmp/out"))"
+check "nn with its QUERIES from a pipe named -" 0 sh -c 'cat "$2" | "$1" nn "$2" -' sh "$bin" "$tmp/good.xyz"
+[ "$(wc -l <"$tmp/out")" -eq 5 ] && ok "nn answered the 5 queries piped in" || notok "nn answered the 5 queries piped in"
+check "model info of a cloud piped in as -" 0 sh -c 'cat "$2" | "$1" model info -' sh "$bin" "$tmp/good.xyz"
+check "perturb of an INPUT piped in as -" 0 sh -c 'cat "$2" | "$1" perturb - -o "$3"' sh "$bin" "$tmp/good.xyz" "$tmp/piped.ply"
+check "track with a FRAME piped in as -" 0 sh -c 'cat "$2" | "$1" track "$2" "$2" -' sh "$bin" "$tmp/good.xyz"
+[ "$(wc -l <"$tmp/out")" -eq 2 ] && ok "track registered both frames" || notok "track registered both frames"
+check "--init piped in as -" 0 sh -c 'cat "$3" | "$1" register "$2" "$2" --init - --max-iter 0' sh "$bin" \
+  "$tmp/good.xyz" "$tmp/init.json"
+grep -q '^rotation  *30\.0000' "$tmp/out" && ok "that --init was read" || notok "that --init was read"
+check "two inputs of - exit 2" 2 sh -c 'cat "$2" | "$1" register - -' sh "$bin" "$tmp/good.xyz"
+one_line_error "2 inputs are standard input"
+check "a FRAME and --init of - exit 2" 2 sh -c 'cat "$2" | "$1" track "$2" --init - -' sh "$bin" "$tmp/good.xyz"
+one_line_error "standard input"
+
+# (stop 69's review) frames from a list and from the command line at once
+# were "track needs MODEL and FRAME files (or --from-list FILE)", given both
+printf '%s\n' "$tmp/good.xyz" >"$tmp/one-frame.txt"
+check "track --from-list with FRAME files too exits 2" 2 "$bin" track "$tmp/good.xyz" \
+  --from-list "$tmp/one-frame.txt" "$tmp/good.xyz"
+one_line_error "not both"
+
 # --view is a direction: its scale changes nothing (stop 44: a length that
 # underflowed or overflowed kept every point, silently)
 printf 'OFF\n6 8 0\n1 0 0\n-1 0 0\n0 1 0\n0 -1 0\n0 0 1\n0 0 -1\n3 0 2 4\n3 2 1 4\n3 1 3 4\n3 3 0 4\n3 2 0 5\n3 1 2 5\n3 3 1 5\n3 0 3 5\n' >"$tmp/oct.off"

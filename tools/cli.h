@@ -46,6 +46,13 @@ typedef struct cli_file {
   const char *path; /* NULL: not given */
   int output;
 } cli_file;
+/* An input's name as the command opens it: "-" is standard input, as an
+ * output's "-" is standard output (it was refused, "cannot open -"). */
+const char *cli_input(const char *path);
+/* After a command's inputs went through cli_input: -1 with the one line
+ * where more than one is "-" (the second would read what the first left:
+ * nothing from a pipe), else 0. */
+int cli_check_stdin_inputs(void);
 /* Refuses, with one line and -1, an output that names the same file as
  * another file of the list (an input it would destroy, or another output):
  * compared by device and inode, so hard links and other spellings count. */
@@ -102,7 +109,8 @@ hicp_context *cli_context(const cli_common *c);
 int cli_check_memory(const cli_common *c, double bytes, const char *what);
 
 /* Transform files: 16 (4x4) or 12 (3x4) numbers, row-major, separated by
- * blanks, commas, semicolons or newlines; '#' starts a comment, which runs
+ * blanks, commas, semicolons, newlines or brackets (a JSON array of rows
+ * reads); '#' starts a comment, which runs
  * to the end of its line (of any length). */
 int cli_read_transform(const char *path, hicp_transform *t);
 void cli_print_transform(FILE *f, const hicp_transform *t, const char *indent);

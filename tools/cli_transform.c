@@ -9,10 +9,15 @@
 
 #include "cli.h"
 
-/* The separators of a transform file's numbers. */
+/* The separators of a transform file's numbers.  Brackets too, so that
+ * the 4x4 array `register --json` prints as "transform" (`jq .transform`),
+ * and NumPy's and MATLAB's printed matrices, read back as --init or
+ * --truth: the count of 16 or 12 numbers and the rigidity check still hold
+ * whatever the brackets' nesting. */
 static int is_separator(int c)
 {
-  return c == ' ' || c == '\t' || c == ',' || c == ';' || c == '\r' || c == '\n';
+  return c == ' ' || c == '\t' || c == ',' || c == ';' || c == '\r' || c == '\n' || c == '[' ||
+         c == ']';
 }
 
 /* Why a transform file is refused (cli_read_transform). */

@@ -14,6 +14,25 @@
 #include "cli.h"
 #include "oneline.h"
 
+/* How many of the command's inputs cli_input took as standard input. */
+static int stdin_inputs;
+
+const char *cli_input(const char *path)
+{
+  if (path == NULL || strcmp(path, "-") != 0)
+    return path;
+  stdin_inputs++;
+  return "/dev/stdin";
+}
+
+int cli_check_stdin_inputs(void)
+{
+  if (stdin_inputs < 2)
+    return 0;
+  cli_error("%d inputs are standard input ('-'), which can be read only once", stdin_inputs);
+  return -1;
+}
+
 /* Whether a progress line is on standard error, without its newline. */
 static int progress_shown;
 

@@ -169,7 +169,7 @@ int cmd_model(int argc, char **argv)
     cli_error("model %s needs one MODEL argument", sub);
     return CLI_USAGE;
   }
-  const char *path = argv[1 + optind];
+  const char *path = cli_input(argv[1 + optind]);
   int build = strcmp(sub, "build") == 0;
   if (build && out == NULL) {
     cli_error("model build needs -o FILE");

@@ -76,7 +76,9 @@ int cmd_nn(int argc, char **argv)
     cli_error("nn needs MODEL and QUERIES (see 'hicp nn --help')");
     return CLI_USAGE;
   }
-  const char *model_path = argv[optind], *query_path = argv[optind + 1];
+  const char *model_path = cli_input(argv[optind]), *query_path = cli_input(argv[optind + 1]);
+  if (cli_check_stdin_inputs() != 0)
+    return CLI_USAGE;
   hicp_context *ctx = cli_context(&common);
   if (ctx == NULL)
     return CLI_FAIL;

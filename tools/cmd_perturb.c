@@ -129,7 +129,7 @@ int cmd_perturb(int argc, char **argv)
     cli_error("perturb needs INPUT and -o OUTPUT (see 'hicp perturb --help')");
     return CLI_USAGE;
   }
-  const char *in = argv[optind];
+  const char *in = cli_input(argv[optind]);
   const cli_file files[] = {{"INPUT", in, 0}, {"-o", out, 1}, {"--truth", truth_path, 1}};
   if (cli_check_outputs(files, 3) != 0 || cli_check_output_name("-o", out, "PLY") != 0)
     return CLI_USAGE;

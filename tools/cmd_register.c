@@ -277,10 +277,10 @@ int cmd_register(int argc, char **argv)
       sigma_given = 1;
       break;
     case OPT_INIT:
-      init_path = optarg;
+      init_path = cli_input(optarg);
       break;
     case OPT_TRUTH:
-      truth_path = optarg;
+      truth_path = cli_input(optarg);
       break;
     case OPT_OUTPUT:
       out_path = optarg;
@@ -334,11 +334,12 @@ int cmd_register(int argc, char **argv)
     cli_error("register needs MODEL and SCAN (see 'hicp register --help')");
     return CLI_USAGE;
   }
-  const char *model_path = argv[optind], *scan_path = argv[optind + 1];
+  const char *model_path = cli_input(argv[optind]), *scan_path = cli_input(argv[optind + 1]);
   const cli_file files[] = {{"MODEL", model_path, 0},    {"SCAN", scan_path, 0},
                             {"--init", init_path, 0},    {"--truth", truth_path, 0},
                             {"--output", out_path, 1}};
-  if (cli_check_outputs(files, (int)(sizeof files / sizeof files[0])) != 0 ||
+  if (cli_check_stdin_inputs() != 0 ||
+      cli_check_outputs(files, (int)(sizeof files / sizeof files[0])) != 0 ||
       cli_check_output_name("--output", out_path, "PLY") != 0)
     return CLI_USAGE;
   hicp_transform init, truth;

@@ -195,9 +195,9 @@ int cmd_track(int argc, char **argv)
   while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     int bad = 0;
     switch (c) {
-    case 'L': list = optarg; break;
+    case 'L': list = cli_input(optarg); break;
     case 'I': bo.track = 0; break;
-    case 'i': init_path = optarg; break;
+    case 'i': init_path = cli_input(optarg); break;
     case 'm': bad = cli_int("--max-iter", optarg, 0, 1000000, &o.max_iter); break;
     case 't': bad = cli_double("--tol", optarg, 0, HUGE_VAL, &o.tol); break;
     case 'n':
@@ -227,11 +227,21 @@ int cmd_track(int argc, char **argv)
   }
   if (cli_filter_sigma_alone(sigma_given, &o) || cli_common_done(&common) != 0)
     return CLI_USAGE;
-  if (argc - optind < 1 || (list == NULL && argc - optind < 2) || (list != NULL && argc - optind != 1)) {
+  if (list != NULL && argc - optind > 1) {
+    cli_error("track takes its frames from --from-list %s or from the command line ('%s' ...), "
+              "not both",
+              list, argv[optind + 1]);
+    return CLI_USAGE;
+  }
+  if (argc - optind < 1 || (list == NULL && argc - optind < 2)) {
     cli_error("track needs MODEL and FRAME files (or --from-list FILE)");
     return CLI_USAGE;
   }
-  const char *model_path = argv[optind];
+  const char *model_path = cli_input(argv[optind]);
+  for (int i = optind + 1; list == NULL && i < argc; i++) /* never written through */
+    argv[i] = (char *)cli_input(argv[i]);
+  if (cli_check_stdin_inputs() != 0)
+    return CLI_USAGE;
   hicp_transform init;
   if (init_path != NULL && cli_read_transform(init_path, &init) != 0)
     return CLI_FAIL;
