@@ -20,6 +20,7 @@
 #include "budget.h"
 #include "cgroup.h"
 #include "context.h"
+#include "envnames.h"
 #include "icp.h"
 #include "topology.h"
 
@@ -194,7 +195,10 @@ int hicp_context_create(const hicp_context_options *user, hicp_context **out)
   hicp_context *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL)
     return HICP_ENOMEM;
-  ctx->threads = thread_limit(o.threads > 0 ? o.threads : hicp__default_threads(quota));
+  const int env_threads = hicp__env_num_threads(getenv("OMP_NUM_THREADS"));
+  ctx->threads = thread_limit(o.threads > 0    ? o.threads
+                              : env_threads > 0 ? env_threads
+                                                : hicp__default_threads(quota));
   ctx->backend = o.backend;
   ctx->memory_limit = o.memory_limit != 0 ? o.memory_limit : hicp__limit_within(group);
   ctx->fixed_threads = (o.flags & HICP_CONTEXT_FIXED_THREADS) != 0;

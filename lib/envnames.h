@@ -21,6 +21,33 @@ static const char *const hicp__adapt_names[] = {"0", "1", 0};
  * (gpu/gpu_backend.cu); any other value injects nothing */
 static const char *const hicp__gpu_fault_names[] = {"alloc", "kernel", "lost", 0};
 
+/* OMP_NUM_THREADS where the user set it, read as libgomp reads it: a
+ * positive decimal count, the first of a list (its outermost level),
+ * blanks around it; 0 where unset or malformed (libgomp warns of a
+ * malformed one and ignores it).  Batch systems and job scripts set it to
+ * the CPUs they give a process (OMP_NUM_THREADS=1 beside MPI ranks that
+ * are not bound), and one thread per core of the machine beside them
+ * waits on the others at every pass (stop 69's review: it was ignored,
+ * and the count came from the cores). */
+static inline int hicp__env_num_threads(const char *s)
+{
+  if (s == NULL)
+    return 0;
+  while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == '\f' || *s == '\v')
+    s++;
+  unsigned long v = 0;
+  const char *d = s;
+  for (; *d >= '0' && *d <= '9'; d++)
+    v = v > 4096 ? v : v * 10 + (unsigned long)(*d - '0');
+  if (d == s || v == 0 || d - s > 18) /* libgomp refuses what overflows */
+    return 0;
+  /* the rest: blanks, or further levels of the list, which hicp leaves */
+  for (; *d != '\0'; d++)
+    if (!(*d == ',' || *d == ' ' || *d == '\t' || (*d >= '0' && *d <= '9')))
+      return 0;
+  return v > 4096 ? 4096 : (int)v;
+}
+
 /* The index of value in names, or -1. */
 static inline int hicp__env_index(const char *const *names, const char *value)
 {

@@ -223,7 +223,11 @@ typedef struct hicp_context hicp_context;
 /** Options for hicp_context_create(); fill with hicp_context_options_init(). */
 typedef struct hicp_context_options {
   size_t struct_size;   /**< set by hicp_context_options_init() */
-  int threads;          /**< CPU worker threads, 0 to 4096; 0 = one per core the
+  int threads;          /**< CPU worker threads, 0 to 4096; 0 = the
+                             environment's OMP_NUM_THREADS where it is
+                             set (its first count, as libgomp reads it;
+                             a value libgomp refuses is left out), else
+                             one per core the
                              calling thread may run on, and no more than
                              its cgroup's CPU quota allows, rounded up
                              (default).  Either is capped by OpenMP's

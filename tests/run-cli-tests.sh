@@ -1032,6 +1032,22 @@ done
 OMP_THREAD_LIMIT=1 "$bin" devices --json >"$tmp/out" 2>"$tmp/err"
 grep -q '"threads_default":1,' "$tmp/out" && ok "devices: OMP_THREAD_LIMIT=1 gives one thread" ||
   notok "devices: OMP_THREAD_LIMIT=1 gives one thread ($(cat "$tmp/out"))"
+# (stop 69's review) OMP_NUM_THREADS, where set, is the default count (it
+# was ignored: a job script's OMP_NUM_THREADS=1 ran a thread a core)
+OMP_NUM_THREADS=1 "$bin" devices >"$tmp/out" 2>"$tmp/err"
+grep -q 'hicp uses 1 thread (OMP_NUM_THREADS)' "$tmp/out" && ok "devices: OMP_NUM_THREADS=1 gives one thread, saying why" ||
+  notok "devices: OMP_NUM_THREADS=1 gives one thread, saying why ($(head -1 "$tmp/out"))"
+if [ "$have_py" = 1 ]; then
+  OMP_NUM_THREADS=1 "$bin" register "$tmp/good.xyz" "$tmp/good.xyz" --json >"$tmp/out" 2>"$tmp/err"
+  [ "$(json_get "$tmp/out" 'd["threads"]' 2>/dev/null)" = 1 ] && ok "register under OMP_NUM_THREADS=1 runs one thread" ||
+    notok "register under OMP_NUM_THREADS=1 runs one thread ($(cat "$tmp/out" "$tmp/err"))"
+  OMP_NUM_THREADS=1 "$bin" register "$tmp/good.xyz" "$tmp/good.xyz" --json --threads 2 >"$tmp/out" 2>"$tmp/err"
+  [ "$(json_get "$tmp/out" 'd["threads"]' 2>/dev/null)" = 2 ] && ok "--threads 2 is taken over OMP_NUM_THREADS=1" ||
+    notok "--threads 2 is taken over OMP_NUM_THREADS=1 ($(cat "$tmp/out" "$tmp/err"))"
+else
+  skip "register under OMP_NUM_THREADS=1: python3 is missing"
+  skip "--threads 2 over OMP_NUM_THREADS=1: python3 is missing"
+fi
 HWLOC_SYNTHETIC="pack:8 core:64 pu:2" taskset -c 0 "$bin" devices >"$tmp/out" 2>"$tmp/err"
 grep -q 'another machine); hicp uses 1 thread,' "$tmp/out" &&
   ok "devices: a topology of another machine is not taken for this one's" ||

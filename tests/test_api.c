@@ -228,6 +228,49 @@ Test(api, older_struct_sizes)
   cr_assert_eq(hicp_context_create(&bad, &ctx), HICP_EINVAL);
 }
 
+/* OMP_NUM_THREADS, where set, is the default thread count, its first
+ * count as libgomp reads it, capped as an explicit count is; a value
+ * libgomp refuses is left out, and an explicit count is taken over it
+ * (stop 69's review: it was ignored, and the cores taken). */
+Test(api, default_threads_from_omp_num_threads)
+{
+  const char *saved = getenv("OMP_NUM_THREADS");
+  char *keep = saved != NULL ? strdup(saved) : NULL;
+  cr_assert_eq(unsetenv("OMP_NUM_THREADS"), 0);
+  hicp_context *ctx;
+  cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+  const int cores = hicp_context_threads(ctx);
+  hicp_context_destroy(ctx);
+  hicp_context_options o;
+  hicp_context_options_init(&o);
+  o.threads = 3;
+  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  const int three = hicp_context_threads(ctx); /* 3, or OMP_THREAD_LIMIT */
+  hicp_context_destroy(ctx);
+  const struct {
+    const char *value;
+    int want;
+  } cases[] = {{"1", 1},         {"3", three},   {" 3 ", three}, {"3,2", three},
+               {"0", cores},     {"abc", cores}, {"3x", cores},  {"", cores},
+               {"-1", cores},    {"123456789012345678901", cores}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cr_assert_eq(setenv("OMP_NUM_THREADS", cases[i].value, 1), 0);
+    cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
+    cr_expect_eq(hicp_context_threads(ctx), cases[i].want, "OMP_NUM_THREADS='%s': %d threads, not %d",
+                 cases[i].value, hicp_context_threads(ctx), cases[i].want);
+    hicp_context_destroy(ctx);
+  }
+  cr_assert_eq(setenv("OMP_NUM_THREADS", "1", 1), 0);
+  cr_assert_eq(hicp_context_create(&o, &ctx), 0);
+  cr_expect_eq(hicp_context_threads(ctx), three, "--threads 3 is taken over OMP_NUM_THREADS=1");
+  hicp_context_destroy(ctx);
+  if (keep != NULL)
+    setenv("OMP_NUM_THREADS", keep, 1);
+  else
+    unsetenv("OMP_NUM_THREADS");
+  free(keep);
+}
+
 Test(api, context_options_checked)
 {
   hicp_context *ctx = (hicp_context *)0x1;

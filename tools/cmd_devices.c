@@ -10,6 +10,7 @@
 #include "budget.h"
 #include "cgroup.h"
 #include "cli.h"
+#include "envnames.h"
 #include "sysfs.h"
 
 int cmd_devices(int argc, char **argv)
@@ -79,6 +80,8 @@ int cmd_devices(int argc, char **argv)
     const char *omp_limit = getenv("OMP_THREAD_LIMIT");
     if (omp_limit != NULL && atoi(omp_limit) == threads && (cores == 0 || cores > threads))
       snprintf(why_threads, sizeof why_threads, " (OMP_THREAD_LIMIT)");
+    else if (hicp__env_num_threads(getenv("OMP_NUM_THREADS")) == threads)
+      snprintf(why_threads, sizeof why_threads, " (OMP_NUM_THREADS)");
     else if (quota > 0 && threads == quota)
       snprintf(why_threads, sizeof why_threads, " (its cgroup's CPU quota)");
     if (packages > 0)

@@ -21,7 +21,8 @@ static void usage(FILE *f)
           "  --nn METHOD     brute, kdtree, zero, kdann, pnn, pnn-opt (default); all exact\n"
           "  --csv           comma-separated, with a header line\n"
           "  --stats         print timing and walk statistics on stderr\n"
-          "  --threads N     CPU threads, 1..4096 (default 0: one per core)\n"
+          "  --threads N     CPU threads, 1..4096 (default 0: OMP_NUM_THREADS,\n"
+          "                  else one per core)\n"
           "  --memory-limit SIZE  most memory one step may take, in bytes or with K, M,\n"
           "                  G or T (x 2^10, 2^20, 2^30, 2^40), e.g. 512M, 8G\n"
           "                  (default: 3/4 of physical memory)\n");

@@ -38,7 +38,8 @@ static void usage(FILE *f)
           "  --chunk N           points per reduction chunk (power of two, 256..65536;\n"
           "                      default 1024)\n"
           "  --time-budget MS    stop after MS milliseconds (0: no limit, the default)\n"
-          "  --threads N         CPU threads, 1..4096 (default 0: one per core)\n"
+          "  --threads N         CPU threads, 1..4096 (default 0: OMP_NUM_THREADS,\n"
+          "                      else one per core)\n"
           "  --backend B         auto, cpu, cuda, hybrid (default auto)\n"
           "  --devices LIST      CUDA devices, e.g. 0,1 (a device may repeat)\n"
           CLI_MEMORY_HELP

@@ -32,7 +32,8 @@ static void usage(FILE *f)
           "  --filter-start K, --filter-sigma S   as for 'hicp register'\n"
           "  --time-budget MS    stop each frame after MS milliseconds (0: no limit);\n"
           "                      the next frame starts from the pose it reached\n"
-          "  --threads N         CPU threads, 1..4096 (default 0: one per core)\n"
+          "  --threads N         CPU threads, 1..4096 (default 0: OMP_NUM_THREADS,\n"
+          "                      else one per core)\n"
           "  --backend B         auto, cpu, cuda, hybrid (default auto)\n"
           "  --devices LIST      CUDA devices, e.g. 0,1 or 0,0 (a device may repeat)\n"
           CLI_MEMORY_HELP
