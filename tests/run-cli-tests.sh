@@ -500,6 +500,9 @@ check "two inputs of - exit 2" 2 sh -c 'cat "$2" | "$1" register - -' sh "$bin" 
 one_line_error "2 inputs are standard input"
 check "a FRAME and --init of - exit 2" 2 sh -c 'cat "$2" | "$1" track "$2" --init - -' sh "$bin" "$tmp/good.xyz"
 one_line_error "standard input"
+# an option given twice reads its last value only: one - among the inputs
+check "--init - given over by --init FILE, with the SCAN from -" 0 sh -c \
+  'cat "$2" | "$1" register "$2" - --init - --init "$3"' sh "$bin" "$tmp/good.xyz" "$tmp/init.json"
 
 # (stop 69's review) frames from a list and from the command line at once
 # were "track needs MODEL and FRAME files (or --from-list FILE)", given both

@@ -49,10 +49,14 @@ typedef struct cli_file {
 /* An input's name as the command opens it: "-" is standard input, as an
  * output's "-" is standard output (it was refused, "cannot open -"). */
 const char *cli_input(const char *path);
-/* After a command's inputs went through cli_input: -1 with the one line
- * where more than one is "-" (the second would read what the first left:
- * nothing from a pipe), else 0. */
-int cli_check_stdin_inputs(void);
+/* How many of the n inputs a command will read, as cli_input gave them
+ * (NULL: not given), were "-". */
+int cli_stdin_inputs(const char *const *paths, int n);
+/* -1 with the one line where more than one of them (and `more` others
+ * counted with cli_stdin_inputs) was "-" (the second would read what the
+ * first left: nothing from a pipe), else 0.  An option given twice counts
+ * once, as its last value is the one read. */
+int cli_check_stdin_inputs(const char *const *paths, int n, int more);
 /* Refuses, with one line and -1, an output that names the same file as
  * another file of the list (an input it would destroy, or another output):
  * compared by device and inode, so hard links and other spellings count. */

@@ -14,22 +14,30 @@
 #include "cli.h"
 #include "oneline.h"
 
-/* How many of the command's inputs cli_input took as standard input. */
-static int stdin_inputs;
+/* The name cli_input gives "-": one array, so that cli_check_stdin_inputs
+ * tells a "-" by its address from a /dev/stdin the user wrote (which may
+ * be a regular file, and be read twice). */
+static const char stdin_name[] = "/dev/stdin";
 
 const char *cli_input(const char *path)
 {
-  if (path == NULL || strcmp(path, "-") != 0)
-    return path;
-  stdin_inputs++;
-  return "/dev/stdin";
+  return path != NULL && strcmp(path, "-") == 0 ? stdin_name : path;
 }
 
-int cli_check_stdin_inputs(void)
+int cli_stdin_inputs(const char *const *paths, int n)
 {
-  if (stdin_inputs < 2)
+  int count = 0;
+  for (int i = 0; i < n; i++)
+    count += paths[i] == stdin_name;
+  return count;
+}
+
+int cli_check_stdin_inputs(const char *const *paths, int n, int more)
+{
+  const int count = cli_stdin_inputs(paths, n) + more;
+  if (count < 2)
     return 0;
-  cli_error("%d inputs are standard input ('-'), which can be read only once", stdin_inputs);
+  cli_error("%d inputs are standard input ('-'), which can be read only once", count);
   return -1;
 }
 

@@ -78,7 +78,8 @@ int cmd_nn(int argc, char **argv)
     return CLI_USAGE;
   }
   const char *model_path = cli_input(argv[optind]), *query_path = cli_input(argv[optind + 1]);
-  if (cli_check_stdin_inputs() != 0)
+  const char *const inputs[] = {model_path, query_path};
+  if (cli_check_stdin_inputs(inputs, 2, 0) != 0)
     return CLI_USAGE;
   hicp_context *ctx = cli_context(&common);
   if (ctx == NULL)

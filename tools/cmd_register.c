@@ -339,7 +339,8 @@ int cmd_register(int argc, char **argv)
   const cli_file files[] = {{"MODEL", model_path, 0},    {"SCAN", scan_path, 0},
                             {"--init", init_path, 0},    {"--truth", truth_path, 0},
                             {"--output", out_path, 1}};
-  if (cli_check_stdin_inputs() != 0 ||
+  const char *const inputs[] = {model_path, scan_path, init_path, truth_path};
+  if (cli_check_stdin_inputs(inputs, 4, 0) != 0 ||
       cli_check_outputs(files, (int)(sizeof files / sizeof files[0])) != 0 ||
       cli_check_output_name("--output", out_path, "PLY") != 0)
     return CLI_USAGE;

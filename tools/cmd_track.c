@@ -241,7 +241,10 @@ int cmd_track(int argc, char **argv)
   const char *model_path = cli_input(argv[optind]);
   for (int i = optind + 1; list == NULL && i < argc; i++) /* never written through */
     argv[i] = (char *)cli_input(argv[i]);
-  if (cli_check_stdin_inputs() != 0)
+  const char *const options_in[] = {model_path, init_path, list};
+  const int frames_in =
+      list == NULL ? cli_stdin_inputs((const char *const *)argv + optind + 1, argc - optind - 1) : 0;
+  if (cli_check_stdin_inputs(options_in, 3, frames_in) != 0)
     return CLI_USAGE;
   hicp_transform init;
   if (init_path != NULL && cli_read_transform(init_path, &init) != 0)
