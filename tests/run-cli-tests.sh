@@ -533,6 +533,33 @@ runs=$("$bin" perturb "$tmp/oct.off" -o "$tmp/faces.ply" --samples 4000 --ascii 
 [ "$runs" -eq 8 ] && ok "perturb --samples writes the samples face by face" ||
   notok "perturb --samples writes the samples face by face ($runs runs of one face)"
 
+# (stop 69's review) track takes register's --mse-abs, --min-step and
+# --chunk ("unrecognized option" before): a tracked first frame is the
+# registration, so the frame's pose, stop and iterations are register's
+"$bin" perturb "$tmp/oct.off" -o "$tmp/octs.ply" --samples 4000 --rotate 3,2,1 --seed 5 >/dev/null 2>&1
+"$bin" perturb "$tmp/oct.off" -o "$tmp/octm.ply" --samples 20000 --seed 6 >/dev/null 2>&1
+for opt in "--min-step 1e-3,0.05" "--mse-abs 1" "--chunk 256"; do
+  # shellcheck disable=SC2086
+  check "track $opt" 0 "$bin" track "$tmp/octm.ply" "$tmp/octs.ply" $opt --json
+  if [ "$have_py" = 1 ]; then
+    head -1 "$tmp/out" >"$tmp/frame.json"
+    # shellcheck disable=SC2086
+    "$bin" register "$tmp/octm.ply" "$tmp/octs.ply" $opt --json >"$tmp/reg.json" 2>/dev/null
+    f=$(json_get "$tmp/frame.json" '(d["transform"], d["stop"], d["iterations"])' 2>&1)
+    r=$(json_get "$tmp/reg.json" '(d["transform"], d["stop"], d["iterations"])' 2>&1)
+    case $opt in --min-step*) stop=increment ;; --mse-abs*) stop=mse-abs ;; *) stop= ;; esac
+    [ -n "$f" ] && [ "$f" = "$r" ] && { [ -z "$stop" ] || case $f in *"'$stop'"*) true ;; *) false ;; esac; } &&
+      ok "track $opt: register's pose, stop${stop:+ ($stop)} and iterations" ||
+      notok "track $opt: register's pose, stop and iterations (track $f, register $r)"
+  else
+    skip "track $opt against register: python3 is missing"
+  fi
+done
+check "track --chunk 100 exits 2" 2 "$bin" track "$tmp/octm.ply" "$tmp/octs.ply" --chunk 100
+one_line_error "chunk"
+check "track --min-step 1 exits 2" 2 "$bin" track "$tmp/octm.ply" "$tmp/octs.ply" --min-step 1
+one_line_error "min-step: expected T,DEG"
+
 # --view of a projection with no area: a slanted line seen from +z hides
 # none of its points (stop 55's review: its grid's cells came from the area
 # alone, 1e-151 wide, and their count overflowed: 1 point of 1000 kept)

@@ -86,6 +86,9 @@ int cli_double(const char *opt, const char *s, double lo, double hi, double *out
 /* Exactly n comma-separated numbers (no empty field); FORM says what was
  * expected, as in "OPT: expected FORM, got 'S'". */
 int cli_numbers(const char *opt, const char *s, double *out, int n, const char *form);
+/* --min-step T,DEG and --chunk N (register and track) into o. */
+int cli_min_step(const char *s, hicp_reg_options *o);
+int cli_chunk(const char *s, hicp_reg_options *o);
 /* "x,y,z" */
 int cli_vec3(const char *opt, const char *s, double out[3]);
 /* "0,1,3" -> devices (at most max, no empty field); returns the count or -1. */

@@ -210,3 +210,29 @@ int cli_output_path(const char *opt, const char *s)
   cli_error("%s: expected a file name, got ''", opt);
   return -1;
 }
+
+int cli_min_step(const char *s, hicp_reg_options *o)
+{
+  const char *form = "T,DEG with T >= 0 and 0 <= DEG <= 180";
+  double step[2];
+  if (cli_numbers("--min-step", s, step, 2, form) != 0)
+    return -1;
+  if (step[0] < 0 || step[1] < 0 || step[1] > 180) {
+    cli_error("--min-step: expected %s, got '%s'", form, s);
+    return -1;
+  }
+  o->min_step_trans = step[0];
+  o->min_step_rot_deg = step[1];
+  return 0;
+}
+
+int cli_chunk(const char *s, hicp_reg_options *o)
+{
+  if (cli_int("--chunk", s, 256, 65536, &o->chunk_points) != 0)
+    return -1;
+  if ((o->chunk_points & (o->chunk_points - 1)) != 0) {
+    cli_error("--chunk: expected a power of two from 256 to 65536");
+    return -1;
+  }
+  return 0;
+}

@@ -232,7 +232,6 @@ int cmd_register(int argc, char **argv)
   cli_common_init(&common);
   const char *init_path = NULL, *truth_path = NULL, *out_path = NULL;
   int as_json = 0, ascii = 0, sigma_given = 0, c;
-  double step[2];
   optind = 0;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
@@ -247,17 +246,9 @@ int cmd_register(int argc, char **argv)
     case OPT_MSE_ABS:
       bad = cli_double("--mse-abs", optarg, 0, HUGE_VAL, &o.mse_abs);
       break;
-    case OPT_MIN_STEP: {
-      const char *form = "T,DEG with T >= 0 and 0 <= DEG <= 180";
-      bad = cli_numbers("--min-step", optarg, step, 2, form);
-      if (!bad && (step[0] < 0 || step[1] < 0 || step[1] > 180)) {
-        cli_error("--min-step: expected %s, got '%s'", form, optarg);
-        bad = -1;
-      }
-      o.min_step_trans = step[0];
-      o.min_step_rot_deg = step[1];
+    case OPT_MIN_STEP:
+      bad = cli_min_step(optarg, &o);
       break;
-    }
     case OPT_NN:
       if (hicp_nn_method_from_name(optarg, &o.nn) != HICP_OK) {
         cli_error("--nn: expected brute, kdtree, zero, kdann, pnn or pnn-opt, got '%s'", optarg);
@@ -291,11 +282,7 @@ int cmd_register(int argc, char **argv)
       ascii = 1;
       break;
     case OPT_CHUNK:
-      bad = cli_int("--chunk", optarg, 256, 65536, &o.chunk_points);
-      if (!bad && (o.chunk_points & (o.chunk_points - 1)) != 0) {
-        cli_error("--chunk: expected a power of two from 256 to 65536");
-        bad = -1;
-      }
+      bad = cli_chunk(optarg, &o);
       break;
     case OPT_BUDGET:
       bad = cli_double("--time-budget", optarg, 0, HUGE_VAL, &o.time_budget_ms);

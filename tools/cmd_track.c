@@ -28,8 +28,9 @@ static void usage(FILE *f)
           "  --independent       frames are unrelated: spread them over all workers\n"
           "  --init FILE         initial transform of the first frame (of every frame\n"
           "                      with --independent)\n"
-          "  --max-iter N, --tol T, --nn METHOD, --max-dist D, --trim F,\n"
-          "  --filter-start K, --filter-sigma S   as for 'hicp register'\n"
+          "  --max-iter N, --tol T, --mse-abs E, --min-step T,DEG, --nn METHOD,\n"
+          "  --max-dist D, --trim F, --filter-start K, --filter-sigma S,\n"
+          "  --chunk N           as for 'hicp register'\n"
           "  --time-budget MS    stop each frame after MS milliseconds (0: no limit);\n"
           "                      the next frame starts from the pose it reached\n"
           "  --threads N         CPU threads, 1..4096 (default 0: OMP_NUM_THREADS,\n"
@@ -181,7 +182,9 @@ int cmd_track(int argc, char **argv)
       {"threads", required_argument, NULL, 'T'},   {"backend", required_argument, NULL, 'B'},
       {"devices", required_argument, NULL, 'D'},   {"json", no_argument, NULL, 'j'},
       {"memory-limit", required_argument, NULL, 'M'}, {"time-budget", required_argument, NULL, 'b'},
-      {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0}};
+      {"mse-abs", required_argument, NULL, 'E'},   {"min-step", required_argument, NULL, 'P'},
+      {"chunk", required_argument, NULL, 'C'},     {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
   hicp_reg_options o;
   hicp_reg_options_init(&o);
   hicp_batch_options bo;
@@ -201,6 +204,9 @@ int cmd_track(int argc, char **argv)
     case 'i': init_path = cli_input(optarg); break;
     case 'm': bad = cli_int("--max-iter", optarg, 0, 1000000, &o.max_iter); break;
     case 't': bad = cli_double("--tol", optarg, 0, HUGE_VAL, &o.tol); break;
+    case 'E': bad = cli_double("--mse-abs", optarg, 0, HUGE_VAL, &o.mse_abs); break;
+    case 'P': bad = cli_min_step(optarg, &o); break;
+    case 'C': bad = cli_chunk(optarg, &o); break;
     case 'n':
       if (hicp_nn_method_from_name(optarg, &o.nn) != HICP_OK) {
         cli_error("--nn: expected brute, kdtree, zero, kdann, pnn or pnn-opt, got '%s'", optarg);
