@@ -659,26 +659,31 @@ static int team_has_gpu(const hicp__team *team)
  * returns the block's size. */
 enum { KEY, ORDER, SORTED, P0S, MATCH, E2, TRACK, PART, WALK, DONE, BUCKETS, SUMS, TRIM,
        FRAME_ARRAYS };
-static size_t frame_layout(size_t n, uint32_t nchunks, int trim, size_t at[FRAME_ARRAYS])
+static uint64_t frame_layout(size_t n, uint32_t nchunks, int trim, size_t at[FRAME_ARRAYS])
 {
-  const size_t bytes[FRAME_ARRAYS] = {
-      [KEY] = sizeof(uint32_t) * n,
-      [ORDER] = sizeof(uint32_t) * n,
-      [SORTED] = sizeof(float) * 3 * n,
-      [P0S] = sizeof(float) * 3 * n,
-      [MATCH] = sizeof(uint32_t) * n,
-      [E2] = sizeof(double) * n,
-      [TRACK] = sizeof(hicp__track) * n,
-      [PART] = sizeof(hicp__partial) * nchunks,
-      [WALK] = sizeof(hicp__walkpart) * nchunks,
-      [DONE] = sizeof(uint32_t) * nchunks,
-      [BUCKETS] = sizeof(uint32_t) * hicp__zsort_buckets((uint32_t)n),
-      [SUMS] = sizeof(hicp__partial) * nchunks,
-      [TRIM] = trim ? sizeof(double) * n : 0};
-  size_t total = 0;
+  /* In 64 bits: 64-76 bytes a point wrap a 32-bit size_t from about 56 M
+   * points, fewer than a scan may have there (stop 69's review), and a
+   * wrapped size would pass the budget and leave the arrays past the
+   * block.  The offsets are only used where the total fits a size_t. */
+  const uint64_t n64 = n, c64 = nchunks;
+  const uint64_t bytes[FRAME_ARRAYS] = {
+      [KEY] = sizeof(uint32_t) * n64,
+      [ORDER] = sizeof(uint32_t) * n64,
+      [SORTED] = sizeof(float) * 3 * n64,
+      [P0S] = sizeof(float) * 3 * n64,
+      [MATCH] = sizeof(uint32_t) * n64,
+      [E2] = sizeof(double) * n64,
+      [TRACK] = sizeof(hicp__track) * n64,
+      [PART] = sizeof(hicp__partial) * c64,
+      [WALK] = sizeof(hicp__walkpart) * c64,
+      [DONE] = sizeof(uint32_t) * c64,
+      [BUCKETS] = sizeof(uint32_t) * (uint64_t)hicp__zsort_buckets((uint32_t)n),
+      [SUMS] = sizeof(hicp__partial) * c64,
+      [TRIM] = trim ? sizeof(double) * n64 : 0};
+  uint64_t total = 0;
   for (int k = 0; k < FRAME_ARRAYS; k++) {
-    at[k] = total;
-    total += (bytes[k] + 63) / 64 * 64 + 64 * (size_t)(3 * k + 1);
+    at[k] = (size_t)total;
+    total += (bytes[k] + 63) / 64 * 64 + 64 * (uint64_t)(3 * k + 1);
   }
   return total;
 }
@@ -687,7 +692,7 @@ uint64_t hicp__frame_bytes(const hicp__plan *plan, size_t n)
 {
   const uint32_t nchunks = (uint32_t)((n + plan->chunk - 1) / plan->chunk);
   size_t at[FRAME_ARRAYS];
-  return (uint64_t)frame_layout(n, nchunks, plan->trim < 1.0, at);
+  return frame_layout(n, nchunks, plan->trim < 1.0, at);
 }
 
 int hicp__check_frame_budget(hicp_context *ctx, const hicp__plan *plan, size_t n,
@@ -774,8 +779,13 @@ int hicp__register_frame(hicp_context *ctx, const hicp_model *m, const float *p0
   hicp__xf T0;
   to_internal(&init_pub, origin, m->origin, &T0);
   size_t at[FRAME_ARRAYS];
-  const size_t total = frame_layout(n, f.nchunks, plan->trim < 1.0, at);
-  char *blk = hicp__scratch(ctx, HICP_SCRATCH_FRAME, total);
+  const uint64_t total = frame_layout(n, f.nchunks, plan->trim < 1.0, at);
+  if (total > SIZE_MAX)
+    return hicp__fail(ctx, HICP_ELIMIT,
+                      "%zu scan points need %llu bytes of working memory, more than this "
+                      "system's address space",
+                      n, (unsigned long long)total);
+  char *blk = hicp__scratch(ctx, HICP_SCRATCH_FRAME, (size_t)total);
   if (blk == NULL)
     return hicp__fail(ctx, HICP_ENOMEM, "out of memory for %zu scan points", n);
   uint32_t *key = (uint32_t *)(void *)(blk + at[KEY]);
