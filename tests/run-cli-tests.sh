@@ -39,6 +39,10 @@ json_get() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(
 
 check "--version" 0 "$bin" --version
 grep -q '^hicp [0-9]' "$tmp/out" && ok "--version prints the version" || notok "--version prints the version"
+check "--version with an argument exits 2" 2 "$bin" --version extra
+one_line_error "takes no arguments"
+[ ! -s "$tmp/out" ] && ok "--version with an argument prints no version" ||
+  notok "--version with an argument prints no version"
 for c in register nn model track perturb devices; do
   check "$c --help" 0 "$bin" "$c" --help
 done
@@ -1323,6 +1327,17 @@ check "register a one-point model --truth --json" 0 "$bin" register "$x/one.xyz"
   --truth "$x/truth.txt" --json
 grep -q '"translation_rel":null,.*"position_rel":null' "$tmp/out" &&
   ok "its relative errors are null" || notok "its relative errors are null"
+# nor has a one-point input for perturb's noise, outliers and relative
+# translation, sized by it: refused, not six copies of the point (stop 69)
+printf '1 2 3\n1 2 3\n' >"$x/same.xyz"
+for o in "--noise 0.1" "--outliers 5" "--translate-rel 0.1,0,0"; do
+  # shellcheck disable=SC2086
+  check "perturb of one point $o exits 2" 2 "$bin" perturb "$x/same.xyz" -o "$x/same.ply" $o
+  one_line_error "all its points are one point"
+done
+[ ! -e "$x/same.ply" ] && ok "perturb of one point wrote nothing" || notok "perturb of one point wrote nothing"
+check "perturb of one point, moved and turned" 0 "$bin" perturb "$x/one.xyz" -o "$x/same.ply" \
+  --rotate 0,0,30 --translate 1,0,0
 # 4. perturb --rotate 0,0,30 --translate-rel: point i of the scan is point i
 # turned 30 degrees about z around the box centre and moved by the fractions
 # of the diagonal; the truth turns 30 degrees and takes the scan back

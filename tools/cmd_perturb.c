@@ -260,6 +260,17 @@ int cmd_perturb(int argc, char **argv)
   for (int d = 0; d < 3; d++)
     t[d] = tr[d] + trel[d] * diag;
   size_t nout = (size_t)floor(outliers * (double)n + 0.5);
+  if (diag == 0.0 && (noise > 0.0 || nout > 0 || trel[0] != 0.0 || trel[1] != 0.0 ||
+                      trel[2] != 0.0)) {
+    /* they scale with the diagonal: outliers would be copies of the point,
+     * the noise none, and the output would not be what was asked for
+     * (stop 69's review: exit 0, "6 points (5 outliers)", all one point) */
+    cli_error("%s: all its points are one point, so --noise, --outliers and --translate-rel "
+              "(sized by its bounding-box diagonal, 0) would change nothing",
+              in);
+    status = CLI_USAGE;
+    goto done;
+  }
   f = malloc(sizeof(double) * 3 * (n + nout + 1));
   if (f == NULL) {
     cli_error("out of memory for the scan's %zu points and %zu outliers", n, nout);

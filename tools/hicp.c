@@ -73,6 +73,10 @@ int main(int argc, char **argv)
   }
   const char *cmd = argv[1];
   if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+    if (argc > 2) { /* as every command refuses what it does not take */
+      cli_error("%s takes no arguments (got '%s')", cmd, argv[2]);
+      return CLI_USAGE;
+    }
     printf("hicp %s (library %s)\n", HICP_VERSION_STRING, hicp_version());
     return cli_finish(CLI_OK);
   }
