@@ -516,19 +516,11 @@ static inline float max_f(float a, float b)
  * The keys and the copies run in parallel on large scans (on 30k points
  * one thread takes 0.24 ms on an H100's host, as long as five of the GPU's
  * iterations), and without a parallel region on one thread: a region of
- * one thread allocates its team in libgomp at every call.  The sort is the
- * serial counting sort, so the order is the same for any thread count. */
-static inline void key_point(const hicp__zgrid *g, const hicp__xf *T0, const float *p,
-                             uint32_t *key, float lo[3], float hi[3])
-{
-  double q[3];
-  hicp__apply(T0, p, q);
-  *key = hicp__zkey21(g, q[0], q[1], q[2]);
-  for (int d = 0; d < 3; d++) {
-    lo[d] = p[d] < lo[d] ? p[d] : lo[d];
-    hi[d] = p[d] > hi[d] ? p[d] : hi[d];
-  }
-}
+ * one thread allocates its team in libgomp at every call.  The keys are
+ * cpu/keys_simd.c's (vector code, the same bits as the scalar loop), in
+ * blocks of KEY_BLOCK points on several threads.  The sort is the serial
+ * counting sort, so the order is the same for any thread count. */
+#define KEY_BLOCK ((size_t)4096)
 
 /* Besl's tolerance where the caller left it to the library: 1e-12 of the
  * squared diagonal of the smaller box, the model's or the scan's, and no
@@ -563,16 +555,20 @@ static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, u
     hi[d] = -INFINITY;
   }
   if (nt == 1) {
-    for (long long i = 0; i < nn; i++)
-      key_point(&g, T0, &p0[3 * (size_t)i], &key[i], lo, hi);
+    hicp__keys_placed(&g, T0, p0, n, key, lo, hi);
   } else {
 #pragma omp parallel num_threads(nt) reduction(min : lo[:3]) reduction(max : hi[:3])
     {
       hicp__fpenv fe; /* a pool thread's own environment may differ (fpenv.h) */
       hicp__fpenv_enter(&fe);
+      /* in blocks, each keyed by the vector code (cpu/keys_simd.c) */
+      const long long blocks = (nn + KEY_BLOCK - 1) / KEY_BLOCK;
 #pragma omp for schedule(static)
-      for (long long i = 0; i < nn; i++)
-        key_point(&g, T0, &p0[3 * (size_t)i], &key[i], lo, hi);
+      for (long long b = 0; b < blocks; b++) {
+        const size_t i0 = (size_t)b * KEY_BLOCK;
+        const size_t k = n - i0 < KEY_BLOCK ? n - i0 : KEY_BLOCK;
+        hicp__keys_placed(&g, T0, &p0[3 * i0], k, &key[i0], lo, hi);
+      }
       hicp__fpenv_leave(&fe);
     }
   }
@@ -595,8 +591,11 @@ static int scan_order(hicp_context *ctx, const hicp_model *m, const float *p0, u
  * scan_order).  The device loop does not read it. */
 static inline void split_point(const float *sorted, size_t n, size_t j, float *b)
 {
-  for (size_t d = 0; d < 3; d++)
-    b[d * n + j] = sorted[3 * j + d];
+  const float *p = &sorted[3 * j];
+  const float x = p[0], y = p[1], z = p[2];
+  b[j] = x;
+  b[n + j] = y;
+  b[2 * n + j] = z;
 }
 
 static void by_coordinate(int threads, const float *sorted, size_t n, float *b)
@@ -620,8 +619,12 @@ static void by_coordinate(int threads, const float *sorted, size_t n, float *b)
 static void frame_start(hicp__frame *f, const uint32_t *warm, const uint32_t *order, uint32_t nv)
 {
   memset(f->track, 0, sizeof *f->track * f->n);
+  if (warm == NULL) {
+    memset(f->match, 0xff, sizeof *f->match * f->n); /* HICP_NONE */
+    return;
+  }
   for (uint32_t j = 0; j < f->n; j++)
-    f->match[j] = warm != NULL && warm[order[j]] < nv ? warm[order[j]] : HICP_NONE;
+    f->match[j] = warm[order[j]] < nv ? warm[order[j]] : HICP_NONE;
 }
 
 /* hicp__s_noise for the frame's sums: the deepest path through them (a

@@ -32,32 +32,10 @@ static uint64_t spread3(uint64_t v)
   return v;
 }
 
-/* The cell of coordinate value v along axis d, 0 .. 2^21 - 1. */
-static uint64_t cell(const hicp__zgrid *g, int d, double v)
-{
-  const double c = (v - g->lo[d]) * g->scale;
-  /* !(c > 0) also takes NaN to cell 0 */
-  return !(c > 0.0) ? 0u : c >= ZCELLS ? (uint64_t)ZCELLS : (uint64_t)c;
-}
-
 uint64_t hicp__zkey(const hicp__zgrid *g, double x, double y, double z)
 {
-  return spread3(cell(g, 0, x)) | spread3(cell(g, 1, y)) << 1 | spread3(cell(g, 2, z)) << 2;
-}
-
-/* Spreads the low 7 bits of v to every third bit. */
-static uint32_t spread7(uint32_t v)
-{
-  v = (v | v << 8) & 0x0f00fu;
-  v = (v | v << 4) & 0xc30c3u;
-  v = (v | v << 2) & 0x49249u;
-  return v;
-}
-
-uint32_t hicp__zkey21(const hicp__zgrid *g, double x, double y, double z)
-{
-  return spread7((uint32_t)(cell(g, 0, x) >> 14)) | spread7((uint32_t)(cell(g, 1, y) >> 14)) << 1 |
-         spread7((uint32_t)(cell(g, 2, z) >> 14)) << 2;
+  return spread3(hicp__zcell(g, 0, x)) | spread3(hicp__zcell(g, 1, y)) << 1 |
+         spread3(hicp__zcell(g, 2, z)) << 2;
 }
 
 /* about one bucket per item, at least 2^3 and at most 2^21 */

@@ -11,6 +11,7 @@
 
 #include "model.h"
 #include "order.h"
+#include "pp/reduce.h"
 #include "testhelp.h"
 
 static hicp_context *ctx_new(void)
@@ -726,6 +727,75 @@ static uint64_t morton_key(const double lo[3], double ext, const double p[3])
     for (int d = 0; d < 3; d++)
       key |= ((c[d] >> b) & 1u) << (3 * b + d);
   return key;
+}
+
+/* hicp__keys_placed (cpu/keys_simd.c: vector code by default) against the
+ * scalar definition, point by point, for every HICP_SIMD variant: the keys
+ * of the points placed by a pose (hicp__apply, then hicp__zkey21), points
+ * outside the grid's box on either side (clamped cells) and on its faces
+ * included, and the box of the points as given, folded into the one
+ * passed in; counts that leave 0 to 3 points past the vector code's groups
+ * of four. */
+Test(model, placed_keys_are_the_scalar_keys)
+{
+  th_rng r;
+  th_rng_seed(&r, 29);
+  const double glo[3] = {-1.0, -0.5, 0.25}, ghi[3] = {2.0, 1.5, 0.75};
+  hicp__zgrid g;
+  hicp__zgrid_init(&g, glo, ghi);
+  const double a = 0.3, c = cos(a), sn = sin(a);
+  const hicp__xf T = {{c, -sn, 0.0, sn, c, 0.0, 0.0, 0.0, 1.0}, {0.1, -0.2, 0.05}};
+  const size_t most = 1003;
+  float *p = malloc(sizeof(float) * 3 * most);
+  for (size_t i = 0; i < most; i++)
+    for (int d = 0; d < 3; d++)
+      p[3 * i + d] = (float)(glo[d] - 1.0 + th_uniform(&r) * (ghi[d] - glo[d] + 2.0));
+  /* a point on the box's low corner and one on its high corner, as placed */
+  const hicp__xf inv = {{c, sn, 0.0, -sn, c, 0.0, 0.0, 0.0, 1.0}, {0.0, 0.0, 0.0}};
+  for (int k = 0; k < 2; k++) {
+    const float at[3] = {(float)((k ? ghi[0] : glo[0]) - T.t[0]),
+                         (float)((k ? ghi[1] : glo[1]) - T.t[1]),
+                         (float)((k ? ghi[2] : glo[2]) - T.t[2])};
+    double back[3];
+    hicp__apply(&inv, at, back);
+    for (int d = 0; d < 3; d++)
+      p[3 * (5 + (size_t)k) + d] = (float)back[d];
+  }
+  uint32_t *key = malloc(sizeof *key * most);
+  static const size_t counts[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 1000, 1003};
+  size_t clamped = 0;
+  for (size_t v = 0; v < TH_NSIMD; v++) {
+    setenv("HICP_SIMD", th_simd[v], 1);
+    for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+      const size_t n = counts[k];
+      /* a box passed in that some points widen and some do not */
+      float lo[3] = {0.5f, INFINITY, -3.0f}, hi[3] = {0.5f, -INFINITY, 3.0f};
+      float want_lo[3], want_hi[3];
+      memcpy(want_lo, lo, sizeof lo);
+      memcpy(want_hi, hi, sizeof hi);
+      hicp__keys_placed(&g, &T, p, n, key, lo, hi);
+      for (size_t i = 0; i < n; i++) {
+        double q[3];
+        hicp__apply(&T, &p[3 * i], q);
+        const uint32_t want = hicp__zkey21(&g, q[0], q[1], q[2]);
+        cr_assert_eq(key[i], want, "HICP_SIMD=%s, %zu points: point %zu's key %#x, want %#x",
+                     th_simd[v], n, i, key[i], want);
+        for (int d = 0; d < 3; d++) {
+          clamped += v == 0 && n == most && (q[d] < glo[d] || q[d] > ghi[d]);
+          want_lo[d] = p[3 * i + d] < want_lo[d] ? p[3 * i + d] : want_lo[d];
+          want_hi[d] = p[3 * i + d] > want_hi[d] ? p[3 * i + d] : want_hi[d];
+        }
+      }
+      for (int d = 0; d < 3; d++)
+        cr_assert(lo[d] == want_lo[d] && hi[d] == want_hi[d],
+                  "HICP_SIMD=%s, %zu points, axis %d: box %g .. %g, want %g .. %g", th_simd[v], n,
+                  d, (double)lo[d], (double)hi[d], (double)want_lo[d], (double)want_hi[d]);
+    }
+  }
+  unsetenv("HICP_SIMD");
+  cr_assert_gt(clamped, most / 4, "points outside the grid's box should be clamped");
+  free(key);
+  free(p);
 }
 
 /* Vertices are stored along the Morton curve over the model's box, ties in
