@@ -66,12 +66,34 @@ static inline void hicp__segments_init(hicp__segments *s, uint64_t nitems, int t
   s->big = big;
   s->small = small;
   s->align = align;
-  /* equal shares, rounded down to whole blocks of `small` (n <= nitems /
-   * small, so none is empty) */
+  /* Equal shares, each bound rounded down to whole blocks of `small`
+   * (n <= nitems / small, so none is empty), or to the nearest multiple
+   * of `align` (itself a multiple of `small`) where that is within a
+   * quarter of `align` of the share and there are at least as many whole
+   * stretches of `align` items as segments (the shares are then at least
+   * `align` apart, and the bounds at least `align` / 4 apart).  On a
+   * multiple of `align`, the chunk of pass A before it and the one after
+   * are each one thread's: its owner completes it, and sums it, as it goes,
+   * rather than a chunk cut by the bound being completed, and summed, by
+   * whoever ends the pass; further than a quarter chunk, the threads'
+   * unequal shares cost more than that saves (docs/cpu-engine.md, "Small
+   * tracked frames"). */
+  const int whole = align > small && align % small == 0 && align != UINT64_MAX &&
+                    nitems / align >= n;
+  uint64_t lo = 0;
   for (uint64_t k = 0; k < n; k++) {
+    uint64_t hi = nitems;
+    if (k + 1 < n) {
+      const uint64_t share = nitems * (k + 1) / n;
+      const uint64_t near = (share + align / 2) / align * align;
+      hi = whole && (near > share ? near - share : share - near) <= align / 4
+               ? near
+               : share / small * small;
+    }
     s->seg[k].lock = 0;
-    s->seg[k].lo = nitems * k / n / small * small;
-    s->seg[k].hi = k + 1 < n ? nitems * (k + 1) / n / small * small : nitems;
+    s->seg[k].lo = lo;
+    s->seg[k].hi = hi;
+    lo = hi;
   }
 }
 

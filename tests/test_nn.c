@@ -1773,6 +1773,48 @@ Test(nn, segments_hand_out_every_item_once)
   }
 }
 
+/* pass A's segments end on multiples of `align` (its chunks), rounded to
+ * the nearest, wherever that is within a quarter chunk of the equal share
+ * and there are at least as many whole chunks as threads: the chunks
+ * either side are then each one thread's, completed and summed by its
+ * owner, not by whoever takes the last block of a chunk cut by a bound
+ * (E6's boeing frames: 2,192 points, two threads, the bound at 1,088 in
+ * chunk 1, docs/cpu-engine.md, "Small tracked frames"); elsewhere on
+ * blocks of `small` below the share, as before.  The sizes include both
+ * kinds of bound (3,234 points on two threads: the share 1,617 is 431 from
+ * 2,048). */
+Test(nn, segments_end_on_chunk_bounds)
+{
+  static const uint64_t sizes[] = {2048, 2191, 2192, 2560, 3000, 3234, 4096, 4657, 14712, 100000};
+  for (int threads = 1; threads <= 8; threads++) {
+    for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+      const uint64_t n = sizes[z], align = 1024, small = 64;
+      hicp__segments segs;
+      hicp__segments_init(&segs, n, threads, 256, small, align);
+      const int whole = n / align >= (uint64_t)threads;
+      cr_assert_eq(segs.n, (uint32_t)threads);
+      for (uint32_t k = 0; k < segs.n; k++) {
+        const uint64_t lo = segs.seg[k].lo, hi = segs.seg[k].hi, share = n * k / segs.n;
+        cr_assert(lo < hi && (k == 0 || lo == segs.seg[k - 1].hi), "%llu items, %d threads",
+                  (unsigned long long)n, threads);
+        const uint64_t near = (share + align / 2) / align * align;
+        if (whole && (near > share ? near - share : share - near) <= align / 4)
+          cr_assert(lo == near,
+                    "%llu items, %d threads: segment %u starts at %llu, not the chunk bound "
+                    "%llu near its share %llu",
+                    (unsigned long long)n, threads, k, (unsigned long long)lo,
+                    (unsigned long long)near, (unsigned long long)share);
+        else
+          cr_assert(lo % small == 0 && lo <= share && share - lo < small,
+                    "%llu items, %d threads: segment %u starts at %llu, share %llu",
+                    (unsigned long long)n, threads, k, (unsigned long long)lo,
+                    (unsigned long long)share);
+      }
+      cr_assert_eq(segs.seg[segs.n - 1].hi, n);
+    }
+  }
+}
+
 /* hicp__round_down against its definition: the largest float <= s for
  * s > 0 (found with nextafterf), 0 otherwise; across every range, the
  * overflow and the denormal ends, and exact floats. */
