@@ -341,8 +341,10 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
   f->halted = 0;
   while (rc == HICP_OK) {
     const int k = it.k;
-    /* watched from the second pass: the first wakes or starts the team */
-    if (k == 1 && want > 0)
+    /* watched from the second pass: the first wakes or starts the team;
+     * a pass on one thread is not (hicp__threads_watch_end ignores it),
+     * nor its thread's CPU clock read, a system call */
+    if (k == 1 && want > 0 && solo.threads > 1)
       hicp__threads_watch_begin(&watch, solo.threads, want);
     hicp__select sel = hicp__iter_begin(&it, p->max_d2, p->filter_start);
 
