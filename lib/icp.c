@@ -404,6 +404,9 @@ int hicp__icp_loop(hicp_context *ctx, const hicp_model *m, hicp__frame *f, const
       out->iterations = k;
       out->stop = stop;
       out->degenerate = it.degenerate;
+      /* the tests that stopped it are solve time too, as in the device's
+       * loop (gpu_backend.cu's finish_iteration counts them) */
+      out->solve_ms += hicp__now_ms() - t2;
       break;
     }
     tot_prev = tot;
