@@ -21,6 +21,37 @@ static const char *const hicp__adapt_names[] = {"0", "1", 0};
  * (gpu/gpu_backend.cu); any other value injects nothing */
 static const char *const hicp__gpu_fault_names[] = {"alloc", "kernel", "lost", 0};
 
+static inline int hicp__env_blank(char c)
+{
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+/* One count of the list at *s as libgomp's strtoul and its checks take it:
+ * blanks, an optional '+', decimal digits, blanks; 0 where there are no
+ * digits or the value is 0 or past a long (libgomp's (long) value <= 0),
+ * else the value capped at 4096, with *s moved past it. */
+static inline unsigned long hicp__env_count(const char **s)
+{
+  const char *d = *s;
+  while (hicp__env_blank(*d))
+    d++;
+  if (*d == '+')
+    d++;
+  const char *digits = d;
+  unsigned long long v = 0;
+  int past = 0;
+  for (; *d >= '0' && *d <= '9'; d++) {
+    past |= v > (0x7fffffffffffffffull - (unsigned)(*d - '0')) / 10;
+    v = past ? v : v * 10 + (unsigned)(*d - '0');
+  }
+  if (d == digits || v == 0 || past)
+    return 0;
+  while (hicp__env_blank(*d))
+    d++;
+  *s = d;
+  return v > 4096 ? 4096 : (unsigned long)v;
+}
+
 /* OMP_NUM_THREADS where the user set it, read as libgomp reads it: a
  * positive decimal count, the first of a list (its outermost level),
  * blanks around it; 0 where unset or malformed (libgomp warns of a
@@ -33,19 +64,18 @@ static inline int hicp__env_num_threads(const char *s)
 {
   if (s == NULL)
     return 0;
-  while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == '\f' || *s == '\v')
-    s++;
-  unsigned long v = 0;
-  const char *d = s;
-  for (; *d >= '0' && *d <= '9'; d++)
-    v = v > 4096 ? v : v * 10 + (unsigned long)(*d - '0');
-  if (d == s || v == 0 || d - s > 18) /* libgomp refuses what overflows */
+  /* the first count; the list's further levels, which hicp leaves, must
+   * still be counts, as libgomp refuses the whole value otherwise ("3 2",
+   * "2,", "3,0": it warns and ignores it, so hicp does not take 3 or 2) */
+  const unsigned long first = hicp__env_count(&s);
+  if (first == 0)
     return 0;
-  /* the rest: blanks, or further levels of the list, which hicp leaves */
-  for (; *d != '\0'; d++)
-    if (!(*d == ',' || *d == ' ' || *d == '\t' || (*d >= '0' && *d <= '9')))
+  while (*s == ',') {
+    s++;
+    if (hicp__env_count(&s) == 0)
       return 0;
-  return v > 4096 ? 4096 : (int)v;
+  }
+  return *s == '\0' ? (int)first : 0;
 }
 
 /* The index of value in names, or -1. */

@@ -252,7 +252,12 @@ Test(api, default_threads_from_omp_num_threads)
     int want;
   } cases[] = {{"1", 1},         {"3", three},   {" 3 ", three}, {"3,2", three},
                {"0", cores},     {"abc", cores}, {"3x", cores},  {"", cores},
-               {"-1", cores},    {"123456789012345678901", cores}};
+               {"-1", cores},    {"123456789012345678901", cores},
+               /* libgomp's strtoul takes a '+' and any blank after the
+                * count; it refuses the whole list where a later level is
+                * not a count (stop 69's second review) */
+               {"+3", three},    {"3\n", three}, {"3,", cores},  {"3 2", cores},
+               {"3,,2", cores},  {"3,0", cores}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     cr_assert_eq(setenv("OMP_NUM_THREADS", cases[i].value, 1), 0);
     cr_assert_eq(hicp_context_create(NULL, &ctx), 0);
